@@ -1,0 +1,31 @@
+# ServeDeck production image: daphne serving the console, the REST API and WebSockets.
+# Configure it with DATABASE_URL, REDIS_URL, SECRET_KEY, ALLOWED_HOSTS and HTTPS=true.
+FROM python:3.11-slim AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /venv
+COPY requirements.txt /tmp/requirements.txt
+# Only the runtime part of requirements.txt: everything above the "Tests and tooling" line.
+RUN sed '/^# Tests and tooling/,$d' /tmp/requirements.txt > /tmp/runtime.txt \
+ && /venv/bin/pip install -r /tmp/runtime.txt
+
+FROM python:3.11-slim
+ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
+    DJANGO_SETTINGS_MODULE=console.settings SERVEDECK_VAR_DIR=/var/lib/servedeck
+RUN useradd --system --uid 10001 --home-dir /app servedeck \
+ && mkdir -p /var/lib/servedeck && chown servedeck /var/lib/servedeck
+COPY --from=build /venv /venv
+WORKDIR /app
+COPY --chown=servedeck manage.py pyproject.toml ./
+COPY --chown=servedeck console ./console
+COPY --chown=servedeck accesspolicies ./accesspolicies
+COPY --chown=servedeck jobs ./jobs
+COPY --chown=servedeck models_catalog ./models_catalog
+COPY --chown=servedeck templates ./templates
+COPY --chown=servedeck static ./static
+# collectstatic needs a key to import settings; this throwaway one never leaves the build.
+RUN SECRET_KEY=collectstatic-only-$(python -c "import secrets; print(secrets.token_hex(32))") \
+    python manage.py collectstatic --noinput
+USER servedeck
+EXPOSE 8000
+HEALTHCHECK CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz')"
+CMD ["sh", "-c", "python manage.py migrate --noinput && exec daphne -b 0.0.0.0 -p 8000 console.asgi:application"]

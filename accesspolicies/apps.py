@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AccessPoliciesConfig(AppConfig):
+    name = "accesspolicies"
+    verbose_name = "Access"

@@ -1,0 +1,55 @@
+"""First run: the first organisation, its admin and a `local` profile. Safe to run again."""
+
+import os
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from accesspolicies.models import Membership, Organization, Role
+from jobs.models import Cluster, Profile
+
+
+class Command(BaseCommand):
+    help = (
+        "Create the first organisation, an admin and a `local` profile, once. The admin's "
+        "password comes from SERVEDECK_ADMIN_PASSWORD, or is generated and printed once."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--org", default=os.environ.get("SERVEDECK_ORG", "default"))
+        parser.add_argument("--admin", default=os.environ.get("SERVEDECK_ADMIN_USER", "admin"))
+
+    @transaction.atomic
+    def handle(self, *args, org, admin, **options):
+        organization, org_created = Organization.objects.get_or_create(
+            slug=org, defaults={"name": org.replace("-", " ").title()}
+        )
+        User = get_user_model()
+        user = User.objects.filter(username=admin).first()
+        password = None
+        if user is None:
+            password = os.environ.get("SERVEDECK_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+            user = User.objects.create_user(username=admin, password=password)
+        Membership.objects.get_or_create(
+            organization=organization, user=user, defaults={"role": Role.ADMIN}
+        )
+        cluster, _ = Cluster.objects.get_or_create(
+            organization=organization, name="local", defaults={"backend": Cluster.Backend.LOCAL}
+        )
+        Profile.objects.get_or_create(
+            organization=organization,
+            name="local",
+            defaults={"cluster": cluster, "namespace": "default"},
+        )
+        if org_created:
+            self.stdout.write(f"Created organisation {organization.slug} with a local profile.")
+        if password is None:
+            self.stdout.write(f"Admin {admin} exists already; its password is unchanged.")
+        elif os.environ.get("SERVEDECK_ADMIN_PASSWORD"):
+            self.stdout.write(f"Created admin {admin} with the password in SERVEDECK_ADMIN_PASSWORD.")
+        else:
+            self.stdout.write(
+                self.style.WARNING(f"Created admin {admin} with password {password} (shown once).")
+            )

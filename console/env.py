@@ -1,0 +1,57 @@
+"""Typed readers for settings from the environment: a bad value stops start-up naming the variable."""
+
+import os
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+TRUE = {"1", "true", "yes", "on"}
+FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in TRUE:
+        return True
+    if value in FALSE:
+        return False
+    raise ImproperlyConfigured(
+        f"{name}={raw!r} is not a boolean; use one of 1, true, yes, on, 0, false, no, off."
+    )
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number.") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_url(name: str, schemes: set[str], default: str = "") -> str:
+    raw = os.environ.get(name, default)
+    if not raw:
+        return raw
+    parts = urlsplit(raw)
+    if parts.scheme not in schemes:
+        accepted = ", ".join(f"{s}://" for s in sorted(schemes))
+        raise ImproperlyConfigured(
+            f"{name} has scheme {parts.scheme or '(none)'!r}; accepted: {accepted}."
+        )
+    return raw

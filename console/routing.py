@@ -1,0 +1,3 @@
+"""WebSocket routes; the model overview's live status joins here in a later change."""
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,34 @@
+"""One access helper per object type: the object in the member's organisation, or 404; 403 when
+the member's role may not do `action` with it."""
+
+from django.http import Http404
+
+from accesspolicies.access import require
+from jobs.models import Application, Cluster, Profile
+
+
+def _get(model, membership, name: str, action: str, what: str, related=()):
+    require(membership, "view", what)
+    obj = (
+        model.objects.filter(organization=membership.organization, name=name)
+        .select_related(*related)
+        .first()
+    )
+    if obj is None:
+        raise Http404(
+            f"No {model._meta.verbose_name} named {name!r} in {membership.organization}."
+        )
+    require(membership, action, what)
+    return obj
+
+
+def get_application(membership, name: str, action: str = "view") -> Application:
+    return _get(Application, membership, name, action, "applications", ("profile__cluster",))
+
+
+def get_profile(membership, name: str, action: str = "view") -> Profile:
+    return _get(Profile, membership, name, action, "profiles", ("cluster",))
+
+
+def get_cluster(membership, name: str, action: str = "view") -> Cluster:
+    return _get(Cluster, membership, name, action, "clusters")

@@ -1,0 +1,182 @@
+"""REST endpoints for applications: list, create, get, update, delete, history, rollback, deploy.
+
+Manifests are sent as the raw body, JSON or YAML; `?dryRun=true` answers the dry run and saves
+nothing. The views only translate HTTP to the verbs in jobs.deploy.
+"""
+
+from datetime import datetime
+
+from ninja import Router, Schema
+
+from accesspolicies.access import require
+from jobs import deploy as verbs
+from jobs.access import get_application
+from jobs.models import Application
+from jobs.present import described, summary
+
+router = Router(tags=["applications"])
+
+MANIFEST_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "An Application manifest (MANIFEST.md), as JSON or YAML.",
+        "content": {
+            "application/json": {"schema": {"type": "object"}},
+            "application/yaml": {"schema": {"type": "string"}},
+        },
+    }
+}
+
+
+class Problem(Schema):
+    path: str
+    message: str
+    level: str
+
+
+class ApplicationSummary(Schema):
+    name: str
+    phase: str
+    profile: str
+    model: str
+    readyReplicas: int
+    desiredReplicas: int
+    endpoint: str
+    deployedAt: datetime | None
+
+
+class ApplicationOut(Schema):
+    apiVersion: str
+    kind: str
+    spec: dict
+    status: dict
+
+
+class ApplyOut(Schema):
+    action: str
+    revision: int | None
+    warnings: list[Problem]
+    application: ApplicationOut
+
+
+class DryRunOut(Schema):
+    ok: bool
+    action: str
+    refusals: list[Problem]
+    warnings: list[Problem]
+    runtime: str | None
+    scaling: str | None
+    manifest: dict | None
+
+
+class RevisionOut(Schema):
+    number: int
+    createdAt: datetime
+    createdBy: str | None
+    outcome: str
+    message: str
+    rolledBackFrom: int | None
+    manifest: dict
+
+
+class RollbackIn(Schema):
+    revision: int
+
+
+def _apply(request, dry_run: bool, expect_name=None, create_only=False):
+    membership = request.auth
+    body = request.body
+    if dry_run:
+        run = verbs.dry_run(body, membership.organization, expect_name=expect_name)
+        if not run.ok:
+            raise verbs.Refused(run)
+        return 200, run.as_dict()
+    applied = verbs.apply(body, membership, expect_name=expect_name, create_only=create_only)
+    action = "created" if applied.created else "updated" if applied.revision else "unchanged"
+    return (201 if applied.created else 200), {
+        "action": action,
+        "revision": applied.revision.number if applied.revision else None,
+        "warnings": [p.as_dict() for p in applied.dry_run.warnings],
+        "application": described(applied.application),
+    }
+
+
+@router.get("", response=list[ApplicationSummary], summary="List applications")
+def list_applications(request):
+    membership = request.auth
+    require(membership, "view", "applications")
+    apps = Application.objects.filter(organization=membership.organization)
+    return [summary(app) for app in apps.select_related("profile")]
+
+
+@router.post(
+    "",
+    response={200: DryRunOut, 201: ApplyOut, 400: list[Problem], 409: list[Problem]},
+    openapi_extra=MANIFEST_BODY,
+    summary="Create an application (or dry-run it)",
+)
+def create_application(request, dryRun: bool = False):  # noqa: N803 (the query name clients use)
+    return _apply(request, dryRun, create_only=True)
+
+
+@router.get("/{name}", response=ApplicationOut, summary="Get an application, defaults filled in")
+def get(request, name: str):
+    return described(get_application(request.auth, name))
+
+
+@router.put(
+    "/{name}",
+    response={200: DryRunOut | ApplyOut, 201: ApplyOut, 400: list[Problem]},
+    openapi_extra=MANIFEST_BODY,
+    summary="Update an application (or dry-run the change)",
+)
+def update_application(request, name: str, dryRun: bool = False):  # noqa: N803
+    get_application(request.auth, name, "deploy")
+    return _apply(request, dryRun, expect_name=name)
+
+
+@router.delete("/{name}", response={204: None}, summary="Delete an application")
+def delete_application(request, name: str):
+    application = get_application(request.auth, name, "deploy")
+    verbs.delete(application, request.auth)
+    return 204, None
+
+
+@router.get("/{name}/history", response=list[RevisionOut], summary="Deploy history")
+def history(request, name: str):
+    application = get_application(request.auth, name)
+    return [
+        {
+            "number": r.number,
+            "createdAt": r.created_at,
+            "createdBy": r.created_by.get_username() if r.created_by else None,
+            "outcome": r.outcome,
+            "message": r.message,
+            "rolledBackFrom": r.rolled_back_from,
+            "manifest": r.manifest,
+        }
+        for r in application.revisions.select_related("created_by")
+    ]
+
+
+@router.post(
+    "/{name}/rollback",
+    response={200: ApplyOut, 400: list[Problem]},
+    summary="Apply an earlier revision again, as a new revision",
+)
+def rollback(request, name: str, body: RollbackIn):
+    application = get_application(request.auth, name, "deploy")
+    applied = verbs.rollback(application, body.revision, request.auth)
+    return 200, {
+        "action": "updated",
+        "revision": applied.revision.number,
+        "warnings": [p.as_dict() for p in applied.dry_run.warnings],
+        "application": described(applied.application),
+    }
+
+
+@router.post("/{name}/deploy", response=ApplicationOut, summary="Deploy the latest revision")
+def deploy(request, name: str):
+    application = get_application(request.auth, name, "deploy")
+    verbs.deploy_latest(application, request.auth)
+    return described(application)

@@ -1,0 +1,256 @@
+"""The verbs on applications: dry run, apply (create or update), deploy, roll back and delete.
+
+The wizard, the REST API and the command line all call these; they never touch models directly.
+"""
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from accesspolicies.access import require
+from jobs import manifest as mf
+from jobs.backends import Unavailable, backend_for
+from jobs.manifest.context import ExistingApplication, ManifestContext
+from jobs.models import Application, Event, Phase, Profile, Revision
+
+
+@dataclass
+class DryRun:
+    """What applying a manifest would do; saves nothing."""
+
+    manifest: dict | None
+    refusals: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    runtime: str | None = None
+    scaling: str | None = None
+    exists: bool = False
+    changed: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return not self.refusals
+
+    def problems(self) -> list[dict]:
+        return [p.as_dict() for p in [*self.refusals, *self.warnings]]
+
+    def as_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "action": ("update" if self.exists else "create") if self.changed else "unchanged",
+            "refusals": [p.as_dict() for p in self.refusals],
+            "warnings": [p.as_dict() for p in self.warnings],
+            "runtime": self.runtime,
+            "scaling": self.scaling,
+            "manifest": self.manifest,
+        }
+
+
+class Refused(Exception):
+    """The manifest has refusals; `dry_run` carries every one of them."""
+
+    def __init__(self, dry_run: DryRun):
+        super().__init__("; ".join(str(p) for p in dry_run.refusals))
+        self.dry_run = dry_run
+
+
+class ActionError(Exception):
+    """A verb that cannot go ahead, with a message that says why and what to do."""
+
+    def __init__(self, path: str, message: str, status: int = 400):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+        self.status = status
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "message": self.message, "level": "refusal"}
+
+
+@dataclass
+class Applied:
+    application: Application
+    revision: Revision | None
+    dry_run: DryRun
+    created: bool
+
+
+def manifest_context(organization, application: Application | None) -> ManifestContext:
+    profiles = Profile.objects.filter(organization=organization).select_related("cluster")
+    existing = None
+    if application is not None:
+        existing = ExistingApplication(
+            manifest=application.manifest,
+            created_at=application.created_at,
+            served_at=application.served_at,
+        )
+    return ManifestContext(profiles={p.name: p.facts() for p in profiles}, existing=existing)
+
+
+def _name_of(doc) -> str | None:
+    spec = doc.get("spec") if isinstance(doc, dict) else None
+    name = spec.get("name") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def dry_run(doc, organization, *, expect_name: str | None = None) -> DryRun:
+    """Parse, fill defaults and check `doc` (text or mapping) against the organisation's state."""
+    if isinstance(doc, str | bytes):
+        try:
+            doc = mf.load_document(doc)
+        except mf.DocumentError as error:
+            return DryRun(manifest=None, refusals=list(error.problems))
+    name = _name_of(doc)
+    if expect_name is not None and name != expect_name:
+        problem = mf.Problem(
+            "spec.name",
+            f"{name!r} does not match the application addressed ({expect_name!r}); "
+            "send the manifest of that application, or create a new one instead.",
+            "refusal",
+        )
+        return DryRun(manifest=None, refusals=[problem])
+    application = (
+        Application.objects.filter(organization=organization, name=name).first() if name else None
+    )
+    result = mf.parse(doc, manifest_context(organization, application))
+    run = DryRun(
+        manifest=result.manifest,
+        refusals=list(result.refusals),
+        warnings=list(result.warnings),
+        exists=application is not None,
+    )
+    if result.manifest is not None and result.ok:
+        run.runtime = mf.runtime_of(result.manifest)
+        run.scaling = mf.scaling_of(result.manifest)
+        run.changed = application is None or application.manifest != result.manifest
+    return run
+
+
+def apply(doc, membership, *, expect_name: str | None = None, create_only=False) -> Applied:
+    """Create or update an application from a manifest; a change becomes a new revision."""
+    require(membership, "deploy", "applications")
+    organization = membership.organization
+    run = dry_run(doc, organization, expect_name=expect_name)
+    if not run.ok:
+        raise Refused(run)
+    spec = run.manifest["spec"]
+    if create_only and run.exists:
+        raise ActionError(
+            "spec.name",
+            f"an application named {spec['name']!r} already exists; update it instead "
+            f"(PUT /api/v1/applications/{spec['name']}) or choose another name.",
+            status=409,
+        )
+    with transaction.atomic():
+        application = (
+            Application.objects.select_for_update()
+            .filter(organization=organization, name=spec["name"])
+            .first()
+        )
+        if application is not None and application.manifest == run.manifest:
+            return Applied(application, None, run, created=False)
+        created = application is None
+        profile = Profile.objects.get(organization=organization, name=spec["profileName"])
+        now = timezone.now()
+        if created:
+            application = Application(organization=organization, name=spec["name"], created_at=now)
+        application.profile = profile
+        application.manifest = run.manifest
+        application.updated_at = now
+        application.save()
+        revision = _new_revision(application, run.manifest, membership.user)
+        _record(application, "Saved", f"Revision {revision.number} saved by {membership.user}.")
+        if spec.get("syncType", "Auto") == "Auto":
+            deploy(application, revision)
+        else:
+            revision.outcome = Revision.Outcome.WAITING
+            revision.message = "syncType is Manual: deploy it explicitly to apply it."
+            revision.save(update_fields=["outcome", "message"])
+    return Applied(application, revision, run, created=created)
+
+
+def _new_revision(application, manifest, user, rolled_back_from=None) -> Revision:
+    last = application.revisions.order_by("-number").values_list("number", flat=True).first()
+    return Revision.objects.create(
+        application=application,
+        number=(last or 0) + 1,
+        manifest=manifest,
+        created_by=user,
+        rolled_back_from=rolled_back_from,
+    )
+
+
+def _record(application, reason: str, message: str, kind=Event.Kind.NORMAL) -> None:
+    Event.objects.create(application=application, reason=reason, message=message, kind=kind)
+
+
+def deploy(application: Application, revision: Revision | None = None) -> Revision:
+    """Hand a revision (the latest by default) to the profile's cluster backend."""
+    revision = revision or application.revisions.order_by("-number").first()
+    backend = backend_for(application.profile)
+    now = timezone.now()
+    if isinstance(backend, Unavailable):
+        revision.outcome = Revision.Outcome.PENDING
+        revision.message = backend.reason
+        application.phase = Phase.PENDING
+        application.reason = backend.reason
+        application.next_step = backend.next_step
+        application.deployed_at = now
+        application.desired_replicas = _min_replicas(revision.manifest)
+        application.save(
+            update_fields=["phase", "reason", "next_step", "deployed_at", "desired_replicas"]
+        )
+        revision.save(update_fields=["outcome", "message"])
+        _record(application, "BackendUnavailable", backend.reason, Event.Kind.WARNING)
+    return revision
+
+
+def _min_replicas(manifest: dict) -> int:
+    model = manifest["spec"]["source"].get("model") or {}
+    return model.get("scaling", {}).get("minReplicas", 1)
+
+
+def deploy_latest(application: Application, membership) -> Revision:
+    require(membership, "deploy", "applications")
+    with transaction.atomic():
+        return deploy(application)
+
+
+def rollback(application: Application, number: int, membership) -> Applied:
+    """Apply revision `number` again as a new revision; never automatic."""
+    require(membership, "deploy", "applications")
+    target = application.revisions.filter(number=number).first()
+    if target is None:
+        numbers = list(application.revisions.values_list("number", flat=True))
+        raise ActionError(
+            "revision",
+            f"{application.name} has no revision {number}; its history has revisions "
+            f"{min(numbers)} to {max(numbers)}. Pick one of those.",
+        )
+    if target.manifest == application.manifest:
+        raise ActionError(
+            "revision",
+            f"revision {number} is what {application.name} runs now; nothing to roll back. "
+            "Pick an earlier revision with a different manifest.",
+        )
+    run = dry_run(target.manifest, application.organization, expect_name=application.name)
+    if not run.ok:
+        raise Refused(run)
+    with transaction.atomic():
+        application.manifest = run.manifest
+        application.updated_at = timezone.now()
+        application.save(update_fields=["manifest", "updated_at"])
+        revision = _new_revision(application, run.manifest, membership.user, rolled_back_from=number)
+        _record(
+            application,
+            "RolledBack",
+            f"Revision {revision.number} rolls back to revision {number}, by {membership.user}.",
+        )
+        deploy(application, revision)
+    return Applied(application, revision, run, created=False)
+
+
+def delete(application: Application, membership) -> None:
+    """Remove the application, everything rendered for it, and its history."""
+    require(membership, "deploy", "applications")
+    application.delete()

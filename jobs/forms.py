@@ -1,0 +1,187 @@
+"""Forms for clusters and profiles; the pages and the `cluster`/`profile` commands share them."""
+
+import re
+
+import yaml
+from django import forms
+
+from jobs.manifest.quantity import parse_quantity
+from jobs.models import ADDONS, Cluster, Profile
+
+HF_TOKEN_REF = re.compile(r"^(secret/[a-z0-9]([-a-z0-9.]*[a-z0-9])?|env/[A-Za-z_][A-Za-z0-9_]*)$")
+CATALOG_KEYS = {"name", "vendor", "gpuMemory", "gpusPerNode", "nodeCpu", "nodeMemory", "nodeLabels"}
+
+
+class OrganizationScopedForm(forms.ModelForm):
+    """A ModelForm for an object of one organisation: names are unique within it."""
+
+    def __init__(self, *args, organization, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.organization = organization
+        self.instance.organization = organization
+
+    def clean_name(self):
+        name = self.cleaned_data["name"]
+        model = self._meta.model
+        clash = model.objects.filter(organization=self.organization, name=name)
+        if self.instance.pk:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            noun = model._meta.verbose_name
+            raise forms.ValidationError(f"A {noun} named {name!r} exists already; pick another name.")
+        return name
+
+
+def _yaml_field(label, help_text):
+    return forms.CharField(
+        label=label,
+        required=False,
+        help_text=help_text,
+        widget=forms.Textarea(attrs={"rows": 12, "class": "code", "spellcheck": "false"}),
+    )
+
+
+def _load_yaml(text: str, field: str, expect: type):
+    try:
+        value = yaml.safe_load(text) if text.strip() else expect()
+    except yaml.YAMLError as error:
+        raise forms.ValidationError(f"{field} is not valid YAML: {error}") from None
+    if not isinstance(value, expect):
+        raise forms.ValidationError(f"{field} must be a YAML {expect.__name__}.")
+    return value
+
+
+class ClusterForm(OrganizationScopedForm):
+    addons = forms.MultipleChoiceField(
+        label="Add-ons", choices=list(ADDONS.items()), required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="What the cluster has installed; manifest rules that need an add-on check this.",
+    )
+    queues = forms.CharField(
+        required=False, help_text="ClusterQueues Kueue declares, separated by commas."
+    )
+    cache_node_groups = _yaml_field(
+        "Cached node groups", "One line per node group that caches weights: `name: 500Gi`."
+    )
+
+    class Meta:
+        model = Cluster
+        fields = ["name", "backend", "kubeconfig_path", "context", "in_cluster", "addons"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and not self.is_bound:
+            self.initial["queues"] = ", ".join(self.instance.queues)
+            self.initial["cache_node_groups"] = yaml.safe_dump(self.instance.cache_node_groups)
+
+    def clean_queues(self):
+        return [q.strip() for q in self.cleaned_data["queues"].split(",") if q.strip()]
+
+    def clean_cache_node_groups(self):
+        groups = _load_yaml(self.cleaned_data["cache_node_groups"], "Cached node groups", dict)
+        sizes = {}
+        for name, size in groups.items():
+            try:
+                sizes[str(name)] = int(parse_quantity(str(size)))
+            except ValueError as error:
+                raise forms.ValidationError(f"Node group {name}: {error}") from None
+        return sizes
+
+    def clean(self):
+        data = super().clean()
+        backend = data.get("backend")
+        path, in_cluster = data.get("kubeconfig_path"), data.get("in_cluster")
+        if backend == Cluster.Backend.KUBERNETES and bool(path) == bool(in_cluster):
+            raise forms.ValidationError(
+                "A Kubernetes cluster is reached either from a kubeconfig file or in-cluster: "
+                "give a kubeconfig path, or tick in-cluster, not both."
+            )
+        if backend == Cluster.Backend.LOCAL and (path or in_cluster or data.get("context")):
+            raise forms.ValidationError(
+                "The local backend runs on this machine: leave kubeconfig, context and "
+                "in-cluster empty, or choose the Kubernetes backend."
+            )
+        return data
+
+    def save(self, commit=True):
+        self.instance.queues = self.cleaned_data["queues"]
+        self.instance.cache_node_groups = self.cleaned_data["cache_node_groups"]
+        return super().save(commit)
+
+
+def validate_catalog(catalog: list) -> list:
+    """The machine catalog as given, or a ValidationError naming the entry and key at fault."""
+    errors, seen = [], set()
+    for index, kind in enumerate(catalog):
+        where = f"entry {index + 1}"
+        if not isinstance(kind, dict) or not isinstance(kind.get("name"), str):
+            errors.append(f"{where}: each GPU kind is a mapping with a name.")
+            continue
+        where = f"{kind['name']}"
+        if kind["name"] in seen:
+            errors.append(f"{where}: listed twice; keep one.")
+        seen.add(kind["name"])
+        unknown = set(kind) - CATALOG_KEYS
+        if unknown:
+            errors.append(f"{where}: unknown keys {sorted(unknown)}; accepted {sorted(CATALOG_KEYS)}.")
+        for key in ("gpuMemory", "nodeCpu", "nodeMemory"):
+            try:
+                if key in kind:
+                    parse_quantity(str(kind[key]))
+            except ValueError as error:
+                errors.append(f"{where}.{key}: {error}")
+        if "gpuMemory" not in kind:
+            errors.append(f"{where}: gpuMemory is required, for example 24Gi.")
+        per_node = kind.get("gpusPerNode", 1)
+        if not isinstance(per_node, int) or isinstance(per_node, bool) or not 1 <= per_node <= 64:
+            errors.append(f"{where}.gpusPerNode: {per_node!r} is not a whole number from 1 to 64.")
+        if kind.get("vendor", "nvidia") not in ("nvidia", "amd"):
+            errors.append(f"{where}.vendor: {kind['vendor']!r}; accepted nvidia, amd.")
+        if not isinstance(kind.get("nodeLabels", {}), dict):
+            errors.append(f"{where}.nodeLabels: must be a mapping of label to value.")
+    if errors:
+        raise forms.ValidationError(errors)
+    return catalog
+
+
+class ProfileForm(OrganizationScopedForm):
+    machine_catalog_yaml = _yaml_field(
+        "Machine catalog",
+        "The GPU kinds this profile offers, as YAML: name, gpuMemory, gpusPerNode, nodeCpu, "
+        "nodeMemory, nodeLabels.",
+    )
+    defaults_yaml = _yaml_field("Defaults", "Defaults for applications on this profile, as YAML.")
+
+    class Meta:
+        model = Profile
+        fields = ["name", "cluster", "namespace", "hf_token_ref", "vllm_version"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["cluster"].queryset = Cluster.objects.filter(organization=self.organization)
+        if not self.is_bound:
+            self.initial["machine_catalog_yaml"] = yaml.safe_dump(
+                self.instance.machine_catalog, sort_keys=False
+            )
+            self.initial["defaults_yaml"] = yaml.safe_dump(self.instance.defaults or {})
+
+    def clean_hf_token_ref(self):
+        ref = self.cleaned_data["hf_token_ref"].strip()
+        if ref and not HF_TOKEN_REF.match(ref):
+            raise forms.ValidationError(
+                f"{ref!r} is not a token reference; write secret/<secret-name> or env/<VARIABLE>. "
+                "Never paste the token itself."
+            )
+        return ref
+
+    def clean_machine_catalog_yaml(self):
+        catalog = _load_yaml(self.cleaned_data["machine_catalog_yaml"], "Machine catalog", list)
+        return validate_catalog(catalog)
+
+    def clean_defaults_yaml(self):
+        return _load_yaml(self.cleaned_data["defaults_yaml"], "Defaults", dict)
+
+    def save(self, commit=True):
+        self.instance.machine_catalog = self.cleaned_data["machine_catalog_yaml"]
+        self.instance.defaults = self.cleaned_data["defaults_yaml"]
+        return super().save(commit)

@@ -1,0 +1,53 @@
+"""`manage.py cluster add|list`: clusters from scripts, through the same form as the page."""
+
+from django.core.management.base import BaseCommand
+
+from accesspolicies.access import require
+from accesspolicies.cli import acting_membership, add_actor_arguments
+from jobs.forms import ClusterForm
+from jobs.management.commands._setup import save_form, write_table
+from jobs.models import ADDONS, Cluster
+
+
+class Command(BaseCommand):
+    help = "Add or list clusters: how ServeDeck reaches each one."
+
+    def add_arguments(self, parser):
+        add_actor_arguments(parser)
+        sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+        add = sub.add_parser("add", help="add a cluster")
+        add.add_argument("name")
+        how = add.add_mutually_exclusive_group(required=True)
+        how.add_argument("--kubeconfig", metavar="FILE", help="reach it with this kubeconfig")
+        how.add_argument("--in-cluster", action="store_true", help="the pod's service account")
+        how.add_argument("--local", action="store_true", help="model servers on this machine")
+        add.add_argument("--context", default="", help="kubeconfig context")
+        add.add_argument(
+            "--addon", action="append", default=[], choices=sorted(ADDONS),
+            help="an add-on the cluster has installed (repeat for several)",
+        )
+        add.add_argument("--queue", action="append", default=[], help="a declared ClusterQueue")
+        sub.add_parser("list", help="list clusters")
+
+    def handle(self, *args, verb, org, user, **options):
+        membership = require(acting_membership(org, user), "admin", "clusters")
+        if verb == "list":
+            clusters = Cluster.objects.filter(organization=membership.organization)
+            rows = [("NAME", "BACKEND", "CONNECTION", "ADD-ONS")]
+            rows += [(c.name, c.backend, c.connection, ",".join(c.addons) or "-") for c in clusters]
+            write_table(self.stdout, rows)
+            return
+        backend = Cluster.Backend.LOCAL if options["local"] else Cluster.Backend.KUBERNETES
+        data = {
+            "name": options["name"],
+            "backend": backend,
+            "kubeconfig_path": options["kubeconfig"] or "",
+            "context": options["context"],
+            "in_cluster": options["in_cluster"],
+            "addons": options["addon"],
+            "queues": ",".join(options["queue"]),
+            "cache_node_groups": "",
+        }
+        form = ClusterForm(data, organization=membership.organization)
+        cluster = save_form(form, f"cluster {options['name']}")
+        self.stdout.write(f"cluster/{cluster.name} added ({cluster.backend}: {cluster.connection})")

@@ -1,0 +1,207 @@
+"""What is served: clusters and profiles, applications, their revisions (deploy history) and events."""
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from accesspolicies.models import Organization
+from jobs.catalog import default_machine_catalog
+
+dns_label = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    "Use a DNS label: 1-63 lowercase letters, digits and '-', starting and ending with a "
+    "letter or digit.",
+)
+
+# The cluster add-ons that manifest rules depend on, in the words the add-on docs use.
+ADDONS = {
+    "kserve": "Model serving (KServe)",
+    "keda": "Workload autoscaling (KEDA)",
+    "kueue": "Workload queueing (Kueue)",
+    "gatewayApi": "Gateway API",
+    "certManager": "Certificates (cert-manager)",
+    "localModelCache": "Weight cache (KServe LocalModelCache)",
+    "kubevirt": "Virtual machines (KubeVirt)",
+}
+
+
+class Cluster(models.Model):
+    class Backend(models.TextChoices):
+        LOCAL = "local", "Local (processes on this machine)"
+        KUBERNETES = "kubernetes", "Kubernetes"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="clusters")
+    name = models.CharField(max_length=63, validators=[dns_label])
+    backend = models.CharField(max_length=16, choices=Backend.choices, default=Backend.LOCAL)
+    kubeconfig_path = models.CharField(
+        max_length=500, blank=True, help_text="Path of a kubeconfig file on the console's host."
+    )
+    context = models.CharField(max_length=200, blank=True, help_text="kubeconfig context to use.")
+    in_cluster = models.BooleanField(
+        default=False, help_text="Use the service account of the pod the console runs in."
+    )
+    addons = models.JSONField(default=list, blank=True)
+    queues = models.JSONField(default=list, blank=True)
+    cache_node_groups = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name"], name="cluster_name_per_org")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def connection(self) -> str:
+        if self.backend == self.Backend.LOCAL:
+            return "this machine"
+        if self.in_cluster:
+            return "in-cluster service account"
+        context = f" (context {self.context})" if self.context else ""
+        return f"{self.kubeconfig_path}{context}"
+
+
+class Profile(models.Model):
+    """What `profileName` names: a cluster, a namespace, a machine catalog and defaults."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="profiles")
+    name = models.CharField(max_length=63, validators=[dns_label])
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="profiles")
+    namespace = models.CharField(max_length=63, default="default", validators=[dns_label])
+    machine_catalog = models.JSONField(default=default_machine_catalog)
+    hf_token_ref = models.CharField(
+        "Hugging Face token",
+        max_length=200,
+        blank=True,
+        help_text="Where the token lives, never the token: secret/<name> (a Secret in the "
+        "profile's namespace, key HF_TOKEN) or env/<VARIABLE> (on the console's host).",
+    )
+    vllm_version = models.CharField(
+        "vLLM version", max_length=20, default="0.13.0", help_text="The vLLM its runtime image carries."
+    )
+    defaults = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name"], name="profile_name_per_org")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def facts(self):
+        """The plain data the manifest rules need about this profile and its cluster."""
+        from jobs.manifest.context import ProfileFacts
+
+        cluster = self.cluster
+        return ProfileFacts(
+            name=self.name,
+            namespace=self.namespace,
+            backend=cluster.backend,
+            machine_catalog=tuple(self.machine_catalog),
+            addons=frozenset(cluster.addons),
+            queues=tuple(cluster.queues),
+            cache_node_groups=dict(cluster.cache_node_groups),
+            vllm_version=self.vllm_version,
+        )
+
+
+class Phase(models.TextChoices):
+    PENDING = "Pending"
+    SCHEDULING = "Scheduling"
+    DOWNLOADING = "Downloading"
+    LOADING = "Loading"
+    RUNNING = "Running"
+    UPDATING = "Updating"
+    FAILED = "Failed"
+    STOPPED = "Stopped"
+    DELETING = "Deleting"
+
+
+class Application(models.Model):
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="applications"
+    )
+    name = models.CharField(max_length=63, validators=[dns_label])
+    profile = models.ForeignKey(Profile, on_delete=models.PROTECT, related_name="applications")
+    manifest = models.JSONField(help_text="The filled-in manifest of the current revision.")
+    phase = models.CharField(max_length=16, choices=Phase.choices, default=Phase.PENDING)
+    reason = models.TextField(blank=True)
+    next_step = models.TextField(blank=True)
+    endpoint = models.CharField(max_length=500, blank=True)
+    ready_replicas = models.PositiveIntegerField(default=0)
+    desired_replicas = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    deployed_at = models.DateTimeField(null=True, blank=True)
+    served_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it first reached Running; fixes some fields."
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name"], name="application_name_per_org")
+        ]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def model_uri(self) -> str:
+        model = self.manifest["spec"]["source"].get("model") or {}
+        return model.get("uri", "InferenceService (YAML)")
+
+
+class Revision(models.Model):
+    """One saved change of an application: its deploy history."""
+
+    class Outcome(models.TextChoices):
+        APPLIED = "Applied"
+        WAITING = "Waiting for Deploy"
+        PENDING = "Pending"
+        FAILED = "Failed"
+
+    application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    manifest = models.JSONField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    outcome = models.CharField(max_length=32, choices=Outcome.choices, default=Outcome.PENDING)
+    message = models.TextField(blank=True)
+    rolled_back_from = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["application", "number"], name="revision_number_per_app")
+        ]
+        ordering = ["-number"]
+
+    def __str__(self) -> str:
+        return f"{self.application.name} revision {self.number}"
+
+
+class Event(models.Model):
+    class Kind(models.TextChoices):
+        NORMAL = "Normal"
+        WARNING = "Warning"
+
+    application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="events")
+    created_at = models.DateTimeField(default=timezone.now)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.NORMAL)
+    reason = models.CharField(max_length=64)
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.application.name}: {self.reason}"

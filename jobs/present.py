@@ -1,0 +1,33 @@
+"""How an application is shown to clients: the API and the command line print the same shapes."""
+
+from jobs.models import Application
+
+
+def summary(app: Application) -> dict:
+    return {
+        "name": app.name,
+        "phase": app.phase,
+        "profile": app.profile.name,
+        "model": app.model_uri,
+        "readyReplicas": app.ready_replicas,
+        "desiredReplicas": app.desired_replicas,
+        "endpoint": app.endpoint,
+        "deployedAt": app.deployed_at,
+    }
+
+
+def described(app: Application) -> dict:
+    """The filled-in manifest with a read-only status block; applying it back changes nothing."""
+    latest = app.revisions.order_by("-number").values_list("number", flat=True).first()
+    status = {
+        "phase": app.phase,
+        "reason": app.reason,
+        "nextStep": app.next_step,
+        "endpoint": app.endpoint,
+        "readyReplicas": app.ready_replicas,
+        "desiredReplicas": app.desired_replicas,
+        "revision": latest,
+        "createdAt": app.created_at.isoformat(),
+        "deployedAt": app.deployed_at.isoformat() if app.deployed_at else None,
+    }
+    return {**app.manifest, "status": status}

@@ -1,0 +1,97 @@
+"""Pages of one application: its manifest, deploy history and events; rollback and delete."""
+
+import yaml
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from accesspolicies.access import require
+from jobs import deploy as verbs
+from jobs.access import get_application
+
+
+def to_yaml(manifest: dict) -> str:
+    return yaml.safe_dump(manifest, sort_keys=False, allow_unicode=True)
+
+
+def detail(request, name):
+    application = get_application(request.membership, name)
+    context = {
+        "application": application,
+        "manifest_yaml": to_yaml(application.manifest),
+        "revisions": application.revisions.select_related("created_by")[:50],
+        "events": application.events.all()[:20],
+        "may_deploy": request.membership.may("deploy"),
+    }
+    return render(request, "jobs/application_detail.html", context)
+
+
+@require_POST
+def rollback(request, name):
+    application = get_application(request.membership, name, "deploy")
+    try:
+        number = int(request.POST.get("revision", ""))
+        applied = verbs.rollback(application, number, request.membership)
+    except ValueError:
+        messages.error(request, "revision: pick a revision number from the deploy history.")
+    except verbs.ActionError as error:
+        messages.error(request, str(error))
+    except verbs.Refused as refused:
+        for problem in refused.dry_run.refusals:
+            messages.error(request, f"Rollback refused: {problem}")
+    else:
+        messages.success(
+            request, f"Revision {applied.revision.number} rolls {name} back to revision {number}."
+        )
+    return redirect("jobs:application-detail", name=name)
+
+
+@require_POST
+def deploy(request, name):
+    application = get_application(request.membership, name, "deploy")
+    revision = verbs.deploy_latest(application, request.membership)
+    messages.success(request, f"Revision {revision.number} handed to the cluster backend.")
+    return redirect("jobs:application-detail", name=name)
+
+
+@require_POST
+def delete(request, name):
+    application = get_application(request.membership, name, "deploy")
+    verbs.delete(application, request.membership)
+    messages.success(request, f"{name} is deleted, with everything rendered for it.")
+    return redirect("console:home")
+
+
+def deploy_from_yaml(request):
+    """Paste a manifest, see the dry run, deploy: the same checks as the API and the CLI."""
+    require(request.membership, "deploy", "applications")
+    return render(request, "jobs/deploy_yaml.html", {"manifest_text": "", "run": None})
+
+
+@require_POST
+def deploy_from_yaml_dry_run(request):
+    membership = require(request.membership, "deploy", "applications")
+    text = request.POST.get("manifest", "")
+    run = verbs.dry_run(text, membership.organization)
+    context = {"manifest_text": text, "run": run}
+    if run.manifest:
+        context["filled_yaml"] = to_yaml(run.manifest)
+    template = "jobs/_dry_run.html" if request.htmx else "jobs/deploy_yaml.html"
+    return render(request, template, context)
+
+
+@require_POST
+def deploy_from_yaml_apply(request):
+    membership = require(request.membership, "deploy", "applications")
+    text = request.POST.get("manifest", "")
+    try:
+        applied = verbs.apply(text, membership)
+    except verbs.Refused as refused:
+        context = {"manifest_text": text, "run": refused.dry_run}
+        return render(request, "jobs/deploy_yaml.html", context, status=400)
+    except verbs.ActionError as error:
+        messages.error(request, str(error))
+        context = {"manifest_text": text, "run": None}
+        return render(request, "jobs/deploy_yaml.html", context, status=400)
+    messages.success(request, f"{applied.application.name} is saved.")
+    return redirect("jobs:application-detail", name=applied.application.name)

@@ -1,0 +1,53 @@
+"""Clusters and profiles: admins list, create and edit them."""
+
+from django.contrib import messages
+from django.shortcuts import redirect, render
+
+from accesspolicies.access import require
+from jobs.access import get_cluster, get_profile
+from jobs.forms import ClusterForm, ProfileForm
+from jobs.models import Cluster, Profile
+from jobs.tables import ClusterTable, ProfileTable
+
+WHAT = "clusters and profiles"
+
+
+def index(request):
+    membership = require(request.membership, "admin", WHAT)
+    organization = membership.organization
+    context = {
+        "clusters": ClusterTable(Cluster.objects.filter(organization=organization)),
+        "profiles": ProfileTable(
+            Profile.objects.filter(organization=organization).select_related("cluster")
+        ),
+    }
+    return render(request, "jobs/clusters.html", context)
+
+
+def _edit(request, form_class, instance, noun):
+    membership = require(request.membership, "admin", WHAT)
+    form = form_class(
+        request.POST or None, instance=instance, organization=membership.organization
+    )
+    if request.method == "POST" and form.is_valid():
+        saved = form.save()
+        messages.success(request, f"{noun.capitalize()} {saved.name} is saved.")
+        return redirect("jobs:clusters")
+    context = {"form": form, "noun": noun, "creating": instance is None}
+    return render(request, "jobs/object_form.html", context)
+
+
+def cluster_add(request):
+    return _edit(request, ClusterForm, None, "cluster")
+
+
+def cluster_edit(request, name):
+    return _edit(request, ClusterForm, get_cluster(request.membership, name, "admin"), "cluster")
+
+
+def profile_add(request):
+    return _edit(request, ProfileForm, None, "profile")
+
+
+def profile_edit(request, name):
+    return _edit(request, ProfileForm, get_profile(request.membership, name, "admin"), "profile")

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ModelsCatalogConfig(AppConfig):
+    name = "models_catalog"
+    verbose_name = "Models catalog"

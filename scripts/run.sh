@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up and start ServeDeck on its embedded defaults: SQLite, the in-memory channel layer and
+# the local backend, on http://127.0.0.1:8000 (HOST and PORT change that).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/venv.sh
+HOST=${HOST:-127.0.0.1}
+PORT=${PORT:-8000}
+mkdir -p var
+# The embedded admin's password is generated once and kept beside the database.
+if [ -z "${SERVEDECK_ADMIN_PASSWORD:-}" ]; then
+  if [ ! -s var/admin-password ]; then
+    (umask 077; .venv/bin/python -c "import secrets; print(secrets.token_urlsafe(12))" > var/admin-password)
+  fi
+  SERVEDECK_ADMIN_PASSWORD=$(cat var/admin-password)
+fi
+export SERVEDECK_ADMIN_PASSWORD
+.venv/bin/python manage.py migrate --noinput
+.venv/bin/python manage.py bootstrap
+echo
+echo "ServeDeck is starting on http://$HOST:$PORT/"
+echo "Log in as ${SERVEDECK_ADMIN_USER:-admin} with password $SERVEDECK_ADMIN_PASSWORD"
+echo
+exec .venv/bin/daphne -b "$HOST" -p "$PORT" console.asgi:application

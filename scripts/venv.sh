@@ -1,0 +1,16 @@
+# Sourced by the run and test scripts: a virtualenv in .venv with requirements.txt installed.
+# Reinstalls only when requirements.txt changes.
+set -euo pipefail
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "Creating the virtualenv in .venv ..."
+  "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.requirements.sha256
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "Installing requirements.txt into .venv ..."
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+  echo "$want" > "$stamp"
+fi
