@@ -1,16 +1,33 @@
 """Who a management command acts as: `--org` and `--user`, defaulting sensibly on one organisation."""
 
+from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
+
+from accesspolicies.access import require
 
 from accesspolicies.models import Membership, Organization, Role
 
 
-def add_actor_arguments(parser) -> None:
+def add_verb(subparsers, name: str, help: str):
+    """A sub-command that takes --org and --user wherever they stand on the line."""
+    parser = subparsers.add_parser(name, help=help)
     parser.add_argument("--org", help="organisation slug (default: the only organisation)")
     parser.add_argument("--user", help="username of the member acting (default: its first admin)")
+    return parser
 
 
-def acting_membership(org_slug: str | None, username: str | None) -> Membership:
+def acting_membership(
+    org_slug: str | None, username: str | None, action: str = "view", what: str = "applications"
+) -> Membership:
+    """The member a command acts as, allowed to do `action`; a CommandError names what is wrong."""
+    membership = _find_membership(org_slug, username)
+    try:
+        return require(membership, action, what)
+    except PermissionDenied as error:
+        raise CommandError(str(error)) from None
+
+
+def _find_membership(org_slug: str | None, username: str | None) -> Membership:
     organizations = Organization.objects.all()
     if org_slug:
         organization = organizations.filter(slug=org_slug).first()

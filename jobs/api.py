@@ -6,7 +6,7 @@ nothing. The views only translate HTTP to the verbs in jobs.deploy.
 
 from datetime import datetime
 
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 
 from accesspolicies.access import require
 from jobs import deploy as verbs
@@ -90,15 +90,16 @@ def _apply(request, dry_run: bool, expect_name=None, create_only=False):
         run = verbs.dry_run(body, membership.organization, expect_name=expect_name)
         if not run.ok:
             raise verbs.Refused(run)
-        return 200, run.as_dict()
+        return Status(200, run.as_dict())
     applied = verbs.apply(body, membership, expect_name=expect_name, create_only=create_only)
     action = "created" if applied.created else "updated" if applied.revision else "unchanged"
-    return (201 if applied.created else 200), {
+    body = {
         "action": action,
         "revision": applied.revision.number if applied.revision else None,
         "warnings": [p.as_dict() for p in applied.dry_run.warnings],
         "application": described(applied.application),
     }
+    return Status(201 if applied.created else 200, body)
 
 
 @router.get("", response=list[ApplicationSummary], summary="List applications")
@@ -139,7 +140,7 @@ def update_application(request, name: str, dryRun: bool = False):  # noqa: N803
 def delete_application(request, name: str):
     application = get_application(request.auth, name, "deploy")
     verbs.delete(application, request.auth)
-    return 204, None
+    return Status(204, None)
 
 
 @router.get("/{name}/history", response=list[RevisionOut], summary="Deploy history")
@@ -167,7 +168,7 @@ def history(request, name: str):
 def rollback(request, name: str, body: RollbackIn):
     application = get_application(request.auth, name, "deploy")
     applied = verbs.rollback(application, body.revision, request.auth)
-    return 200, {
+    return {
         "action": "updated",
         "revision": applied.revision.number,
         "warnings": [p.as_dict() for p in applied.dry_run.warnings],

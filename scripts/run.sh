@@ -17,6 +17,7 @@ fi
 export SERVEDECK_ADMIN_PASSWORD
 .venv/bin/python manage.py migrate --noinput
 .venv/bin/python manage.py bootstrap
+.venv/bin/python manage.py collectstatic --noinput -v0
 echo
 echo "ServeDeck is starting on http://$HOST:$PORT/"
 echo "Log in as ${SERVEDECK_ADMIN_USER:-admin} with password $SERVEDECK_ADMIN_PASSWORD"

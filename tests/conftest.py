@@ -2,34 +2,15 @@
 an outsider from another organisation, each with a `local` profile in their organisation."""
 
 import pytest
-from django.test import Client
 
-from accesspolicies.models import Membership, Organization, PersonalAccessToken, Role
-from jobs.models import Cluster, Profile
-
-SHORTEST = """\
-apiVersion: servedeck.io/v1
-kind: Application
-spec:
-  name: bge-embed
-  profileName: local
-  source:
-    type: Model
-    model:
-      uri: hf://BAAI/bge-m3
-"""
+from accesspolicies.models import Role
+from tests.helpers import client_for, make_member, make_org
 
 
-def make_org(slug: str) -> Organization:
-    org = Organization.objects.create(slug=slug, name=slug.title())
-    cluster = Cluster.objects.create(organization=org, name="local")
-    Profile.objects.create(organization=org, name="local", cluster=cluster)
-    return org
-
-
-def make_member(django_user_model, org, username, role) -> Membership:
-    user = django_user_model.objects.create_user(username=username, password="pw-" + username)
-    return Membership.objects.create(organization=org, user=user, role=role)
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Personas log in with passwords; hashing them properly would dominate the suite's time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture
@@ -62,12 +43,6 @@ def outsider(other_org, django_user_model):
     return make_member(django_user_model, other_org, "otto", Role.ADMIN)
 
 
-def client_for(membership) -> Client:
-    client = Client()
-    client.force_login(membership.user)
-    return client
-
-
 @pytest.fixture
 def as_admin(admin):
     return client_for(admin)
@@ -86,8 +61,3 @@ def as_viewer(viewer):
 @pytest.fixture
 def as_outsider(outsider):
     return client_for(outsider)
-
-
-def bearer(membership) -> dict:
-    _, plain = PersonalAccessToken.issue(membership.user, membership.organization, "test")
-    return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}

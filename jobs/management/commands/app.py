@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
 
-from accesspolicies.cli import acting_membership, add_actor_arguments
+from accesspolicies.cli import acting_membership, add_verb
 from jobs import deploy as verbs
 from jobs.access import get_application
 from jobs.models import Application
@@ -30,24 +30,23 @@ class Command(BaseCommand):
     help = "Manage applications from a manifest: apply, get, list, history, rollback, deploy, delete."
 
     def add_arguments(self, parser):
-        add_actor_arguments(parser)
         verbs_ = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
-        apply = verbs_.add_parser("apply", help="create or update from a manifest file")
+        apply = add_verb(verbs_, "apply", help="create or update from a manifest file")
         apply.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
         apply.add_argument("--dry-run", action="store_true", help="check it; save nothing")
         apply.add_argument("-o", "--output", choices=["yaml", "json"])
-        get = verbs_.add_parser("get", help="the manifest with every default filled in")
+        get = add_verb(verbs_, "get", help="the manifest with every default filled in")
         get.add_argument("name")
         get.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
-        verbs_.add_parser("list", help="the organisation's applications")
-        history = verbs_.add_parser("history", help="deploy history")
+        add_verb(verbs_, "list", help="the organisation's applications")
+        history = add_verb(verbs_, "history", help="deploy history")
         history.add_argument("name")
-        rollback = verbs_.add_parser("rollback", help="apply an earlier revision as a new one")
+        rollback = add_verb(verbs_, "rollback", help="apply an earlier revision as a new one")
         rollback.add_argument("name")
         rollback.add_argument("--to", type=int, required=True, metavar="N", help="revision number")
-        deploy = verbs_.add_parser("deploy", help="deploy the latest revision (syncType Manual)")
+        deploy = add_verb(verbs_, "deploy", help="deploy the latest revision (syncType Manual)")
         deploy.add_argument("name")
-        delete = verbs_.add_parser("delete", help="delete an application and all it runs")
+        delete = add_verb(verbs_, "delete", help="delete an application and all it runs")
         delete.add_argument("name")
 
     def handle(self, *args, verb, org, user, **options):

@@ -2,8 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from accesspolicies.access import require
-from accesspolicies.cli import acting_membership, add_actor_arguments
+from accesspolicies.cli import acting_membership, add_verb
 from jobs.forms import ClusterForm
 from jobs.management.commands._setup import save_form, write_table
 from jobs.models import ADDONS, Cluster
@@ -13,9 +12,8 @@ class Command(BaseCommand):
     help = "Add or list clusters: how ServeDeck reaches each one."
 
     def add_arguments(self, parser):
-        add_actor_arguments(parser)
         sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
-        add = sub.add_parser("add", help="add a cluster")
+        add = add_verb(sub, "add", help="add a cluster")
         add.add_argument("name")
         how = add.add_mutually_exclusive_group(required=True)
         how.add_argument("--kubeconfig", metavar="FILE", help="reach it with this kubeconfig")
@@ -27,10 +25,10 @@ class Command(BaseCommand):
             help="an add-on the cluster has installed (repeat for several)",
         )
         add.add_argument("--queue", action="append", default=[], help="a declared ClusterQueue")
-        sub.add_parser("list", help="list clusters")
+        add_verb(sub, "list", help="list clusters")
 
     def handle(self, *args, verb, org, user, **options):
-        membership = require(acting_membership(org, user), "admin", "clusters")
+        membership = acting_membership(org, user, "admin", "clusters")
         if verb == "list":
             clusters = Cluster.objects.filter(organization=membership.organization)
             rows = [("NAME", "BACKEND", "CONNECTION", "ADD-ONS")]

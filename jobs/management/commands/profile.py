@@ -2,8 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from accesspolicies.access import require
-from accesspolicies.cli import acting_membership, add_actor_arguments
+from accesspolicies.cli import acting_membership, add_verb
 from jobs.catalog import default_machine_catalog
 from jobs.forms import ProfileForm
 from jobs.management.commands._setup import catalog_yaml, save_form, write_table
@@ -14,19 +13,18 @@ class Command(BaseCommand):
     help = "Add or list profiles: a cluster, a namespace, a machine catalog and defaults."
 
     def add_arguments(self, parser):
-        add_actor_arguments(parser)
         sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
-        add = sub.add_parser("add", help="add a profile")
+        add = add_verb(sub, "add", help="add a profile")
         add.add_argument("name")
         add.add_argument("--cluster", required=True, help="the cluster it deploys to")
         add.add_argument("--namespace", default="default")
         add.add_argument("--hf-token", default="", metavar="REF",
                          help="secret/<name> or env/<VARIABLE>: where the Hugging Face token is")
         add.add_argument("--vllm-version", default="0.13.0")
-        sub.add_parser("list", help="list profiles")
+        add_verb(sub, "list", help="list profiles")
 
     def handle(self, *args, verb, org, user, **options):
-        membership = require(acting_membership(org, user), "admin", "profiles")
+        membership = acting_membership(org, user, "admin", "profiles")
         organization = membership.organization
         if verb == "list":
             profiles = Profile.objects.filter(organization=organization).select_related("cluster")

@@ -1,0 +1,98 @@
+"""Personal access tokens: shown once, stored as a hash, revoked by their owner only."""
+
+import hashlib
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from accesspolicies.models import PersonalAccessToken
+
+
+def test_a_token_is_stored_only_as_a_hash(deployer):
+    token, plain = PersonalAccessToken.issue(deployer.user, deployer.organization, "ci")
+    assert plain.startswith("sdp_") and len(plain) > 40
+    stored = PersonalAccessToken.objects.get(pk=token.pk)
+    assert plain not in (stored.lookup, stored.secret_hash, str(stored))
+    assert stored.secret_hash == hashlib.sha256(plain.encode()).hexdigest()
+    assert PersonalAccessToken.objects.authenticate(plain) == token
+
+
+@pytest.mark.parametrize("mangle", [
+    lambda t: t[:-1] + ("A" if t[-1] != "A" else "B"),  # wrong secret, right lookup
+    lambda t: "sdp_" + "0" * 12 + t[16:],               # unknown lookup
+    lambda t: t.replace("sdp_", "xyz_"),                 # wrong prefix
+    lambda t: "",
+], ids=["wrong-secret", "unknown", "prefix", "empty"])
+def test_wrong_tokens_are_refused_the_same_way(deployer, mangle):
+    _, plain = PersonalAccessToken.issue(deployer.user, deployer.organization, "ci")
+    assert PersonalAccessToken.objects.authenticate(mangle(plain)) is None
+
+
+def test_expired_and_revoked_tokens_are_refused(deployer):
+    token, plain = PersonalAccessToken.issue(
+        deployer.user, deployer.organization, "old", timezone.now() - timedelta(seconds=1)
+    )
+    assert PersonalAccessToken.objects.authenticate(plain) is None
+    token, plain = PersonalAccessToken.issue(deployer.user, deployer.organization, "ci")
+    token.revoke()
+    assert PersonalAccessToken.objects.authenticate(plain) is None
+
+
+def test_last_used_is_recorded_but_not_on_every_call(deployer):
+    token, plain = PersonalAccessToken.issue(deployer.user, deployer.organization, "ci")
+    PersonalAccessToken.objects.authenticate(plain)
+    first = PersonalAccessToken.objects.get(pk=token.pk).last_used_at
+    assert first is not None
+    PersonalAccessToken.objects.authenticate(plain)
+    assert PersonalAccessToken.objects.get(pk=token.pk).last_used_at == first
+
+
+def test_create_shows_the_token_once(as_deployer, deployer):
+    response = as_deployer.post(reverse("accesspolicies:token-create"), {"name": "ci", "expires_in_days": 30})
+    page = response.content.decode()
+    token = PersonalAccessToken.objects.get(user=deployer.user)
+    assert "shown once" in page and token.masked in page
+    assert response["Cache-Control"].startswith("max-age=0")
+    again = as_deployer.get(reverse("accesspolicies:tokens")).content.decode()
+    assert token.masked in again and "shown once" not in again
+
+
+def test_owner_revokes_and_nobody_else_can(as_deployer, deployer, admin, as_admin):
+    token, plain = PersonalAccessToken.issue(deployer.user, deployer.organization, "ci")
+    url = reverse("accesspolicies:token-revoke", args=[token.lookup])
+    assert as_admin.post(url).status_code == 404  # not the admin's token either
+    assert as_deployer.post(url).status_code == 302
+    assert PersonalAccessToken.objects.authenticate(plain) is None
+
+
+def test_a_token_stops_working_when_its_owner_leaves(client, deployer):
+    _, plain = PersonalAccessToken.issue(deployer.user, deployer.organization, "ci")
+    deployer.delete()
+    response = client.get("/api/v1/applications", HTTP_AUTHORIZATION=f"Bearer {plain}")
+    assert response.status_code == 401
+
+
+def test_switching_organisation(admin, outsider, as_admin, other_org):
+    from accesspolicies.models import Membership
+
+    Membership.objects.create(organization=other_org, user=admin.user, role="viewer")
+    page = as_admin.get("/").content.decode()
+    assert "Globex" in page  # offered in the switcher
+    response = as_admin.post(reverse("console:switch-organization"), {"organization": "globex"})
+    assert response.status_code == 302
+    assert 'class="role"' in as_admin.get("/").content.decode()
+    assert ">viewer<" in as_admin.get("/").content.decode()
+    response = as_admin.post(reverse("console:switch-organization"), {"organization": "initech"})
+    assert response.status_code == 404
+
+
+def test_login_and_logout(client, admin):
+    response = client.post(reverse("login"), {"username": "ada", "password": "wrong"})
+    assert "didn't match" in response.content.decode()
+    response = client.post(reverse("login"), {"username": "ada", "password": "pw-ada"})
+    assert response.status_code == 302
+    assert client.get("/").status_code == 200
+    client.post(reverse("logout"))
+    assert client.get("/").status_code == 302

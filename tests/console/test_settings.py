@@ -1,0 +1,72 @@
+"""Settings come from the environment; a bad value stops start-up naming the variable."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start(env: dict, *args: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    return subprocess.run(
+        [sys.executable, "manage.py", *(args or ("check",))],
+        cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "env, named",
+    [
+        ({"DEBUG": "maybe"}, "DEBUG"),
+        ({"DATABASE_URL": "mysql://db/servedeck"}, "DATABASE_URL"),
+        ({"REDIS_URL": "http://cache:6379"}, "REDIS_URL"),
+        ({"SECRET_KEY": "short"}, "SECRET_KEY"),
+        ({"SECURE_HSTS_SECONDS": "a year"}, "SECURE_HSTS_SECONDS"),
+    ],
+    ids=lambda v: next(iter(v)) if isinstance(v, dict) else v,
+)
+def test_a_bad_value_stops_start_up_naming_the_variable(env, named, tmp_path):
+    result = start({**env, "SERVEDECK_VAR_DIR": str(tmp_path)})
+    assert result.returncode != 0
+    assert named in result.stderr.splitlines()[-1]
+
+
+def test_production_settings_pass_check_deploy(tmp_path):
+    result = start(
+        {
+            "SECRET_KEY": "x" * 20 + "production-secret-key-that-is-long-enough-1234",
+            "HTTPS": "true",
+            "ALLOWED_HOSTS": "servedeck.example.com",
+            "DEBUG": "false",
+            "SERVEDECK_VAR_DIR": str(tmp_path),
+        },
+        "check", "--deploy", "--fail-level", "WARNING",
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_without_secret_key_one_is_generated_once_and_kept_private(tmp_path):
+    env = {"SERVEDECK_VAR_DIR": str(tmp_path), "SECRET_KEY": ""}
+    assert start(env).returncode == 0
+    key = (tmp_path / "secret-key").read_text()
+    assert len(key) >= 50
+    assert (tmp_path / "secret-key").stat().st_mode & 0o077 == 0
+    assert start(env).returncode == 0
+    assert (tmp_path / "secret-key").read_text() == key
+
+
+def test_defaults_are_sqlite_and_in_memory_channels(settings):
+    if os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL"):
+        pytest.skip("this run points DATABASE_URL/REDIS_URL at services on purpose")
+    assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"
+    assert settings.DEBUG is False
+
+
+def test_healthz_answers_without_login_or_a_known_host(client):
+    response = client.get("/healthz", HTTP_HOST="10.1.2.3:8000")
+    assert response.status_code == 200 and response.content == b"ok"

@@ -1,0 +1,41 @@
+"""Helpers the tests share: the shortest manifest, and making organisations and members."""
+
+from django.test import Client
+
+from accesspolicies.models import Membership, Organization, PersonalAccessToken
+from jobs.models import Cluster, Profile
+
+SHORTEST = """\
+apiVersion: servedeck.io/v1
+kind: Application
+spec:
+  name: bge-embed
+  profileName: local
+  source:
+    type: Model
+    model:
+      uri: hf://BAAI/bge-m3
+"""
+
+
+def make_org(slug: str) -> Organization:
+    org = Organization.objects.create(slug=slug, name=slug.title())
+    cluster = Cluster.objects.create(organization=org, name="local")
+    Profile.objects.create(organization=org, name="local", cluster=cluster)
+    return org
+
+
+def make_member(django_user_model, org, username, role) -> Membership:
+    user = django_user_model.objects.create_user(username=username, password="pw-" + username)
+    return Membership.objects.create(organization=org, user=user, role=role)
+
+
+def client_for(membership) -> Client:
+    client = Client()
+    client.force_login(membership.user)
+    return client
+
+
+def bearer(membership) -> dict:
+    _, plain = PersonalAccessToken.issue(membership.user, membership.organization, "test")
+    return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}

@@ -1,0 +1,184 @@
+"""`manage.py app|cluster|profile`: the verbs from scripts, with their exit statuses."""
+
+import json
+from io import StringIO
+
+import pytest
+import yaml
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from accesspolicies.models import Organization, Role
+from jobs.models import Application, Cluster, Profile
+from tests.helpers import SHORTEST, make_member
+
+
+def run(*args, stdin=None):
+    out, err = StringIO(), StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def manifest(tmp_path):
+    path = tmp_path / "model.yaml"
+    path.write_text(SHORTEST)
+    return str(path)
+
+
+def test_apply_dry_run_saves_nothing(admin, manifest):
+    out, err = run("app", "apply", "-f", manifest, "--dry-run")
+    assert "would be: create" in out
+    assert "runtime:" in out and "scaling:" in out
+    assert "warning" in err  # the revision is not pinned
+    assert not Application.objects.exists()
+
+
+def test_apply_then_get_shows_defaults_and_round_trips(admin, manifest, tmp_path):
+    out, _ = run("app", "apply", "-f", manifest)
+    assert out.startswith("application/bge-embed created (revision 1)")
+    got, _ = run("app", "get", "bge-embed")
+    doc = yaml.safe_load(got)
+    assert doc["spec"]["namespace"] == "default"
+    assert doc["spec"]["source"]["model"]["resources"]["cpu"] == "1"
+    assert doc["status"]["phase"] == "Pending"
+    again = tmp_path / "again.yaml"
+    again.write_text(got)
+    out, _ = run("app", "apply", "-f", str(again))
+    assert "unchanged" in out
+    as_json, _ = run("app", "get", "bge-embed", "-o", "json")
+    assert json.loads(as_json)["spec"]["name"] == "bge-embed"
+
+
+def test_refusals_print_every_problem_and_exit_1(admin, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SHORTEST.replace("bge-embed", "Bad_Name").replace("local", "nowhere"))
+    err = StringIO()
+    with pytest.raises(CommandError) as raised:
+        call_command("app", "apply", "-f", str(bad), stdout=StringIO(), stderr=err)
+    assert raised.value.returncode == 1
+    lines = [line for line in err.getvalue().splitlines() if line.startswith("error:")]
+    assert any("spec.name" in line for line in lines)
+    assert any("spec.profileName" in line for line in lines)
+    assert "2 problems" in str(raised.value)
+
+
+def test_unreadable_file_is_a_clear_error(admin, tmp_path):
+    with pytest.raises(CommandError, match="cannot read"):
+        run("app", "apply", "-f", str(tmp_path / "missing.yaml"))
+
+
+def test_list_history_rollback_delete(admin, manifest, tmp_path):
+    run("app", "apply", "-f", manifest)
+    bigger = tmp_path / "bigger.yaml"
+    bigger.write_text(SHORTEST + "      resources:\n        memory: 6Gi\n")
+    run("app", "apply", "-f", str(bigger))
+    out, _ = run("app", "list")
+    assert out.splitlines()[0].split()[:3] == ["NAME", "PHASE", "PROFILE"]
+    assert "bge-embed" in out and "Pending" in out
+    out, _ = run("app", "history", "bge-embed")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["2", "1"]
+    out, _ = run("app", "rollback", "bge-embed", "--to", "1")
+    assert "revision 3" in out
+    out, _ = run("app", "history", "bge-embed")
+    assert "rollback to 1" in out
+    with pytest.raises(CommandError, match="no revision 9"):
+        run("app", "rollback", "bge-embed", "--to", "9")
+    out, _ = run("app", "delete", "bge-embed")
+    assert "deleted" in out
+    assert not Application.objects.exists()
+
+
+def test_get_unknown_application(admin):
+    with pytest.raises(CommandError, match="No application named 'nope'"):
+        run("app", "get", "nope")
+
+
+def test_viewer_cannot_apply(viewer, admin, manifest):
+    with pytest.raises(CommandError, match="viewer"):
+        run("app", "apply", "-f", manifest, "--user", viewer.user.username)
+
+
+def test_several_organisations_need_org(admin, outsider, manifest):
+    with pytest.raises(CommandError, match="--org"):
+        run("app", "list")
+    out, _ = run("app", "list", "--org", "globex")
+    assert out.startswith("NAME")
+    with pytest.raises(CommandError, match="no such organisation"):
+        run("app", "list", "--org", "nope")
+
+
+def test_without_bootstrap_the_commands_say_what_to_do(db):
+    with pytest.raises(CommandError, match="bootstrap"):
+        run("app", "list")
+
+
+def test_bootstrap_is_idempotent(db, monkeypatch):
+    monkeypatch.setenv("SERVEDECK_ADMIN_PASSWORD", "a-long-test-password")
+    out, _ = run("bootstrap")
+    assert "Created admin admin" in out
+    out, _ = run("bootstrap")
+    assert "unchanged" in out
+    assert Organization.objects.count() == 1
+    assert Profile.objects.get().name == "local"
+    from django.contrib.auth import authenticate
+
+    assert authenticate(username="admin", password="a-long-test-password")
+
+
+def test_bootstrap_generates_a_password_once(db, monkeypatch):
+    monkeypatch.delenv("SERVEDECK_ADMIN_PASSWORD", raising=False)
+    out, _ = run("bootstrap")
+    assert "shown once" in out
+
+
+def test_cluster_and_profile_commands(admin, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    out, _ = run(
+        "cluster",
+        "add",
+        "prod",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--context",
+        "prod",
+        "--addon",
+        "kserve",
+        "--addon",
+        "keda",
+    )
+    assert "cluster/prod added" in out
+    cluster = Cluster.objects.get(name="prod")
+    assert cluster.backend == "kubernetes" and cluster.addons == ["kserve", "keda"]
+    out, _ = run("cluster", "list")
+    assert "prod" in out and "kserve,keda" in out
+    out, _ = run("profile", "add", "prod-inference", "--cluster", "prod", "--namespace", "models")
+    assert "profile/prod-inference added" in out
+    profile = Profile.objects.get(name="prod-inference")
+    assert [k["name"] for k in profile.machine_catalog][:2] == ["t4", "l4"]
+    out, _ = run("profile", "list")
+    assert "prod-inference" in out and "models" in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["cluster", "add", "local", "--local"], "exists already"),
+        (["cluster", "add", "Bad_Name", "--local"], "DNS label"),
+        (["profile", "add", "p", "--cluster", "nope"], "no such cluster"),
+        (["profile", "add", "p", "--cluster", "local", "--hf-token", "hf_abc"], "never paste"),
+        (["profile", "add", "p", "--cluster", "local", "--namespace", "Bad"], "DNS label"),
+    ],
+    ids=["duplicate", "bad-name", "no-cluster", "token-itself", "bad-namespace"],
+)
+def test_setup_commands_refuse_bad_input(admin, args, message):
+    with pytest.raises(CommandError) as raised:
+        run(*args)
+    assert message.lower() in str(raised.value).lower()
+
+
+def test_setup_commands_are_admin_only(admin, django_user_model):
+    deployer = make_member(django_user_model, admin.organization, "dora", Role.DEPLOYER)
+    with pytest.raises(CommandError, match="deployer"):
+        run("cluster", "list", "--user", deployer.user.username)

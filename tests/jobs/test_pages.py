@@ -1,0 +1,216 @@
+"""Console pages of jobs/: each for the roles that may and may not use it."""
+
+import pytest
+from django.urls import reverse
+
+from jobs.deploy import apply
+from jobs.models import Application, Cluster, Profile
+from tests.helpers import SHORTEST
+
+
+@pytest.fixture
+def app(deployer):
+    return apply(SHORTEST, deployer).application
+
+
+PAGES = [
+    ("console:home", {}),
+    ("jobs:application-detail", {"name": "bge-embed"}),
+    ("jobs:deploy-yaml", {}),
+    ("jobs:clusters", {}),
+    ("jobs:cluster-add", {}),
+    ("jobs:cluster-edit", {"name": "local"}),
+    ("jobs:profile-add", {}),
+    ("jobs:profile-edit", {"name": "local"}),
+    ("accesspolicies:tokens", {}),
+]
+
+# role -> url name -> expected status
+EXPECTED = {
+    "admin": dict.fromkeys([name for name, _ in PAGES], 200),
+    "deployer": {
+        "console:home": 200,
+        "jobs:application-detail": 200,
+        "jobs:deploy-yaml": 200,
+        "accesspolicies:tokens": 200,
+        "jobs:clusters": 403,
+        "jobs:cluster-add": 403,
+        "jobs:cluster-edit": 403,
+        "jobs:profile-add": 403,
+        "jobs:profile-edit": 403,
+    },
+    "viewer": {
+        "console:home": 200,
+        "jobs:application-detail": 200,
+        "jobs:deploy-yaml": 403,
+        "accesspolicies:tokens": 200,
+        "jobs:clusters": 403,
+        "jobs:cluster-add": 403,
+        "jobs:cluster-edit": 403,
+        "jobs:profile-add": 403,
+        "jobs:profile-edit": 403,
+    },
+    # another organisation's admin: its own pages work; acme's objects are not found
+    "outsider": {
+        "console:home": 200,
+        "jobs:application-detail": 404,
+        "jobs:deploy-yaml": 200,
+        "accesspolicies:tokens": 200,
+        "jobs:clusters": 200,
+        "jobs:cluster-add": 200,
+        "jobs:cluster-edit": 200,
+        "jobs:profile-add": 200,
+        "jobs:profile-edit": 200,
+    },
+}
+
+
+@pytest.mark.parametrize("role", list(EXPECTED))
+@pytest.mark.parametrize("url_name, kwargs", PAGES, ids=[name for name, _ in PAGES])
+def test_page_access_by_role(request, app, role, url_name, kwargs):
+    client = request.getfixturevalue(f"as_{role}")
+    response = client.get(reverse(url_name, kwargs=kwargs))
+    assert response.status_code == EXPECTED[role][url_name]
+
+
+@pytest.mark.parametrize("url_name, kwargs", PAGES, ids=[name for name, _ in PAGES])
+def test_every_page_needs_login(client, app, url_name, kwargs):
+    response = client.get(reverse(url_name, kwargs=kwargs))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_application_page_shows_manifest_history_and_why(as_viewer, app):
+    page = as_viewer.get(reverse("jobs:application-detail", args=["bge-embed"])).content.decode()
+    assert "profileName: local" in page and "namespace: default" in page
+    assert "Deploy history" in page and "Pending" in page
+    assert "no local backend" in page
+    assert "Roll back" not in page and "Delete" not in page  # a viewer has no buttons
+
+
+def test_rollback_and_delete_from_the_page(as_deployer, deployer, app):
+    apply(SHORTEST + "      resources:\n        memory: 6Gi\n", deployer)
+    url = reverse("jobs:application-rollback", args=["bge-embed"])
+    response = as_deployer.post(url, {"revision": "1"}, follow=True)
+    assert "rolls bge-embed back to revision 1" in response.content.decode()
+    assert app.revisions.count() == 3
+    response = as_deployer.post(url, {"revision": "3"}, follow=True)
+    assert "nothing to roll back" in response.content.decode()
+    as_deployer.post(reverse("jobs:application-delete", args=["bge-embed"]))
+    assert not Application.objects.exists()
+
+
+def test_viewer_cannot_post_changes(as_viewer, app):
+    for name in ("application-rollback", "application-delete", "application-deploy"):
+        response = as_viewer.post(reverse(f"jobs:{name}", args=["bge-embed"]), {"revision": "1"})
+        assert response.status_code == 403
+    assert Application.objects.exists()
+
+
+def test_deploy_from_yaml_dry_run_fragment_then_deploy(as_deployer, db):
+    url = reverse("jobs:deploy-yaml-dry-run")
+    fragment = as_deployer.post(url, {"manifest": SHORTEST}, HTTP_HX_REQUEST="true")
+    text = fragment.content.decode()
+    assert "Dry run passed" in text and "<html" not in text
+    assert "memory: 4Gi" in text
+    bad = as_deployer.post(
+        url, {"manifest": SHORTEST.replace("local", "nope")}, HTTP_HX_REQUEST="true"
+    )
+    assert "Refused" in bad.content.decode() and "spec.profileName" in bad.content.decode()
+    response = as_deployer.post(reverse("jobs:deploy-yaml-apply"), {"manifest": SHORTEST})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("jobs:application-detail", args=["bge-embed"])
+
+
+def test_deploy_from_yaml_refused_keeps_the_text(as_deployer, db):
+    text = SHORTEST.replace("local", "nope")
+    response = as_deployer.post(reverse("jobs:deploy-yaml-apply"), {"manifest": text})
+    assert response.status_code == 400
+    assert "profileName: nope" in response.content.decode()
+
+
+def test_admin_adds_a_kubernetes_cluster_and_a_profile(as_admin, org):
+    response = as_admin.post(
+        reverse("jobs:cluster-add"),
+        {
+            "name": "prod",
+            "backend": "kubernetes",
+            "kubeconfig_path": "/etc/kube/config",
+            "context": "prod",
+            "addons": ["kserve", "kueue"],
+            "queues": "gpu-queue, cpu-queue",
+            "cache_node_groups": "gpu-nodes: 500Gi",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()
+    cluster = Cluster.objects.get(name="prod")
+    assert cluster.queues == ["gpu-queue", "cpu-queue"]
+    assert cluster.cache_node_groups == {"gpu-nodes": 500 * 2**30}
+    response = as_admin.post(
+        reverse("jobs:profile-add"),
+        {
+            "name": "prod-inference",
+            "cluster": cluster.pk,
+            "namespace": "models",
+            "hf_token_ref": "secret/hf-token",
+            "vllm_version": "0.13.0",
+            "machine_catalog_yaml": "- name: l4\n  gpuMemory: 23034Mi\n  gpusPerNode: 8\n",
+            "defaults_yaml": "",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()
+    profile = Profile.objects.get(name="prod-inference")
+    assert profile.machine_catalog == [{"name": "l4", "gpuMemory": "23034Mi", "gpusPerNode": 8}]
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"backend": "kubernetes"}, "either from a kubeconfig"),
+        ({"backend": "local", "kubeconfig_path": "/x"}, "leave kubeconfig"),
+        ({"backend": "local", "cache_node_groups": "g: lots"}, "Node group g"),
+        ({"backend": "local", "name": "local"}, "exists already"),
+    ],
+    ids=["k8s-without-way-in", "local-with-kubeconfig", "bad-cache-size", "duplicate"],
+)
+def test_cluster_form_errors_say_what_to_do(as_admin, org, data, message):
+    form = {"name": "c2", "queues": "", "cache_node_groups": "", **data}
+    response = as_admin.post(reverse("jobs:cluster-add"), form)
+    assert response.status_code == 200
+    assert message in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "catalog, message",
+    [
+        ("- name: l4\n", "gpuMemory is required"),
+        ("- name: l4\n  gpuMemory: lots\n", "l4.gpuMemory"),
+        ("- name: l4\n  gpuMemory: 24Gi\n  gpusPerNode: 0\n", "from 1 to 64"),
+        ("- name: l4\n  gpuMemory: 24Gi\n  colour: red\n", "unknown keys"),
+        ("name: l4\n", "must be a YAML list"),
+        ("- [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_machine_catalog_errors_name_the_entry(as_admin, org, catalog, message):
+    cluster = Cluster.objects.get(organization=org, name="local")
+    response = as_admin.post(
+        reverse("jobs:profile-add"),
+        {
+            "name": "p2",
+            "cluster": cluster.pk,
+            "namespace": "default",
+            "vllm_version": "0.13.0",
+            "machine_catalog_yaml": catalog,
+            "defaults_yaml": "",
+        },
+    )
+    assert response.status_code == 200
+    assert message in response.content.decode()
+
+
+def test_profile_form_offers_only_the_orgs_clusters(as_admin, other_org):
+    page = as_admin.get(reverse("jobs:profile-add")).content.decode()
+    other = Cluster.objects.get(organization=other_org)
+    own = Cluster.objects.get(organization__slug="acme")
+    assert f'value="{own.pk}"' in page
+    assert f'value="{other.pk}"' not in page
