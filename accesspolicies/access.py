@@ -34,6 +34,7 @@ def require(membership: Membership | None, action: str, what: str) -> Membership
     if not membership.may(action):
         raise PermissionDenied(
             f"Your role in {membership.organization} is {membership.role}, which may not "
-            f"{ACTION_WORDS[action]} {what}; ask an admin of the organisation for the role you need."
+            f"{ACTION_WORDS[action]} {what}; ask an admin of the organisation for the role "
+            "you need."
         )
     return membership

@@ -1,10 +1,9 @@
-"""Who a management command acts as: `--org` and `--user`, defaulting sensibly on one organisation."""
+"""Who a management command acts as: `--org` and `--user`, with defaults for one organisation."""
 
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
 
 from accesspolicies.access import require
-
 from accesspolicies.models import Membership, Organization, Role
 
 

@@ -6,8 +6,13 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import models
 from django.utils import timezone
+
+
+class MembershipError(Exception):
+    """A change to the members that would leave the organisation broken; says what to do."""
 
 
 class Organization(models.Model):
@@ -20,6 +25,39 @@ class Organization(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def add_member(self, username: str, role: str) -> tuple["Membership", str | None]:
+        """Add a user (created when new, with a password returned once) in `role`."""
+        User = get_user_model()
+        user = User.objects.filter(username=username).first()
+        password = None
+        if user is None:
+            password = secrets.token_urlsafe(12)
+            user = User.objects.create_user(username=username, password=password)
+        elif self.memberships.filter(user=user).exists():
+            raise MembershipError(
+                f"{username} is a member of {self} already; change their role instead."
+            )
+        return self.memberships.create(user=user, role=role), password
+
+    def _ensure_an_admin_remains(self, leaving: "Membership") -> None:
+        admins = self.memberships.filter(role=Role.ADMIN).exclude(pk=leaving.pk)
+        if leaving.role == Role.ADMIN and not admins.exists():
+            raise MembershipError(
+                f"{leaving.user} is the last admin of {self}; make another member admin first."
+            )
+
+    def change_role(self, membership: "Membership", role: str) -> None:
+        if role != Role.ADMIN:
+            self._ensure_an_admin_remains(membership)
+        membership.role = role
+        membership.save(update_fields=["role"])
+
+    def remove_member(self, membership: "Membership") -> None:
+        """Remove a member; their tokens for this organisation stop working with them."""
+        self._ensure_an_admin_remains(membership)
+        self.access_tokens.filter(user=membership.user).delete()
+        membership.delete()
 
 
 class Role(models.TextChoices):
@@ -75,9 +113,7 @@ class PersonalAccessTokenQuerySet(models.QuerySet):
         if not presented.startswith(TOKEN_PREFIX):
             return None
         lookup = presented[len(TOKEN_PREFIX) : len(TOKEN_PREFIX) + LOOKUP_LENGTH]
-        token = (
-            self.select_related("user", "organization").filter(lookup=lookup).first()
-        )
+        token = self.select_related("user", "organization").filter(lookup=lookup).first()
         expected = token.secret_hash if token else _digest("no such token")
         if not hmac.compare_digest(expected, _digest(presented)) or token is None:
             return None
@@ -113,7 +149,9 @@ class PersonalAccessToken(models.Model):
         return f"{self.name} ({self.masked})"
 
     @classmethod
-    def issue(cls, user, organization, name: str, expires_at=None) -> tuple["PersonalAccessToken", str]:
+    def issue(
+        cls, user, organization, name: str, expires_at=None
+    ) -> tuple["PersonalAccessToken", str]:
         """Create a token; the plain text is returned once and never stored."""
         lookup = secrets.token_hex(LOOKUP_LENGTH // 2)
         plain = f"{TOKEN_PREFIX}{lookup}{secrets.token_urlsafe(32)}"

@@ -1,4 +1,4 @@
-"""Access pages: a member's personal access tokens for the REST API and the command line."""
+"""Access pages: the organisation's members and roles, and each member's personal access tokens."""
 
 from datetime import timedelta
 
@@ -10,8 +10,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accesspolicies.access import require
-from accesspolicies.forms import TokenForm
-from accesspolicies.models import PersonalAccessToken
+from accesspolicies.forms import MemberForm, RoleForm, TokenForm
+from accesspolicies.models import MembershipError, PersonalAccessToken, Role
 
 
 def _own_tokens(request):
@@ -52,3 +52,72 @@ def token_revoke(request, lookup):
     token.revoke()
     messages.success(request, f"Token {token.name} is revoked; calls with it are refused from now.")
     return redirect("accesspolicies:tokens")
+
+
+def _member(membership, username):
+    found = membership.organization.memberships.filter(user__username=username).first()
+    if found is None:
+        raise Http404(f"{username!r} is not a member of {membership.organization}.")
+    return found
+
+
+def members(request, form=None, created=None):
+    membership = require(request.membership, "view", "members")
+    context = {
+        "members": membership.organization.memberships.select_related("user").order_by(
+            "user__username"
+        ),
+        "roles": Role.choices,
+        "may_admin": membership.may("admin"),
+        "form": form or MemberForm(),
+        "created": created,
+    }
+    return render(request, "accesspolicies/members.html", context)
+
+
+@never_cache
+@require_POST
+def member_add(request):
+    membership = require(request.membership, "admin", "members")
+    form = MemberForm(request.POST)
+    if not form.is_valid():
+        return members(request, form=form)
+    try:
+        added, password = membership.organization.add_member(
+            form.cleaned_data["username"], form.cleaned_data["role"]
+        )
+    except MembershipError as error:
+        form.add_error("username", str(error))
+        return members(request, form=form)
+    created = {"username": added.user.username, "password": password} if password else None
+    if not created:
+        messages.success(request, f"{added.user} joined as {added.role}.")
+    return members(request, created=created)
+
+
+@require_POST
+def member_role(request, username):
+    membership = require(request.membership, "admin", "members")
+    member = _member(membership, username)
+    form = RoleForm(request.POST)
+    if form.is_valid():
+        try:
+            membership.organization.change_role(member, form.cleaned_data["role"])
+            messages.success(request, f"{username} is now {member.role}.")
+        except MembershipError as error:
+            messages.error(request, str(error))
+    else:
+        messages.error(request, "role: pick admin, deployer or viewer.")
+    return redirect("accesspolicies:members")
+
+
+@require_POST
+def member_remove(request, username):
+    membership = require(request.membership, "admin", "members")
+    member = _member(membership, username)
+    try:
+        membership.organization.remove_member(member)
+        messages.success(request, f"{username} is no longer a member; their tokens are revoked.")
+    except MembershipError as error:
+        messages.error(request, str(error))
+    return redirect("accesspolicies:members")

@@ -1,4 +1,4 @@
-"""Typed readers for settings from the environment: a bad value stops start-up naming the variable."""
+"""Typed readers for settings from the environment; a bad value stops start-up, naming it."""
 
 import os
 from urllib.parse import urlsplit

@@ -1,4 +1,4 @@
-"""Login is required for every console page; the REST API answers 401 itself instead of redirecting."""
+"""Every console page needs login; the REST API answers 401 itself instead of redirecting."""
 
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
 from django.http import HttpResponse
@@ -15,7 +15,7 @@ class LoginRequiredMiddleware(DjangoLoginRequired):
 
 
 class HealthCheckMiddleware:
-    """Answer /healthz before host checks and the HTTPS redirect, so probes work from any address."""
+    """Answer /healthz before host checks and the HTTPS redirect: probes come from any address."""
 
     def __init__(self, get_response):
         self.get_response = get_response

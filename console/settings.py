@@ -23,7 +23,9 @@ def _secret_key() -> str:
     key = env_str("SECRET_KEY")
     if key:
         if len(key) < 50:
-            raise ImproperlyConfigured("SECRET_KEY is shorter than 50 characters; use a random one.")
+            raise ImproperlyConfigured(
+                "SECRET_KEY is shorter than 50 characters; use a random one."
+            )
         return key
     path = VAR_DIR / "secret-key"
     if not path.exists():

@@ -15,9 +15,7 @@ def _get(model, membership, name: str, action: str, what: str, related=()):
         .first()
     )
     if obj is None:
-        raise Http404(
-            f"No {model._meta.verbose_name} named {name!r} in {membership.organization}."
-        )
+        raise Http404(f"No {model._meta.verbose_name} named {name!r} in {membership.organization}.")
     require(membership, action, what)
     return obj
 

@@ -240,7 +240,9 @@ def rollback(application: Application, number: int, membership) -> Applied:
         application.manifest = run.manifest
         application.updated_at = timezone.now()
         application.save(update_fields=["manifest", "updated_at"])
-        revision = _new_revision(application, run.manifest, membership.user, rolled_back_from=number)
+        revision = _new_revision(
+            application, run.manifest, membership.user, rolled_back_from=number
+        )
         _record(
             application,
             "RolledBack",

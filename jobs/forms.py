@@ -28,7 +28,9 @@ class OrganizationScopedForm(forms.ModelForm):
             clash = clash.exclude(pk=self.instance.pk)
         if clash.exists():
             noun = model._meta.verbose_name
-            raise forms.ValidationError(f"A {noun} named {name!r} exists already; pick another name.")
+            raise forms.ValidationError(
+                f"A {noun} named {name!r} exists already; pick another name."
+            )
         return name
 
 
@@ -53,7 +55,9 @@ def _load_yaml(text: str, field: str, expect: type):
 
 class ClusterForm(OrganizationScopedForm):
     addons = forms.MultipleChoiceField(
-        label="Add-ons", choices=list(ADDONS.items()), required=False,
+        label="Add-ons",
+        choices=list(ADDONS.items()),
+        required=False,
         widget=forms.CheckboxSelectMultiple,
         help_text="What the cluster has installed; manifest rules that need an add-on check this.",
     )
@@ -123,7 +127,9 @@ def validate_catalog(catalog: list) -> list:
         seen.add(kind["name"])
         unknown = set(kind) - CATALOG_KEYS
         if unknown:
-            errors.append(f"{where}: unknown keys {sorted(unknown)}; accepted {sorted(CATALOG_KEYS)}.")
+            errors.append(
+                f"{where}: unknown keys {sorted(unknown)}; accepted {sorted(CATALOG_KEYS)}."
+            )
         for key in ("gpuMemory", "nodeCpu", "nodeMemory"):
             try:
                 if key in kind:

@@ -1,4 +1,4 @@
-"""What is served: clusters and profiles, applications, their revisions (deploy history) and events."""
+"""What is served: clusters, profiles, applications, revisions (deploy history) and events."""
 
 from django.conf import settings
 from django.core.validators import RegexValidator
@@ -31,7 +31,9 @@ class Cluster(models.Model):
         LOCAL = "local", "Local (processes on this machine)"
         KUBERNETES = "kubernetes", "Kubernetes"
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="clusters")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="clusters"
+    )
     name = models.CharField(max_length=63, validators=[dns_label])
     backend = models.CharField(max_length=16, choices=Backend.choices, default=Backend.LOCAL)
     kubeconfig_path = models.CharField(
@@ -68,7 +70,9 @@ class Cluster(models.Model):
 class Profile(models.Model):
     """What `profileName` names: a cluster, a namespace, a machine catalog and defaults."""
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="profiles")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="profiles"
+    )
     name = models.CharField(max_length=63, validators=[dns_label])
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="profiles")
     namespace = models.CharField(max_length=63, default="default", validators=[dns_label])
@@ -81,7 +85,10 @@ class Profile(models.Model):
         "profile's namespace, key HF_TOKEN) or env/<VARIABLE> (on the console's host).",
     )
     vllm_version = models.CharField(
-        "vLLM version", max_length=20, default="0.13.0", help_text="The vLLM its runtime image carries."
+        "vLLM version",
+        max_length=20,
+        default="0.13.0",
+        help_text="The vLLM its runtime image carries.",
     )
     defaults = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -146,7 +153,9 @@ class Application(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["organization", "name"], name="application_name_per_org")
+            models.UniqueConstraint(
+                fields=["organization", "name"], name="application_name_per_org"
+            )
         ]
         ordering = ["name"]
 
@@ -181,7 +190,9 @@ class Revision(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["application", "number"], name="revision_number_per_app")
+            models.UniqueConstraint(
+                fields=["application", "number"], name="revision_number_per_app"
+            )
         ]
         ordering = ["-number"]
 

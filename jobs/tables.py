@@ -59,9 +59,7 @@ class ProfileTable(tables.Table):
     name = tables.Column(linkify=("jobs:profile-edit", {"name": tables.A("name")}))
     cluster = tables.Column(accessor="cluster__name")
     namespace = tables.Column()
-    gpu_kinds = tables.Column(
-        accessor="machine_catalog", verbose_name="GPU kinds", orderable=False
-    )
+    gpu_kinds = tables.Column(accessor="machine_catalog", verbose_name="GPU kinds", orderable=False)
     vllm_version = tables.Column(verbose_name="vLLM")
 
     class Meta:

@@ -26,9 +26,7 @@ def index(request):
 
 def _edit(request, form_class, instance, noun):
     membership = require(request.membership, "admin", WHAT)
-    form = form_class(
-        request.POST or None, instance=instance, organization=membership.organization
-    )
+    form = form_class(request.POST or None, instance=instance, organization=membership.organization)
     if request.method == "POST" and form.is_valid():
         saved = form.save()
         messages.success(request, f"{noun.capitalize()} {saved.name} is saved.")

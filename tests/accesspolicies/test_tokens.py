@@ -19,12 +19,16 @@ def test_a_token_is_stored_only_as_a_hash(deployer):
     assert PersonalAccessToken.objects.authenticate(plain) == token
 
 
-@pytest.mark.parametrize("mangle", [
-    lambda t: t[:-1] + ("A" if t[-1] != "A" else "B"),  # wrong secret, right lookup
-    lambda t: "sdp_" + "0" * 12 + t[16:],               # unknown lookup
-    lambda t: t.replace("sdp_", "xyz_"),                 # wrong prefix
-    lambda t: "",
-], ids=["wrong-secret", "unknown", "prefix", "empty"])
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda t: t[:-1] + ("A" if t[-1] != "A" else "B"),  # wrong secret, right lookup
+        lambda t: "sdp_" + "0" * 12 + t[16:],  # unknown lookup
+        lambda t: t.replace("sdp_", "xyz_"),  # wrong prefix
+        lambda t: "",
+    ],
+    ids=["wrong-secret", "unknown", "prefix", "empty"],
+)
 def test_wrong_tokens_are_refused_the_same_way(deployer, mangle):
     _, plain = PersonalAccessToken.issue(deployer.user, deployer.organization, "ci")
     assert PersonalAccessToken.objects.authenticate(mangle(plain)) is None
@@ -50,7 +54,9 @@ def test_last_used_is_recorded_but_not_on_every_call(deployer):
 
 
 def test_create_shows_the_token_once(as_deployer, deployer):
-    response = as_deployer.post(reverse("accesspolicies:token-create"), {"name": "ci", "expires_in_days": 30})
+    response = as_deployer.post(
+        reverse("accesspolicies:token-create"), {"name": "ci", "expires_in_days": 30}
+    )
     page = response.content.decode()
     token = PersonalAccessToken.objects.get(user=deployer.user)
     assert "shown once" in page and token.masked in page

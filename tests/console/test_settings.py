@@ -14,7 +14,11 @@ def start(env: dict, *args: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     return subprocess.run(
         [sys.executable, "manage.py", *(args or ("check",))],
-        cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=60,
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -44,7 +48,10 @@ def test_production_settings_pass_check_deploy(tmp_path):
             "DEBUG": "false",
             "SERVEDECK_VAR_DIR": str(tmp_path),
         },
-        "check", "--deploy", "--fail-level", "WARNING",
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
     )
     assert result.returncode == 0, result.stderr
 

@@ -48,7 +48,9 @@ class Command(BaseCommand):
         if password is None:
             self.stdout.write(f"Admin {admin} exists already; its password is unchanged.")
         elif os.environ.get("SERVEDECK_ADMIN_PASSWORD"):
-            self.stdout.write(f"Created admin {admin} with the password in SERVEDECK_ADMIN_PASSWORD.")
+            self.stdout.write(
+                f"Created admin {admin} with the password in SERVEDECK_ADMIN_PASSWORD."
+            )
         else:
             self.stdout.write(
                 self.style.WARNING(f"Created admin {admin} with password {password} (shown once).")

@@ -27,7 +27,9 @@ def dump(data, output: str) -> str:
 
 
 class Command(BaseCommand):
-    help = "Manage applications from a manifest: apply, get, list, history, rollback, deploy, delete."
+    help = (
+        "Manage applications from a manifest: apply, get, list, history, rollback, deploy, delete."
+    )
 
     def add_arguments(self, parser):
         verbs_ = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -56,7 +58,9 @@ class Command(BaseCommand):
         except verbs.Refused as refused:
             self._report(refused.dry_run)
             count = len(refused.dry_run.refusals)
-            raise CommandError(f"refused: {count} problem{'s' * (count != 1)}", returncode=1) from None
+            raise CommandError(
+                f"refused: {count} problem{'s' * (count != 1)}", returncode=1
+            ) from None
         except (verbs.ActionError, Http404, PermissionDenied) as error:
             raise CommandError(str(error), returncode=1) from None
 
@@ -118,7 +122,9 @@ class Command(BaseCommand):
         for r in application.revisions.select_related("created_by"):
             note = f"rollback to {r.rolled_back_from}" if r.rolled_back_from else ""
             who = r.created_by.get_username() if r.created_by else "-"
-            rows.append((str(r.number), r.created_at.strftime("%Y-%m-%d %H:%M"), who, r.outcome, note))
+            rows.append(
+                (str(r.number), r.created_at.strftime("%Y-%m-%d %H:%M"), who, r.outcome, note)
+            )
         self._table(rows)
 
     def do_rollback(self, membership, name, to, **_):
@@ -143,4 +149,6 @@ class Command(BaseCommand):
     def _table(self, rows) -> None:
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
-            self.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+            self.stdout.write(
+                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            )

@@ -21,7 +21,10 @@ class Command(BaseCommand):
         how.add_argument("--local", action="store_true", help="model servers on this machine")
         add.add_argument("--context", default="", help="kubeconfig context")
         add.add_argument(
-            "--addon", action="append", default=[], choices=sorted(ADDONS),
+            "--addon",
+            action="append",
+            default=[],
+            choices=sorted(ADDONS),
             help="an add-on the cluster has installed (repeat for several)",
         )
         add.add_argument("--queue", action="append", default=[], help="a declared ClusterQueue")

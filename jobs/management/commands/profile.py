@@ -18,8 +18,12 @@ class Command(BaseCommand):
         add.add_argument("name")
         add.add_argument("--cluster", required=True, help="the cluster it deploys to")
         add.add_argument("--namespace", default="default")
-        add.add_argument("--hf-token", default="", metavar="REF",
-                         help="secret/<name> or env/<VARIABLE>: where the Hugging Face token is")
+        add.add_argument(
+            "--hf-token",
+            default="",
+            metavar="REF",
+            help="secret/<name> or env/<VARIABLE>: where the Hugging Face token is",
+        )
         add.add_argument("--vllm-version", default="0.13.0")
         add_verb(sub, "list", help="list profiles")
 
@@ -54,5 +58,6 @@ class Command(BaseCommand):
         form = ProfileForm(data, organization=organization)
         profile = save_form(form, f"profile {options['name']}")
         self.stdout.write(
-            f"profile/{profile.name} added (cluster {profile.cluster.name}, namespace {profile.namespace})"
+            f"profile/{profile.name} added (cluster {profile.cluster.name}, "
+            f"namespace {profile.namespace})"
         )
