@@ -10,4 +10,5 @@ urlpatterns = [
     path("", include("console.console_urls")),
     path("", include("jobs.urls")),
     path("access/", include("accesspolicies.urls")),
+    path("catalog/", include("models_catalog.urls")),
 ]

@@ -13,6 +13,7 @@ from jobs import manifest as mf
 from jobs.backends import Unavailable, backend_for
 from jobs.manifest.context import ExistingApplication, ManifestContext
 from jobs.models import Application, Event, Phase, Profile, Revision
+from models_catalog.models import ModelMaster
 
 
 @dataclass
@@ -75,8 +76,11 @@ class Applied:
     created: bool
 
 
-def manifest_context(organization, application: Application | None) -> ManifestContext:
+def manifest_context(
+    organization, application: Application | None, uri: str | None = None
+) -> ManifestContext:
     profiles = Profile.objects.filter(organization=organization).select_related("cluster")
+    master = ModelMaster.objects.for_uri(organization, uri)
     existing = None
     if application is not None:
         existing = ExistingApplication(
@@ -84,13 +88,18 @@ def manifest_context(organization, application: Application | None) -> ManifestC
             created_at=application.created_at,
             served_at=application.served_at,
         )
-    return ManifestContext(profiles={p.name: p.facts() for p in profiles}, existing=existing)
+    return ManifestContext(
+        profiles={p.name: p.facts() for p in profiles},
+        existing=existing,
+        engine_defaults=master.engine_defaults() if master else {},
+    )
 
 
-def _name_of(doc) -> str | None:
-    spec = doc.get("spec") if isinstance(doc, dict) else None
-    name = spec.get("name") if isinstance(spec, dict) else None
-    return name if isinstance(name, str) else None
+def _field(doc, *path) -> str | None:
+    """A string deep in a document that may be malformed; None when it is not there."""
+    for key in path:
+        doc = doc.get(key) if isinstance(doc, dict) else None
+    return doc if isinstance(doc, str) else None
 
 
 def dry_run(doc, organization, *, expect_name: str | None = None) -> DryRun:
@@ -100,7 +109,7 @@ def dry_run(doc, organization, *, expect_name: str | None = None) -> DryRun:
             doc = mf.load_document(doc)
         except mf.DocumentError as error:
             return DryRun(manifest=None, refusals=list(error.problems))
-    name = _name_of(doc)
+    name = _field(doc, "spec", "name")
     if expect_name is not None and name != expect_name:
         problem = mf.Problem(
             "spec.name",
@@ -112,7 +121,8 @@ def dry_run(doc, organization, *, expect_name: str | None = None) -> DryRun:
     application = (
         Application.objects.filter(organization=organization, name=name).first() if name else None
     )
-    result = mf.parse(doc, manifest_context(organization, application))
+    uri = _field(doc, "spec", "source", "model", "uri")
+    result = mf.parse(doc, manifest_context(organization, application, uri))
     run = DryRun(
         manifest=result.manifest,
         refusals=list(result.refusals),
