@@ -1,0 +1,85 @@
+"""The Application manifest: parse, fill defaults, validate (pure; no Django here).
+
+`parse(doc, ctx)` is the one entry point; see MANIFEST.md for every field and rule.
+"""
+
+from .context import (
+    ADDONS,
+    MODALITIES,
+    ExistingApplication,
+    ManifestContext,
+    ModelFacts,
+    ProfileFacts,
+)
+from .defaults import ENGINE_BUILTIN_DEFAULTS, MEMORY_DEFAULTS, MODEL_MASTER_KEYS
+from .describe import ENGINE_TITLES, is_generative, runtime_of, scaling_of
+from .parse import DocumentError, ParseResult, load_document, parse
+from .problems import Problem
+from .quantity import format_bytes, format_cpu, parse_bytes, parse_cpu, parse_quantity
+from .schema import (
+    API_FORMATS,
+    API_VERSION,
+    CAPACITY_TYPES,
+    DTYPES,
+    ENGINE_FORMATS,
+    ENGINES,
+    EXPOSURES,
+    FORMAT_ENGINE,
+    FORMATS,
+    GENERATIVE_FORMATS,
+    GPU_VENDORS,
+    INSTALLED_RUNTIMES,
+    ISOLATIONS,
+    KIND,
+    PARAKEET_REPO,
+    SOURCE_TYPES,
+    SYNC_TYPES,
+)
+from .uri import SCHEMES, UriInfo, parse_uri, redact
+
+__all__ = [
+    "ADDONS",
+    "API_FORMATS",
+    "API_VERSION",
+    "CAPACITY_TYPES",
+    "DTYPES",
+    "ENGINES",
+    "ENGINE_BUILTIN_DEFAULTS",
+    "ENGINE_FORMATS",
+    "ENGINE_TITLES",
+    "EXPOSURES",
+    "FORMATS",
+    "FORMAT_ENGINE",
+    "GENERATIVE_FORMATS",
+    "GPU_VENDORS",
+    "INSTALLED_RUNTIMES",
+    "ISOLATIONS",
+    "KIND",
+    "MEMORY_DEFAULTS",
+    "MODALITIES",
+    "MODEL_MASTER_KEYS",
+    "PARAKEET_REPO",
+    "SCHEMES",
+    "SOURCE_TYPES",
+    "SYNC_TYPES",
+    "DocumentError",
+    "ExistingApplication",
+    "ManifestContext",
+    "ModelFacts",
+    "ParseResult",
+    "Problem",
+    "ProfileFacts",
+    "UriInfo",
+    "format_bytes",
+    "format_cpu",
+    "is_generative",
+    "load_document",
+    "parse",
+    "parse_bytes",
+    "parse_cpu",
+    "parse_quantity",
+    "parse_uri",
+    "redact",
+    "runtime_of",
+    "scaling_of",
+]

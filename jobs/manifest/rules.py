@@ -1,0 +1,472 @@
+"""Cross-field and context rules on the spec, the artifact, the engine and serving: what
+depends on other fields, the profile, the organisation or Check model.
+
+Each rule reads well-typed effective values (Facts) and skips when one it needs is unknown,
+so a single wrong value produces a single problem.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .capacity import byte_amount, check_capacity, kind_of_gpu
+from .checks import Bad, Qty
+from .context import ManifestContext
+from .defaults import MODEL_PATH as M
+from .defaults import Facts, group, ok
+from .fixed import check_fixed
+from .problems import Out, Problem, listing, show
+from .quantity import format_bytes
+from .schema import ENGINE_FORMATS, FORMAT_ENGINE, INSTALLED_RUNTIMES
+
+# vLLM flags that a manifest field already sets, and the field to use instead.
+FLAG_FIELDS = {
+    "--dtype": "engine.dtype",
+    "--quantization": "engine.quantization",
+    "-q": "engine.quantization",
+    "--tensor-parallel-size": "engine.tensorParallelSize",
+    "-tp": "engine.tensorParallelSize",
+    "--pipeline-parallel-size": "engine.pipelineParallelSize",
+    "-pp": "engine.pipelineParallelSize",
+    "--reasoning-parser": "engine.reasoningParser",
+    "--tool-call-parser": "engine.toolCallParser",
+    "--gpu-memory-utilization": "engine.gpuMemoryUtilization",
+    "--max-model-len": "serving.maxContextTokens",
+    "--max-num-seqs": "serving.maxConcurrentRequests",
+    "--limit-mm-per-prompt": "serving.multimodal",
+    "--kv-cache-memory-bytes": "serving.kvCacheSize",
+    "--served-model-name": "spec.name",
+    "--model": "source.model.uri",
+    "--port": None,
+    "--host": None,
+}
+MODALITY_FIELDS = {
+    "maxImagesPerPrompt": "image",
+    "maxVideosPerPrompt": "video",
+    "maxAudioClipsPerPrompt": "audio",
+}
+MULTIMODAL_WARN_ABOVE = 64
+# KServe names the predictor Service "<name>-predictor"; a Service name is at most 63.
+KSERVE_NAME_MAX = 63 - len("-predictor")
+
+
+def check(
+    draft: dict[str, Any], facts: Facts, manifest: dict[str, Any], ctx: ManifestContext
+) -> list[Problem]:
+    out = Out()
+    spec = draft["spec"]
+    _profile(spec, facts, ctx, out)
+    _access(spec, ctx, out)
+    source = spec["source"]
+    if isinstance(source, dict):
+        _source(source, out)
+        model = source["model"]
+        if isinstance(model, dict) and source["type"] != "YAML":
+            _artifact(model, facts, out)
+            _check_model(facts, ctx, out)
+            _engine(model, facts, out)
+            _serving(model, facts, ctx, out)
+            check_capacity(model, facts, out)
+    if ctx.existing is not None:
+        check_fixed(manifest, facts, ctx, out)
+    return out.problems
+
+
+# --- spec ------------------------------------------------------------------------------------
+
+
+def _profile(spec: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out) -> None:
+    name = spec["profileName"]
+    if ok(name) and facts.profile is None:
+        out.pick(
+            "spec.profileName",
+            name,
+            ctx.profiles,
+            "a deployment profile",
+            "An organisation admin creates one under Profiles; then set profileName to it.",
+        )
+    app = spec["name"]
+    if ok(app) and facts.profile is not None and facts.profile.backend == "kubernetes":
+        if app[0].isdigit():
+            out.refuse(
+                "spec.name",
+                f"{show(app)} starts with a digit; KServe requires an InferenceService name to "
+                f"start with a letter, so on profile {facts.profile.name} it accepts a name "
+                f"starting with a letter. Rename it, for example m-{app[:61]}.",
+            )
+        if len(app) > KSERVE_NAME_MAX:
+            out.refuse(
+                "spec.name",
+                f"{show(app)} is {len(app)} characters; on Kubernetes it accepts at most "
+                f"{KSERVE_NAME_MAX}, because KServe names the predictor '<name>-predictor' "
+                "within 63 characters. Shorten it.",
+            )
+
+
+def _access(spec: dict[str, Any], ctx: ManifestContext, out: Out) -> None:
+    access = spec["access"]
+    if isinstance(access, Bad):
+        return
+    access = access or {}
+    exposure = access.get("exposure") or "Internal"
+    domain, policy = access.get("domain"), access.get("accessPolicy")
+    base = "spec.access"
+    if exposure == "Internal":
+        for key, value in (("domain", domain), ("accessPolicy", policy)):
+            if value is not None:
+                out.refuse(
+                    f"{base}.{key}",
+                    f"{show(getattr(value, 'raw', value))} is set but exposure is Internal, so "
+                    f"it would be ignored; accepts {key} only with exposure: Domain. Set "
+                    f"exposure to Domain, or remove {key}.",
+                )
+        return
+    if exposure != "Domain":
+        return
+    verified = {d.lower(): d for d in ctx.verified_domains}
+    if domain is None:
+        if verified:
+            out.refuse(
+                f"{base}.domain",
+                f"required with exposure Domain, missing; accepts a verified domain "
+                f"({listing(verified.values())}). Set domain to one of them.",
+            )
+        else:
+            out.refuse(
+                f"{base}.domain",
+                "required with exposure Domain, but the organisation has no verified domain "
+                "yet; accepts a verified domain. Verify one under Access, and use exposure: "
+                "Internal meanwhile.",
+            )
+    elif ok(domain) and domain.lower() not in verified:
+        out.pick(
+            f"{base}.domain",
+            domain,
+            verified.values(),
+            "a verified domain of the organisation",
+            "Verify the domain under Access, and use exposure: Internal meanwhile.",
+        )
+    if policy is None:
+        if ctx.access_policies:
+            out.refuse(
+                f"{base}.accessPolicy",
+                f"required with exposure Domain, missing; accepts an access policy "
+                f"({listing(ctx.access_policies)}). Set accessPolicy to one of them.",
+            )
+        else:
+            out.refuse(
+                f"{base}.accessPolicy",
+                "required with exposure Domain, but the organisation has no access policy "
+                "yet; accepts an access policy. Create one under Access, and use exposure: "
+                "Internal meanwhile.",
+            )
+    elif ok(policy) and policy not in ctx.access_policies:
+        out.pick(
+            f"{base}.accessPolicy",
+            policy,
+            ctx.access_policies,
+            "an access policy of the organisation",
+            "Create one under Access, and use exposure: Internal meanwhile.",
+        )
+
+
+def _source(source: dict[str, Any], out: Out) -> None:
+    kind = source["type"]
+    model, isvc = source["model"], source["inferenceService"]
+    if kind == "Model":
+        if model is None:
+            out.refuse(
+                f"{M}",
+                "required with source.type Model, missing; accepts a mapping with at least "
+                "uri. Add model: {uri: hf://<org>/<repo>:<revision>}.",
+            )
+        if isvc is not None:
+            out.refuse(
+                "spec.source.inferenceService",
+                "is set but source.type is Model; accepts an InferenceService only with "
+                "source.type YAML. Remove it, or set source.type to YAML and remove model.",
+            )
+    elif kind == "YAML":
+        if model is not None:
+            out.refuse(
+                M,
+                "is set but source.type is YAML; accepts model only with source.type Model "
+                "(the InferenceService says everything). Remove model, or set source.type to "
+                "Model.",
+            )
+        path = "spec.source.inferenceService"
+        if isvc is None:
+            out.refuse(
+                path,
+                "required with source.type YAML, missing; accepts a KServe InferenceService "
+                "(apiVersion serving.kserve.io/v1beta1, kind InferenceService, spec). Add it.",
+            )
+        elif not isinstance(isvc, Bad):
+            _inference_service(isvc, path, out)
+
+
+def _inference_service(isvc: Any, path: str, out: Out) -> None:
+    if not isinstance(isvc, dict):
+        out.refuse(
+            path,
+            f"{show(isvc)} is not a mapping; accepts a KServe InferenceService. Paste the whole "
+            "object (apiVersion, kind, spec).",
+        )
+        return
+    expected = (("apiVersion", "serving.kserve.io/v1beta1"), ("kind", "InferenceService"))
+    for key, want in expected:
+        if isvc.get(key) != want:
+            given = "missing" if key not in isvc else show(isvc[key])
+            out.refuse(
+                f"{path}.{key}",
+                f"{given}; accepts {want}. Set {key}: {want}.",
+            )
+    if not isinstance(isvc.get("spec"), dict):
+        given = "missing" if "spec" not in isvc else f"{show(isvc['spec'])}, not a mapping"
+        out.refuse(
+            f"{path}.spec",
+            f"{given}; accepts the InferenceService spec (a mapping with a predictor). Add it.",
+        )
+
+
+# --- artifact and runtime --------------------------------------------------------------------
+
+
+def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
+    uri = facts.uri
+    if uri is not None and uri.scheme == "hf":
+        if uri.hf_revision is None:
+            out.warn(
+                f"{M}.uri",
+                f"{show(uri.text)} is not pinned; a rollback may serve different bytes. Pin it "
+                f"as hf://{uri.hf_repo}:<commit>.",
+            )
+        elif not uri.pinned:
+            out.warn(
+                f"{M}.uri",
+                f"revision {show(uri.hf_revision)} is a branch or tag, which can move; a "
+                f"rollback may serve different bytes. Pin it as hf://{uri.hf_repo}:<commit> "
+                "(the 40-character commit hash).",
+            )
+    if model["format"] is None and uri is not None and uri.scheme != "hf":
+        out.refuse(
+            f"{M}.format",
+            f"required for an artifact on {uri.scheme}://, missing (only hf:// defaults to vLLM); "
+            "accepts vLLM, SKLearn, XGBoost, LightGBM, TensorFlow, PyTorch, ONNX, TensorRT, "
+            "Triton, MLflow, PMML or Paddle. Set format to the artifact's format.",
+        )
+    runtime = group(model, "runtime")
+    engine, fmt = runtime.get("engine"), facts.format
+    if ok(engine) and fmt is not None and fmt not in ENGINE_FORMATS.get(engine, (fmt,)):
+        able = sorted(e for e, fmts in ENGINE_FORMATS.items() if fmt in fmts)
+        out.refuse(
+            f"{M}.runtime.engine",
+            f"{show(engine)} cannot load {fmt} models; accepts for {fmt}: "
+            f"{', '.join(able)}, or the name of your own serving runtime. Leave engine out "
+            f"to let format choose ({FORMAT_ENGINE[fmt]}).",
+        )
+    profile = facts.profile
+    vm = facts.isolation == "VirtualMachine"
+    if vm and profile is not None and "kubevirt" not in profile.addons:
+        out.refuse(
+            f"{M}.runtime.isolation",
+            f"VirtualMachine needs the KubeVirt add-on, which profile {profile.name} does not "
+            "have; accepts Container there. Set isolation to Container, or pick a profile "
+            "with KubeVirt.",
+        )
+
+
+def _check_model(facts: Facts, ctx: ManifestContext, out: Out) -> None:
+    """What Check model found must agree with the runtime format picks."""
+    found = ctx.model.generative if ctx.model is not None else None
+    if found is None or facts.generative is None or found == facts.generative:
+        return
+    if found:
+        out.refuse(
+            f"{M}.format",
+            f"{show(facts.format)} picks a predictive runtime, but Check model found a generative "
+            "model; accepts vLLM for it. Set format to vLLM (or leave it out for hf://).",
+        )
+    else:
+        out.refuse(
+            f"{M}.format",
+            "'vLLM' picks the vLLM runtime, but Check model found a predictive model that vLLM "
+            "cannot serve; accepts the artifact's own format (SKLearn, XGBoost, ONNX, …). Set "
+            "format to it.",
+        )
+
+
+def _engine(model: dict[str, Any], facts: Facts, out: Out) -> None:
+    block = model["engine"]
+    if block is not None and facts.generative is False:
+        out.refuse(
+            f"{M}.engine",
+            f"is set for a {facts.format} model; accepts engine settings only with format vLLM. "
+            f"Remove the engine block (the {facts.engine or facts.format} runtime takes none).",
+        )
+        return
+    if facts.generative is False:
+        return
+    gpu = "resources.accelerator.gpu.countPerReplica"
+    if facts.tp is not None:
+        if facts.on_gpu and facts.count is not None and facts.tp != facts.count:
+            out.refuse(
+                f"{M}.engine.tensorParallelSize",
+                f"engine.tensorParallelSize is {facts.tp} but {gpu} is {facts.count}: one model "
+                f"copy is split across exactly the GPUs a replica reserves; accepts "
+                f"{facts.count}. Set tensorParallelSize to {facts.count} (or leave it out), or "
+                f"set countPerReplica to {facts.tp}.",
+            )
+        elif facts.on_gpu is False and facts.tp != 1:
+            out.refuse(
+                f"{M}.engine.tensorParallelSize",
+                f"engine.tensorParallelSize is {facts.tp} but the model runs on CPU (no "
+                f"resources.accelerator); accepts 1. Set it to 1 (or leave it out), or add "
+                f"resources.accelerator.gpu.countPerReplica: {facts.tp}.",
+            )
+    if facts.pp is not None and facts.nodes is not None and facts.pp != facts.nodes:
+        out.refuse(
+            f"{M}.engine.pipelineParallelSize",
+            f"engine.pipelineParallelSize is {facts.pp} but resources.nodesPerReplica is "
+            f"{facts.nodes}: one model copy is split across exactly the nodes a replica spans; "
+            f"accepts {facts.nodes}. Set pipelineParallelSize to {facts.nodes} (or leave it out), "
+            f"or set nodesPerReplica to {facts.pp}.",
+        )
+    args = group(model, "engine").get("extraArgs")
+    for index, arg in enumerate(args if isinstance(args, list) else ()):
+        flag = arg.strip().split("=", 1)[0].split(None, 1)[0] if arg.strip() else ""
+        if flag.startswith("--"):
+            flag = flag.replace("_", "-")
+        if flag not in FLAG_FIELDS:
+            continue
+        field = FLAG_FIELDS[flag]
+        path = f"{M}.engine.extraArgs[{index}]"
+        if field is None:
+            out.refuse(
+                path,
+                f"{show(arg)} sets {flag}, which the platform sets; accepts arguments no field or "
+                "the platform sets. Remove it.",
+            )
+        else:
+            out.refuse(
+                path,
+                f"{show(arg)} repeats {flag}, which {field} sets; accepts arguments no field "
+                f"sets. Remove it and set {field} instead.",
+            )
+
+
+# --- serving ---------------------------------------------------------------------------------
+
+
+def _serving(model: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out) -> None:
+    serving = group(model, "serving")
+    base = f"{M}.serving"
+    api = serving.get("apiFormat")
+    if facts.generative and api == "V1":
+        out.refuse(
+            f"{base}.apiFormat",
+            "'V1' is the predictive protocol; accepts OpenAI or V2 for a generative (vLLM) "
+            "model. Set apiFormat to OpenAI, or leave it out.",
+        )
+    if facts.generative is False and api == "OpenAI":
+        out.refuse(
+            f"{base}.apiFormat",
+            f"'OpenAI' is for generative models; accepts V1 or V2 for a {facts.format} model. "
+            "Set apiFormat to V1 or V2, or leave it out (V1).",
+        )
+    if facts.generative is False:
+        for key in ("maxContextTokens", "kvCacheSize", "maxConcurrentRequests", "multimodal"):
+            if serving.get(key) is not None:
+                out.refuse(
+                    f"{base}.{key}",
+                    f"is set for a {facts.format} model; accepts {key} only for generative "
+                    f"(vLLM) models. Remove it.",
+                )
+        return
+    if not facts.generative:
+        return
+    limit = ctx.model.max_context_tokens if ctx.model is not None else None
+    tokens = serving.get("maxContextTokens")
+    if ok(tokens) and limit is not None and tokens > limit:
+        out.refuse(
+            f"{base}.maxContextTokens",
+            f"{show(tokens)} is above the model's own limit ({limit}), so the model would not "
+            f"start; accepts 1 to {limit}. Set maxContextTokens to {limit} or less, or leave it "
+            "out.",
+        )
+    _kv_cache(serving, facts, out)
+    _multimodal(serving, facts, ctx, out)
+
+
+def _kv_cache(serving: dict[str, Any], facts: Facts, out: Out) -> None:
+    path = f"{M}.serving.kvCacheSize"
+    kv = facts.kv_cache
+    if kv is None:
+        return
+    if facts.on_gpu is False and facts.memory is not None:
+        if kv == 0:
+            out.refuse(
+                f"{M}.resources.memory",
+                f"{format_bytes(facts.memory)} bytes leaves no KV cache on CPU (a quarter of it "
+                "is 0 bytes); accepts a quantity such as 4Gi. Raise memory.",
+            )
+        elif kv >= facts.memory:
+            given = serving.get("kvCacheSize")
+            out.refuse(
+                path,
+                f"{show(getattr(given, 'raw', format_bytes(kv)))} is not smaller than "
+                f"resources.memory ({format_bytes(facts.memory)}): on CPU the KV cache comes out "
+                f"of the replica's memory; accepts less than {format_bytes(facts.memory)}. "
+                "Lower kvCacheSize (leave it out for a quarter of memory), or raise memory.",
+            )
+    if facts.on_gpu and isinstance(serving.get("kvCacheSize"), Qty):
+        kind = kind_of_gpu(facts)
+        gpu_memory = byte_amount((kind or {}).get("gpuMemory"))
+        if gpu_memory is not None and kv >= gpu_memory:
+            out.refuse(
+                path,
+                f"{show(serving['kvCacheSize'].raw)} is not below the memory of one "
+                f"{facts.gpu_model} GPU ({format_bytes(gpu_memory)}); accepts less than that. "
+                "Lower kvCacheSize, or leave it out to let the runtime size it.",
+            )
+
+
+def _multimodal(serving: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out) -> None:
+    block = serving.get("multimodal")
+    path = f"{M}.serving.multimodal"
+    if not isinstance(block, dict):
+        return
+    if all(value is None for value in block.values()):
+        out.refuse(
+            path,
+            "sets no limit; accepts at least one of maxImagesPerPrompt, maxVideosPerPrompt, "
+            "maxAudioClipsPerPrompt. Set one, or remove the block.",
+        )
+        return
+    if facts.engine is not None and facts.engine not in INSTALLED_RUNTIMES:
+        out.refuse(
+            path,
+            f"is set but runtime.engine {show(facts.engine)} is a runtime the platform did not "
+            "install, so the limits cannot be passed to it; accepts multimodal only with the "
+            "platform's runtimes. Remove the block and configure your runtime directly.",
+        )
+        return
+    modalities = ctx.model.modalities if ctx.model is not None else frozenset()
+    for key, modality in MODALITY_FIELDS.items():
+        value = block.get(key)
+        if not ok(value):
+            continue
+        if modalities and modality not in modalities:
+            out.refuse(
+                f"{path}.{key}",
+                f"{show(value)} is set but the model takes no {modality} input (it takes "
+                f"{', '.join(sorted(modalities))}); accepts limits only for its inputs. "
+                f"Remove {key}.",
+            )
+        elif value > MULTIMODAL_WARN_ABOVE:
+            out.warn(
+                f"{path}.{key}",
+                f"{show(value)} is above {MULTIMODAL_WARN_ABOVE}: every replica reserves memory "
+                "for that many items per request. Lower it unless requests really carry that "
+                "many.",
+            )
