@@ -1,0 +1,551 @@
+"""Reads from the Hugging Face Hub for Check model and search, through the real huggingface_hub
+client: a short time budget, plain errors, headers-only safetensors reads, a few minutes' cache.
+
+The endpoint is HF_ENDPOINT read at call time (huggingface_hub reads it once, at import).
+Calls go through huggingface_hub's own session, URL builder and error mapping; list_models and
+hf_hub_download are not used because they retry with back-off for ~20 s on network errors
+(list_models takes no timeout) and hf_hub_download writes every file to the disk cache.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import os
+import re
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar
+
+import httpx2  # huggingface_hub's HTTP library: its timeouts and transport errors
+from huggingface_hub import HfApi, hf_hub_url
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    OfflineModeIsEnabled,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.hf_api import ModelInfo
+from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+from models_catalog.sizing import stored_bytes
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+CONNECT_TIMEOUT = 3.0  # seconds to open a connection
+TIME_BUDGET = 5.0  # seconds for everything one call (or one `time_budget` block) reads
+CACHE_SECONDS = 300.0
+HEADER_READERS = 8  # parallel safetensors header reads of a sharded checkpoint
+MAX_HEADER_BYTES = 100 << 20  # safetensors refuses larger headers too
+MAX_JSON_BYTES = 64 << 20
+LIBRARY = "servedeck"
+SEARCH_FIELDS = ("downloads", "likes", "pipeline_tag", "gated", "lastModified", "library_name")
+
+T = TypeVar("T")
+
+
+# ---- errors ----
+
+
+class HubError(Exception):
+    """Something about the Hub or a repo that stops the answer; `str()` says it in plain words."""
+
+    def __init__(self, message: str, *, endpoint: str, repo: str | None = None) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.repo = repo
+
+
+class RepoNotFound(HubError):
+    """No such repo, or it is private and the token cannot see it (the Hub does not say which)."""
+
+
+class RevisionNotFound(HubError):
+    def __init__(self, message: str, *, endpoint: str, repo: str, revision: str) -> None:
+        super().__init__(message, endpoint=endpoint, repo=repo)
+        self.revision = revision
+
+
+class AccessDenied(HubError):
+    """The Hub refused the token for this repo."""
+
+    def __init__(self, message: str, *, endpoint: str, repo: str | None, has_token: bool) -> None:
+        super().__init__(message, endpoint=endpoint, repo=repo)
+        self.has_token = has_token
+
+
+class GatedRepo(AccessDenied):
+    """A gated repo: no token was given, or the token's account has not been granted access."""
+
+
+class InvalidToken(HubError):
+    """The Hub rejected the token itself (wrong, expired or revoked)."""
+
+
+class HubUnavailable(HubError):
+    """The Hub did not answer in time, could not be reached, or failed on its side."""
+
+
+class BadFile(HubError):
+    """A file the check reads is not what its name promises (JSON that does not parse, ...)."""
+
+
+# ---- what the Hub says ----
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """One search result."""
+
+    id: str
+    downloads: int | None
+    likes: int | None
+    pipeline_tag: str | None
+    gated: str | bool | None
+    last_modified: datetime | None
+
+
+@dataclass(frozen=True)
+class HubFile:
+    name: str
+    size: int | None  # bytes, when the Hub sent sizes
+
+
+@dataclass(frozen=True)
+class HubModelInfo:
+    id: str
+    sha: str  # the commit the revision points at
+    revision: str | None  # as asked; None means main
+    gated: str | bool | None  # False, "auto" or "manual"
+    private: bool | None
+    pipeline_tag: str | None
+    tags: tuple[str, ...]
+    library: str | None
+    siblings: tuple[HubFile, ...]
+    safetensors: dict[str, int] | None  # parameters per dtype, as the Hub summarises the headers
+    last_modified: datetime | None
+
+    @property
+    def file_names(self) -> list[str]:
+        return [file.name for file in self.siblings]
+
+    def size_of(self, names: Sequence[str]) -> int | None:
+        sizes = {file.name: file.size for file in self.siblings}
+        if any(sizes.get(name) is None for name in names):
+            return None
+        return sum(sizes[name] for name in names)  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class SafetensorsSummary:
+    """A checkpoint's tensors, read from safetensors headers (never the weights)."""
+
+    parameters_by_dtype: dict[str, int]
+    tensor_bytes: int  # bytes of tensor data, as stored
+    file_bytes: int | None  # the files' sizes on disk
+    files: tuple[str, ...]
+    source: str  # "hub": the Hub's summary of the headers; "headers": read here
+    tensor_count: int | None = None
+
+
+# ---- endpoint, time budget, cache ----
+
+
+def endpoint_now(endpoint: str | None = None) -> str:
+    """The Hub to talk to: the argument, else HF_ENDPOINT as it is now, else huggingface.co."""
+    return (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+@dataclass(frozen=True)
+class _Budget:
+    deadline: float
+    connect: float
+    seconds: float
+
+
+_budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("hub_budget", default=None)
+
+
+@contextmanager
+def time_budget(seconds: float | None = None, connect: float | None = None) -> Iterator[None]:
+    """Every Hub read inside shares one deadline (TIME_BUDGET seconds, CONNECT_TIMEOUT to
+    connect, unless given); a nested budget never extends an outer one."""
+    seconds = TIME_BUDGET if seconds is None else seconds
+    connect = CONNECT_TIMEOUT if connect is None else connect
+    outer = _budget.get()
+    deadline = time.monotonic() + seconds
+    if outer is not None and outer.deadline <= deadline:
+        budget = outer
+    else:
+        budget = _Budget(deadline, min(connect, outer.connect) if outer else connect, seconds)
+    marker = _budget.set(budget)
+    try:
+        yield
+    finally:
+        _budget.reset(marker)
+
+
+def _timeout(endpoint: str) -> httpx2.Timeout:
+    budget = _budget.get()
+    assert budget is not None, "Hub reads run inside time_budget()"
+    left = budget.deadline - time.monotonic()
+    if left <= 0:
+        raise HubUnavailable(f"no answer within {budget.seconds:g} s", endpoint=endpoint)
+    return httpx2.Timeout(left, connect=min(budget.connect, left))
+
+
+_cache: dict[tuple, tuple[float, object]] = {}
+_cache_lock = threading.Lock()
+
+
+def clear_cache() -> None:
+    """Forget every cached answer (tests, and after a token changes)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def _token_key(token: str | None) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()[:16] if token else ""
+
+
+def _cached(key: tuple, compute: Callable[[], T]) -> T:
+    now = time.monotonic()
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit and hit[0] > now:
+            return hit[1]  # type: ignore[return-value]
+    value = compute()
+    with _cache_lock:
+        _cache[key] = (now + CACHE_SECONDS, value)
+    return value
+
+
+@contextmanager
+def _hub_call(endpoint: str, repo: str | None, token: str | None, revision: str | None = None):
+    """Run Hub reads under a time budget and turn the client's errors into ours."""
+    with time_budget():
+        try:
+            yield
+        except HubError:
+            raise
+        except Exception as exc:
+            translated = _translate(exc, endpoint, repo, token, revision)
+            if translated is None:
+                raise
+            raise translated from exc
+
+
+def _translate(
+    exc: Exception, endpoint: str, repo: str | None, token: str | None, revision: str | None
+) -> HubError | None:
+    where = {"endpoint": endpoint, "repo": repo}
+    if isinstance(exc, GatedRepoError):
+        return GatedRepo(f"{repo} is gated", **where, has_token=bool(token))
+    if isinstance(exc, RevisionNotFoundError):
+        return RevisionNotFound(
+            f"{repo} has no revision {revision!r}",
+            endpoint=endpoint,
+            repo=repo or "",
+            revision=revision or "main",
+        )
+    if isinstance(exc, RepositoryNotFoundError):
+        return RepoNotFound(f"{repo} was not found on {endpoint}", **where)
+    if isinstance(exc, OfflineModeIsEnabled):
+        return HubUnavailable("offline mode is on (HF_HUB_OFFLINE)", **where)
+    if isinstance(exc, httpx2.TimeoutException):
+        budget = _budget.get()
+        seconds = f" within {budget.seconds:g} s" if budget else ""
+        return HubUnavailable(f"no answer{seconds}", **where)
+    if isinstance(exc, httpx2.TransportError):
+        return HubUnavailable(f"{type(exc).__name__}: {exc}", **where)
+    if isinstance(exc, HfHubHTTPError) and exc.response is not None:
+        return _translate_status(exc.response.status_code, where, token)
+    if isinstance(exc, ValueError):  # a 200 that is not the Hub's JSON: a web page, a proxy
+        return HubUnavailable(
+            "the answer is not the Hub's JSON; is this a Hugging Face Hub?", **where
+        )
+    return None
+
+
+def _translate_status(status: int, where: dict, token: str | None) -> HubError:
+    if status == 401 and token:
+        return InvalidToken("the Hub rejected the Hugging Face token", **where)
+    if status in (401, 403):
+        return AccessDenied("the Hub refused access", **where, has_token=bool(token))
+    if status == 429:
+        return HubUnavailable("the Hub is rate limiting requests (HTTP 429)", **where)
+    if status >= 500:
+        return HubUnavailable(f"the Hub failed with HTTP {status}", **where)
+    return HubError(f"the Hub answered HTTP {status}", **where)
+
+
+def _headers(token: str | None, extra: dict | None = None) -> dict[str, str]:
+    # token=False stops huggingface_hub from using a token saved on this machine.
+    return build_hf_headers(token=token or False, library_name=LIBRARY, headers=extra)
+
+
+def _get(url: str, endpoint: str, token: str | None, params: dict | None = None) -> httpx2.Response:
+    response = get_session().get(
+        url, headers=_headers(token), params=params, timeout=_timeout(endpoint)
+    )
+    hf_raise_for_status(response)
+    return response
+
+
+# ---- public reads ----
+
+
+def search(
+    query: str, limit: int = 20, token: str | None = None, *, endpoint: str | None = None
+) -> list[HubModel]:
+    """Models whose id matches `query`, most downloaded first."""
+    endpoint = endpoint_now(endpoint)
+    params = {
+        "search": query,
+        "limit": limit,
+        "sort": "downloads",
+        "direction": -1,
+        "expand": list(SEARCH_FIELDS),
+    }
+
+    def fetch() -> list[HubModel]:
+        with _hub_call(endpoint, None, token):
+            items = _get(f"{endpoint}/api/models", endpoint, token, params).json()
+        return [_hub_model(ModelInfo(**item)) for item in items[:limit]]
+
+    return _cached(("search", endpoint, query, limit, _token_key(token)), fetch)
+
+
+def _hub_model(info: ModelInfo) -> HubModel:
+    return HubModel(
+        id=info.id,
+        downloads=info.downloads,
+        likes=info.likes,
+        pipeline_tag=info.pipeline_tag,
+        gated=info.gated,
+        last_modified=info.last_modified,
+    )
+
+
+def model_info(
+    repo: str, revision: str | None = None, token: str | None = None, *, endpoint: str | None = None
+) -> HubModelInfo:
+    """The repo's metadata at `revision` (main when None): commit, gating, files with sizes."""
+    endpoint = endpoint_now(endpoint)
+
+    def fetch() -> HubModelInfo:
+        api = HfApi(endpoint=endpoint, token=token or False, library_name=LIBRARY)
+        with _hub_call(endpoint, repo, token, revision):
+            info = api.model_info(
+                repo,
+                revision=revision,
+                files_metadata=True,
+                timeout=_timeout(endpoint),
+                token=token or False,
+            )
+        return _model_info(info, revision)
+
+    return _cached(("info", endpoint, repo, revision, _token_key(token)), fetch)
+
+
+def _model_info(info: ModelInfo, revision: str | None) -> HubModelInfo:
+    siblings = tuple(HubFile(s.rfilename, s.size) for s in info.siblings or ())
+    return HubModelInfo(
+        id=info.id,
+        sha=info.sha or "",
+        revision=revision,
+        gated=info.gated,
+        private=info.private,
+        pipeline_tag=info.pipeline_tag,
+        tags=tuple(info.tags or ()),
+        library=info.library_name,
+        siblings=siblings,
+        safetensors=dict(info.safetensors.parameters) if info.safetensors else None,
+        last_modified=info.last_modified,
+    )
+
+
+def read_json(
+    repo: str,
+    filename: str,
+    revision: str | None = None,
+    token: str | None = None,
+    *,
+    endpoint: str | None = None,
+) -> dict | list | None:
+    """A JSON file of the repo (config.json, tokenizer_config.json, modules.json, ...), or None
+    when the repo has no such file."""
+    endpoint = endpoint_now(endpoint)
+
+    def fetch() -> dict | list | None:
+        url = hf_hub_url(repo, filename, revision=revision or "main", endpoint=endpoint)
+        with _hub_call(endpoint, repo, token, revision):
+            try:
+                body = _read_bounded(url, endpoint, token, 0, MAX_JSON_BYTES - 1, ranged=False)
+            except RemoteEntryNotFoundError:
+                return None
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise BadFile(
+                f"{filename} of {repo} is not valid JSON ({exc})", endpoint=endpoint, repo=repo
+            ) from exc
+
+    return _cached(("json", endpoint, repo, revision, filename, _token_key(token)), fetch)
+
+
+# ---- safetensors ----
+
+_SHARD = re.compile(r"^model-(\d+)-of-(\d+)\.safetensors$")
+_BIN = re.compile(r"pytorch_model(-\d+-of-\d+)?\.bin")
+INDEX_FILE = "model.safetensors.index.json"
+
+
+def safetensors_files(names: Sequence[str]) -> list[str] | None:
+    """The safetensors files the checkpoint loads from, from the repo's file names alone:
+    model.safetensors, a complete set of model-XXXXX-of-NNNNN shards, or other top-level
+    .safetensors files. None when only the index can tell; [] when there are none."""
+    top = [name for name in names if "/" not in name and name.endswith(".safetensors")]
+    if "model.safetensors" in top:
+        return ["model.safetensors"]
+    shard_sets: dict[int, dict[int, str]] = {}
+    for name in top:
+        if match := _SHARD.match(name):
+            shard_sets.setdefault(int(match.group(2)), {})[int(match.group(1))] = name
+    for total, shards in shard_sets.items():
+        if set(shards) in (set(range(1, total + 1)), set(range(0, total + 1))):
+            return [shards[i] for i in sorted(shards)]
+    if INDEX_FILE in names:
+        return None
+    return sorted(top)
+
+
+def safetensors_summary(
+    repo: str,
+    revision: str | None = None,
+    token: str | None = None,
+    *,
+    endpoint: str | None = None,
+    use_hub_summary: bool = True,
+) -> SafetensorsSummary | None:
+    """Parameters per dtype and weight bytes from safetensors headers only; None when the repo
+    has no safetensors weights.
+
+    The Hub's model info carries its own summary of the headers; with `use_hub_summary` (the
+    default) that answers in one small request. Otherwise each file's 8-byte length and header
+    are read with Range requests: a few KB per shard, never the weights.
+    """
+    endpoint = endpoint_now(endpoint)
+    key = ("safetensors", endpoint, repo, revision, use_hub_summary, _token_key(token))
+
+    def compute() -> SafetensorsSummary | None:
+        info = model_info(repo, revision, token, endpoint=endpoint)
+        with _hub_call(endpoint, repo, token, revision):
+            files = safetensors_files(info.file_names)
+            if files is None:
+                files = _files_from_index(repo, info.sha, token, endpoint)
+            if not files:
+                return None
+            if use_hub_summary and info.safetensors:
+                counts = info.safetensors
+                return SafetensorsSummary(
+                    counts, stored_bytes(counts), info.size_of(files), tuple(files), "hub"
+                )
+            return _read_headers(repo, info, files, token, endpoint)
+
+    return _cached(key, compute)
+
+
+def _files_from_index(repo: str, sha: str, token: str | None, endpoint: str) -> list[str]:
+    index = read_json(repo, INDEX_FILE, sha, token, endpoint=endpoint) or {}
+    return sorted(set((index.get("weight_map") or {}).values()))
+
+
+def _read_headers(
+    repo: str, info: HubModelInfo, files: list[str], token: str | None, endpoint: str
+) -> SafetensorsSummary:
+    def header(name: str) -> dict:
+        url = hf_hub_url(repo, name, revision=info.sha, endpoint=endpoint)
+        return _read_header(url, endpoint, token, name)
+
+    with ThreadPoolExecutor(max_workers=min(HEADER_READERS, len(files))) as pool:
+        # Each task runs in a copy of this context, so the time budget reaches the threads.
+        futures = [pool.submit(contextvars.copy_context().run, header, name) for name in files]
+        headers = [future.result() for future in futures]
+    counts: dict[str, int] = {}
+    tensor_bytes = tensors = 0
+    for parsed in headers:
+        for name, entry in parsed.items():
+            if name == "__metadata__":
+                continue
+            count = 1
+            for dim in entry["shape"]:
+                count *= dim
+            counts[entry["dtype"]] = counts.get(entry["dtype"], 0) + count
+            start, end = entry["data_offsets"]
+            tensor_bytes += end - start
+            tensors += 1
+    return SafetensorsSummary(
+        counts, tensor_bytes, info.size_of(files), tuple(files), "headers", tensors
+    )
+
+
+def _read_header(url: str, endpoint: str, token: str | None, name: str) -> dict:
+    (length,) = struct.unpack("<Q", _read_bounded(url, endpoint, token, 0, 7))
+    if not 0 < length <= MAX_HEADER_BYTES:
+        raise BadFile(f"{name} does not start with a safetensors header", endpoint=endpoint)
+    try:
+        return json.loads(_read_bounded(url, endpoint, token, 8, 8 + length - 1))
+    except ValueError as exc:
+        raise BadFile(f"{name} has an unreadable safetensors header", endpoint=endpoint) from exc
+
+
+def _read_bounded(
+    url: str, endpoint: str, token: str | None, start: int, end: int, *, ranged: bool = True
+) -> bytes:
+    """Bytes start..end (inclusive) of a file, streamed and cut off there: a server that
+    ignores the Range header still never sends more than that through this client."""
+    extra = {"Range": f"bytes={start}-{end}"} if ranged else None
+    request = get_session().stream(
+        "GET", url, headers=_headers(token, extra), timeout=_timeout(endpoint)
+    )
+    with request as response:
+        if response.status_code >= 400:
+            response.read()
+            hf_raise_for_status(response)
+        wanted = end - start + 1
+        if (
+            response.status_code == 206
+            and int(response.headers.get("content-length", -1)) <= wanted
+        ):
+            return response.read()  # read to the end, so the connection can be reused
+        skip = start if response.status_code == 200 else 0  # Range ignored: skip to start
+        data = bytearray()
+        for chunk in response.iter_bytes():
+            data += chunk
+            if len(data) >= skip + wanted:
+                break
+    return bytes(data[skip : skip + wanted])
+
+
+def weight_files(names: Sequence[str]) -> tuple[str | None, list[str] | None]:
+    """(format, files) of the weights vLLM would load: safetensors, else PyTorch .bin, else
+    GGUF, else (None, []); files is None when only the safetensors index lists them."""
+    safetensors = safetensors_files(names)
+    if safetensors is None or safetensors:
+        return "safetensors", safetensors
+    bins = [name for name in names if _BIN.fullmatch(name)]
+    if bins:
+        return "bin", bins
+    ggufs = [name for name in names if name.endswith(".gguf")]
+    if ggufs:
+        return "gguf", ggufs
+    return None, []

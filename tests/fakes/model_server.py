@@ -1,0 +1,545 @@
+"""A stand-in for vLLM's OpenAI-compatible server, for tests of the local backend and the gateway.
+
+Stdlib only, so any Python runs it. It binds 127.0.0.1 only, answers the OpenAI wire format
+(ids, object, created, model, choices, usage; SSE streams ending in `data: [DONE]`) with
+deterministic text and vectors, and logs one line per request to stdout like uvicorn does:
+
+    python tests/fakes/model_server.py --port P --served-model-name NAME
+        [--startup-delay S] [--crash-after S] [--fail-on-start] [--ignore-sigterm]
+        [--stream-delay S] [--api-key KEY] [vLLM engine arguments, logged and mostly ignored]
+
+Flags it does not know are taken as vLLM engine arguments: logged, and `--max-num-seqs` /
+`--max-model-len` honoured, so a test can check what the local backend passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import math
+import os
+import signal
+import struct
+import sys
+import threading
+import time
+import uuid
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+CRASH_EXIT_CODE = 3
+START_FAILURE_EXIT_CODE = 1
+EMBEDDING_DIMENSIONS = 16
+DEFAULT_MAX_NUM_SEQS = 256
+DEFAULT_MAX_MODEL_LEN = 4096
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(description="Stand-in OpenAI-compatible model server.")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--served-model-name", required=True)
+    parser.add_argument("--host", default=LOOPBACK, help="accepted for vLLM's sake; loopback only")
+    parser.add_argument("--startup-delay", type=float, default=0.0, help="seconds before binding")
+    parser.add_argument("--crash-after", type=float, default=None, help="exit 3 after S seconds")
+    parser.add_argument("--fail-on-start", action="store_true", help="exit 1 before binding")
+    parser.add_argument("--ignore-sigterm", action="store_true", help="only SIGKILL stops it")
+    parser.add_argument("--stream-delay", type=float, default=0.0, help="seconds between chunks")
+    parser.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY")
+    args, engine_args = parser.parse_known_args(argv)
+    if args.host not in (LOOPBACK, "localhost"):
+        parser.error(f"--host {args.host}: the stand-in binds {LOOPBACK} only")
+    return args, engine_args
+
+
+def engine_option(engine_args: list[str], flag: str, default: int) -> int:
+    """The integer value of `flag` among the engine arguments (`--flag N` or `--flag=N`)."""
+    for index, arg in enumerate(engine_args):
+        if arg == flag and index + 1 < len(engine_args):
+            return int(engine_args[index + 1])
+        if arg.startswith(flag + "="):
+            return int(arg.split("=", 1)[1])
+    return default
+
+
+# --- deterministic model behaviour -------------------------------------------------------------
+
+
+def count_tokens(text: str) -> int:
+    """A "token" here is a whitespace-separated word: enough for usage to add up."""
+    return len(text.split())
+
+
+def message_text(content: Any) -> str:
+    """The text of a chat message's content: a string, or a list of parts with text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            part.get("text", "")
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
+    return ""
+
+
+def reply_words(model: str, prompt: str, limit: int | None) -> tuple[list[str], str]:
+    """The answer's words and its finish_reason ("length" when max_tokens cut it short)."""
+    words = f"Hello from {model}. You said: {prompt}".split()
+    if limit is not None and limit < len(words):
+        return words[:limit], "length"
+    return words, "stop"
+
+
+def embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """A unit vector that depends only on the text, so equal inputs embed equally."""
+    digest = b""
+    counter = 0
+    while len(digest) < dimensions:
+        digest += hashlib.sha256(f"{counter}:{text}".encode()).digest()
+        counter += 1
+    raw = [(byte - 127.5) / 127.5 for byte in digest[:dimensions]]
+    norm = math.sqrt(sum(x * x for x in raw)) or 1.0
+    return [round(x / norm, 6) for x in raw]
+
+
+def usage(prompt_tokens: int, completion_tokens: int | None) -> dict[str, int]:
+    out = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
+    if completion_tokens is not None:
+        out["completion_tokens"] = completion_tokens
+        out["total_tokens"] = prompt_tokens + completion_tokens
+    return out
+
+
+class RequestError(Exception):
+    """An OpenAI-style error answer: status, message, type and the offending parameter."""
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+
+    def body(self) -> dict[str, Any]:
+        kind = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError"}
+        return {
+            "error": {
+                "message": self.message,
+                "type": kind.get(self.status, "InternalServerError"),
+                "param": self.param,
+                "code": self.status,
+            }
+        }
+
+
+def max_tokens_of(body: dict[str, Any]) -> int | None:
+    value = body.get("max_completion_tokens", body.get("max_tokens"))
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise RequestError(400, "max_tokens must be a whole number of 1 or more", "max_tokens")
+    return value
+
+
+def choice_count(body: dict[str, Any]) -> int:
+    n = body.get("n", 1)
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 16:
+        raise RequestError(400, "n must be a whole number from 1 to 16", "n")
+    return n
+
+
+# --- the server --------------------------------------------------------------------------------
+
+
+class Metrics:
+    """The few vLLM Prometheus series the console reads, kept thread-safe."""
+
+    def __init__(self, max_num_seqs: int) -> None:
+        self.lock = threading.Lock()
+        self.max_num_seqs = max_num_seqs
+        self.in_flight = 0
+        self.success = 0
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+
+    def enter(self) -> None:
+        with self.lock:
+            self.in_flight += 1
+
+    def leave(self, prompt_tokens: int = 0, generation_tokens: int = 0, ok: bool = True) -> None:
+        with self.lock:
+            self.in_flight -= 1
+            self.success += int(ok)
+            self.prompt_tokens += prompt_tokens
+            self.generation_tokens += generation_tokens
+
+    def render(self, model: str) -> str:
+        with self.lock:
+            running = min(self.in_flight, self.max_num_seqs)
+            waiting = self.in_flight - running
+            series = [
+                ("vllm:num_requests_running", "gauge", running, "Requests being served."),
+                ("vllm:num_requests_waiting", "gauge", waiting, "Requests waiting to be served."),
+                ("vllm:request_success_total", "counter", self.success, "Finished requests."),
+                ("vllm:prompt_tokens_total", "counter", self.prompt_tokens, "Prompt tokens."),
+                ("vllm:generation_tokens_total", "counter", self.generation_tokens, "Tokens made."),
+            ]
+        lines = []
+        for name, kind, value, help_text in series:
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kind}")
+            lines.append(f'{name}{{model_name="{model}"}} {float(value)}')
+        return "\n".join(lines) + "\n"
+
+
+class ModelServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, port: int, args: argparse.Namespace, engine_args: list[str]) -> None:
+        self.model = args.served_model_name
+        self.api_key = args.api_key
+        self.stream_delay = args.stream_delay
+        self.created = int(time.time())
+        self.max_model_len = engine_option(engine_args, "--max-model-len", DEFAULT_MAX_MODEL_LEN)
+        self.metrics = Metrics(engine_option(engine_args, "--max-num-seqs", DEFAULT_MAX_NUM_SEQS))
+        super().__init__((LOOPBACK, port), Handler)
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: ModelServer
+    protocol_version = "HTTP/1.1"  # keep-alive, and chunked transfer for streams
+    # Headers and body go out in separate writes: without this, Nagle's algorithm and the
+    # client's delayed ACK hold every response back about 40 ms.
+    disable_nagle_algorithm = True
+
+    # -- plumbing
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        pass  # one access line per request is written by `access` instead
+
+    def access(self, status: int) -> None:
+        phrase = HTTPStatus(status).phrase
+        host, port = self.client_address[:2]
+        log(f'INFO:     {host}:{port} - "{self.command} {self.path} HTTP/1.1" {status} {phrase}')
+
+    def send_json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.access(status)
+
+    def send_text(self, status: int, text: str, content_type: str) -> None:
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.access(status)
+
+    def read_body(self) -> bytes:
+        """The whole body, read before anything can fail so a kept-alive connection stays in
+        step with the next request."""
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def parse_json(self, raw: bytes) -> dict[str, Any]:
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            raise RequestError(400, "the request body is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise RequestError(400, "the request body must be a JSON object")
+        model = body.get("model")
+        if model != self.server.model:
+            raise RequestError(404, f"The model `{model}` does not exist.", "model")
+        return body
+
+    def authorized(self) -> bool:
+        if self.server.api_key is None:
+            return True
+        return self.headers.get("Authorization", "") == f"Bearer {self.server.api_key}"
+
+    def stream(self, chunks: Any) -> None:
+        """Server-sent events in HTTP/1.1 chunks, each event flushed as it is made."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for chunk in chunks:
+                self.write_chunk(f"data: {json.dumps(chunk)}\n\n")
+                if self.server.stream_delay:
+                    time.sleep(self.server.stream_delay)
+            self.write_chunk("data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            log("INFO:     client went away during a stream")
+            self.close_connection = True
+        self.access(200)
+
+    def write_chunk(self, text: str) -> None:
+        data = text.encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    # -- routes
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            self.send_text(200, "", "text/plain")
+        elif path == "/metrics":
+            text = self.server.metrics.render(self.server.model)
+            self.send_text(200, text, "text/plain; version=0.0.4")
+        elif not self.authorized():
+            self.send_error_json(RequestError(401, "Unauthorized"))
+        elif path == "/v1/models":
+            self.send_json(200, {"object": "list", "data": [self.model_card()]})
+        elif path == f"/v1/models/{self.server.model}":
+            self.send_json(200, self.model_card())
+        else:
+            self.send_error_json(RequestError(404, f"{path} is not found"))
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        routes = {
+            "/v1/chat/completions": self.chat_completions,
+            "/v1/completions": self.completions,
+            "/v1/embeddings": self.embeddings,
+        }
+        route = routes.get(self.path.split("?", 1)[0])
+        raw = self.read_body()
+        try:
+            if not self.authorized():
+                raise RequestError(401, "Unauthorized")
+            if route is None:
+                raise RequestError(404, f"{self.path} is not found")
+            route(self.parse_json(raw))
+        except RequestError as error:
+            self.send_error_json(error)
+
+    def send_error_json(self, error: RequestError) -> None:
+        self.send_json(error.status, error.body())
+
+    def model_card(self) -> dict[str, Any]:
+        return {
+            "id": self.server.model,
+            "object": "model",
+            "created": self.server.created,
+            "owned_by": "vllm",
+            "root": self.server.model,
+            "parent": None,
+            "max_model_len": self.server.max_model_len,
+        }
+
+    def chat_completions(self, body: dict[str, Any]) -> None:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise RequestError(400, "messages must be a non-empty list", "messages")
+        if not all(isinstance(m, dict) for m in messages):
+            raise RequestError(400, "each message must be an object with role and content")
+        texts = [message_text(m.get("content")) for m in messages]
+        users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
+        words, finish = reply_words(
+            self.server.model, users[-1] if users else "", max_tokens_of(body)
+        )
+        n = choice_count(body)
+        prompt_tokens = sum(count_tokens(t) for t in texts)
+        ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        base = {"id": ident, "created": created, "model": self.server.model}
+        self.server.metrics.enter()
+        try:
+            if body.get("stream"):
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                chunks = chat_chunks(base, words, finish, n, prompt_tokens, include_usage)
+                self.stream(chunks)
+            else:
+                message = {"role": "assistant", "content": " ".join(words), "tool_calls": []}
+                choices = [
+                    {"index": i, "message": message, "logprobs": None, "finish_reason": finish}
+                    for i in range(n)
+                ]
+                reply = {"object": "chat.completion", **base, "choices": choices}
+                reply["usage"] = usage(prompt_tokens, len(words) * n)
+                self.send_json(200, reply)
+        finally:
+            self.server.metrics.leave(prompt_tokens, len(words) * n)
+
+    def completions(self, body: dict[str, Any]) -> None:
+        prompt = body.get("prompt")
+        prompts = prompt if isinstance(prompt, list) else [prompt]
+        if not prompts or not all(isinstance(p, str) for p in prompts):
+            raise RequestError(400, "prompt must be a string or a list of strings", "prompt")
+        limit = max_tokens_of(body)
+        if limit is None:
+            limit = 16  # OpenAI's documented default for legacy completions
+        answers = [reply_words(self.server.model, p, limit) for p in prompts]
+        prompt_tokens = sum(count_tokens(p) for p in prompts)
+        generated = sum(len(words) for words, _ in answers)
+        base = {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "created": int(time.time()),
+            "model": self.server.model,
+        }
+        self.server.metrics.enter()
+        try:
+            if body.get("stream"):
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                self.stream(completion_chunks(base, answers, prompt_tokens, include_usage))
+            else:
+                choices = [
+                    {"index": i, "text": " ".join(w), "logprobs": None, "finish_reason": f}
+                    for i, (w, f) in enumerate(answers)
+                ]
+                reply = {"object": "text_completion", **base, "choices": choices}
+                reply["usage"] = usage(prompt_tokens, generated)
+                self.send_json(200, reply)
+        finally:
+            self.server.metrics.leave(prompt_tokens, generated)
+
+    def embeddings(self, body: dict[str, Any]) -> None:
+        texts = embedding_inputs(body.get("input"))
+        dimensions = body.get("dimensions") or EMBEDDING_DIMENSIONS
+        if not isinstance(dimensions, int) or not 1 <= dimensions <= 4096:
+            raise RequestError(
+                400, "dimensions must be a whole number from 1 to 4096", "dimensions"
+            )
+        encoding = body.get("encoding_format") or "float"
+        if encoding not in ("float", "base64"):
+            raise RequestError(400, "encoding_format must be float or base64", "encoding_format")
+        data = []
+        for index, text in enumerate(texts):
+            vector: Any = embedding(text, dimensions)
+            if encoding == "base64":
+                # The official client asks for base64: little-endian float32, as OpenAI sends it.
+                vector = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": vector})
+        prompt_tokens = sum(count_tokens(t) for t in texts)
+        self.server.metrics.enter()
+        self.server.metrics.leave(prompt_tokens)
+        reply = {"object": "list", "data": data, "model": self.server.model}
+        reply["usage"] = usage(prompt_tokens, None)
+        self.send_json(200, reply)
+
+
+def embedding_inputs(value: Any) -> list[str]:
+    """input as OpenAI accepts it: a string, strings, token ids, or lists of token ids."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value:
+        if all(isinstance(v, str) for v in value):
+            return value
+        if all(isinstance(v, int) for v in value):
+            return [" ".join(map(str, value))]
+        if all(isinstance(v, list) and all(isinstance(t, int) for t in v) for v in value):
+            return [" ".join(map(str, v)) for v in value]
+    raise RequestError(400, "input must be a string, a list of strings or token ids", "input")
+
+
+def chat_chunks(
+    base: dict[str, Any],
+    words: list[str],
+    finish: str,
+    n: int,
+    prompt_tokens: int,
+    include_usage: bool,
+) -> Any:
+    """chat.completion.chunk events: the role first, a word per chunk, then finish_reason."""
+    chunk = {"object": "chat.completion.chunk", **base}
+
+    def event(index: int, delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return {**chunk, "choices": [choice]}
+
+    for index in range(n):
+        yield event(index, {"role": "assistant", "content": ""}, None)
+        for position, word in enumerate(words):
+            yield event(index, {"content": word if position == 0 else " " + word}, None)
+        yield event(index, {}, finish)
+    if include_usage:
+        yield {**chunk, "choices": [], "usage": usage(prompt_tokens, len(words) * n)}
+
+
+def completion_chunks(
+    base: dict[str, Any],
+    answers: list[tuple[list[str], str]],
+    prompt_tokens: int,
+    include_usage: bool,
+) -> Any:
+    chunk = {"object": "text_completion", **base}
+    for index, (words, finish) in enumerate(answers):
+        for position, word in enumerate(words):
+            text = word if position == 0 else " " + word
+            choice = {"index": index, "text": text, "logprobs": None, "finish_reason": None}
+            yield {**chunk, "choices": [choice]}
+        yield {**chunk, "choices": [{"index": index, "text": "", "finish_reason": finish}]}
+    if include_usage:
+        generated = sum(len(words) for words, _ in answers)
+        yield {**chunk, "choices": [], "usage": usage(prompt_tokens, generated)}
+
+
+# --- process lifecycle -------------------------------------------------------------------------
+
+
+def crash_later(seconds: float) -> None:
+    def crash() -> None:
+        time.sleep(seconds)
+        log("ERROR:    simulated crash: the engine core died unexpectedly")
+        sys.stdout.flush()
+        os._exit(CRASH_EXIT_CODE)
+
+    threading.Thread(target=crash, daemon=True).start()
+
+
+def main(argv: list[str]) -> int:
+    args, engine_args = parse_args(argv)
+    name = args.served_model_name
+    log(f"INFO:     stand-in model server for {name}, pid {os.getpid()}")
+    log(f"INFO:     engine arguments: {json.dumps(engine_args)}")
+    log(f"INFO:     CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')}")
+    server: ModelServer | None = None
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        log("INFO:     SIGTERM received, shutting down")
+        if server is None:
+            raise SystemExit(0)
+        # shutdown() waits for serve_forever, which runs in this (the main) thread.
+        threading.Thread(target=server.shutdown).start()
+
+    if args.ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGTERM, on_sigterm)
+    if args.startup_delay:
+        log(f"INFO:     loading weights for {args.startup_delay} s")
+        time.sleep(args.startup_delay)
+    if args.fail_on_start:
+        log("ERROR:    simulated start failure: no weights found for the model")
+        return START_FAILURE_EXIT_CODE
+    server = ModelServer(args.port, args, engine_args)
+    log(f"INFO:     Uvicorn running on http://{LOOPBACK}:{args.port} (Press CTRL+C to quit)")
+    if args.crash_after is not None:
+        crash_later(args.crash_after)
+    try:
+        server.serve_forever(poll_interval=0.1)
+    finally:
+        server.server_close()
+    log("INFO:     stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
