@@ -12,6 +12,7 @@ from ninja.errors import AuthenticationError
 from accesspolicies.api_auth import SessionMemberAuth, TokenAuth
 from jobs.api import router as applications_router
 from jobs.deploy import ActionError, Refused
+from models_catalog.api import router as models_router
 
 api = NinjaAPI(
     title="ServeDeck API",
@@ -23,6 +24,7 @@ api = NinjaAPI(
     docs_url=None,
 )
 api.add_router("/applications", applications_router)
+api.add_router("/models", models_router)
 
 
 @api.exception_handler(Refused)

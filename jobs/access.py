@@ -30,3 +30,15 @@ def get_profile(membership, name: str, action: str = "view") -> Profile:
 
 def get_cluster(membership, name: str, action: str = "view") -> Cluster:
     return _get(Cluster, membership, name, action, "clusters")
+
+
+def profile_or_only(membership, name: str | None) -> Profile:
+    """The profile named, or the organisation's only one when no name is given."""
+    if name:
+        return get_profile(membership, name)
+    require(membership, "view", "profiles")
+    profiles = list(Profile.objects.filter(organization=membership.organization)[:2])
+    if len(profiles) != 1:
+        choice = "has no profile yet" if not profiles else "has several profiles"
+        raise Http404(f"{membership.organization} {choice}: name one with profile.")
+    return profiles[0]

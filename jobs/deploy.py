@@ -3,7 +3,7 @@
 The wizard, the REST API and the command line all call these; they never touch models directly.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.db import transaction
 from django.utils import timezone
@@ -13,7 +13,12 @@ from jobs import manifest as mf
 from jobs.backends import Unavailable, backend_for
 from jobs.manifest.context import ExistingApplication, ManifestContext
 from jobs.models import Application, Event, Phase, Profile, Revision
+from models_catalog.check import CheckResult
 from models_catalog.models import ModelMaster
+from models_catalog.service import check_for_profile, context_over_limit, model_facts
+
+# Problems at these paths make Check model pointless: it would only repeat them.
+CHECK_INPUTS = ("spec.profileName", "spec.source.model.uri", "spec.source.model.format")
 
 
 @dataclass
@@ -27,6 +32,7 @@ class DryRun:
     scaling: str | None = None
     exists: bool = False
     changed: bool = True
+    check: CheckResult | None = None
 
     @property
     def ok(self) -> bool:
@@ -43,6 +49,7 @@ class DryRun:
             "warnings": [p.as_dict() for p in self.warnings],
             "runtime": self.runtime,
             "scaling": self.scaling,
+            "check": self.check.as_dict() if self.check else None,
             "manifest": self.manifest,
         }
 
@@ -122,18 +129,65 @@ def dry_run(doc, organization, *, expect_name: str | None = None) -> DryRun:
         Application.objects.filter(organization=organization, name=name).first() if name else None
     )
     uri = _field(doc, "spec", "source", "model", "uri")
-    result = mf.parse(doc, manifest_context(organization, application, uri))
+    ctx = manifest_context(organization, application, uri)
+    result = mf.parse(doc, ctx)
+    checked = _check_model(result, organization)
+    facts = model_facts(checked) if checked else None
+    if facts is not None:
+        # Parse again knowing the model: its context limit and modalities have rules too.
+        result = mf.parse(doc, replace(ctx, model=facts))
     run = DryRun(
         manifest=result.manifest,
         refusals=list(result.refusals),
         warnings=list(result.warnings),
         exists=application is not None,
+        check=checked,
     )
-    if result.manifest is not None and result.ok:
+    if checked is not None:
+        _add_check_problems(run, checked)
+    if result.manifest is not None and run.ok:
         run.runtime = mf.runtime_of(result.manifest)
         run.scaling = mf.scaling_of(result.manifest)
         run.changed = application is None or application.manifest != result.manifest
     return run
+
+
+def _check_model(result, organization) -> CheckResult | None:
+    """Check model for the manifest's artifact on its profile, unless its inputs are wrong."""
+    manifest = result.manifest
+    if manifest is None or any(p.path.startswith(CHECK_INPUTS) for p in result.refusals):
+        return None
+    spec = manifest["spec"]
+    model = spec["source"].get("model")
+    if spec["source"].get("type") != "Model" or not isinstance(model, dict):
+        return None
+    profile = Profile.objects.filter(organization=organization, name=spec["profileName"]).first()
+    if profile is None:
+        return None
+    engine = model.get("engine") or {}
+    serving = model.get("serving") or {}
+    return check_for_profile(
+        model["uri"],
+        profile,
+        context_tokens=serving.get("maxContextTokens"),
+        concurrency=serving.get("maxConcurrentRequests") or 1,
+        format=model.get("format"),
+        gpu_memory_utilization=engine.get("gpuMemoryUtilization"),
+    )
+
+
+def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
+    path = "spec.source.model.uri"
+    if checked.inconclusive:
+        run.warnings.append(mf.Problem(path, f"{checked.verdict} {checked.next_step}", "warning"))
+    elif not checked.can_serve and not context_over_limit(checked):
+        run.refusals.append(mf.Problem(path, f"{checked.verdict} {checked.next_step}", "refusal"))
+    said = {p.message for p in run.warnings}
+    pinned_already = any(p.path == path and "pin" in p.message for p in run.warnings)
+    for warning in checked.warnings:
+        if warning in said or (pinned_already and "pin" in warning.lower()):
+            continue
+        run.warnings.append(mf.Problem(path, warning, "warning"))
 
 
 def apply(doc, membership, *, expect_name: str | None = None, create_only=False) -> Applied:

@@ -12,10 +12,11 @@ is 16-bit (kv_cache_dtype "auto").
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+
+from jobs.manifest import parse_quantity
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -27,53 +28,22 @@ CACHE_HEADROOM = Fraction(11, 10)  # weight cache: 10 % over the files, rounded 
 MAX_GPUS = 64
 TENSOR_PARALLEL_SIZES = (1, 2, 4, 8)
 
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-
-
-def _kind(name: str, memory: str, per_node: int, cpu: str, node_memory: str, product: str) -> dict:
-    return {
-        "name": name,
-        "vendor": "nvidia",
-        "gpuMemory": memory,
-        "gpusPerNode": per_node,
-        "nodeCpu": cpu,
-        "nodeMemory": node_memory,
-        "nodeLabels": {GPU_PRODUCT_LABEL: product},
-    }
-
-
-# GPU memory as nvidia-smi reports it per device; common 8-GPU (4 for T4) cloud node shapes.
-DEFAULT_MACHINE_CATALOG: list[dict] = [
-    _kind("t4", "15360Mi", 4, "48", "192Gi", "Tesla-T4"),
-    _kind("l4", "23034Mi", 8, "192", "768Gi", "NVIDIA-L4"),
-    _kind("a10g", "23028Mi", 8, "192", "768Gi", "NVIDIA-A10G"),
-    _kind("l40s", "46068Mi", 8, "192", "1536Gi", "NVIDIA-L40S"),
-    _kind("a100-40gb", "40960Mi", 8, "96", "1152Gi", "NVIDIA-A100-SXM4-40GB"),
-    _kind("a100-80gb", "81920Mi", 8, "96", "1152Gi", "NVIDIA-A100-SXM4-80GB"),
-    _kind("h100", "81559Mi", 8, "192", "2048Gi", "NVIDIA-H100-80GB-HBM3"),
-    _kind("h200", "143771Mi", 8, "192", "2048Gi", "NVIDIA-H200"),
-    _kind("b200", "183359Mi", 8, "192", "2048Gi", "NVIDIA-B200"),
-]
-
 # ---- quantities ----
-
-_QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTPE]i?)?\s*$")
-_SUFFIX = {
-    None: 1,
-    "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-    "Ki": KiB, "Mi": MiB, "Gi": GiB, "Ti": TiB, "Pi": 1 << 50, "Ei": 1 << 60,
-}  # fmt: skip
 
 
 def parse_bytes(quantity: str | int) -> int:
-    """Kubernetes quantity ("23034Mi", "8Gi", "1.5G", 1024) -> bytes, exactly."""
-    if isinstance(quantity, int):
-        return quantity
-    match = _QUANTITY.match(str(quantity))
-    if not match:
+    """Kubernetes quantity ("23034Mi", "8Gi", "1.5G", 1024) -> bytes, exactly, rounded up.
+
+    jobs.manifest.parse_bytes refuses fractional bytes; the machine catalog accepts any
+    quantity, so a fraction is rounded up to a whole byte, as Kubernetes' Quantity.Value() does.
+    """
+    try:
+        amount = parse_quantity(quantity)
+    except ValueError as exc:
+        raise ValueError(f"{quantity!r} is not a memory quantity such as 16Gi or 23034Mi") from exc
+    if amount < 0:
         raise ValueError(f"{quantity!r} is not a memory quantity such as 16Gi or 23034Mi")
-    number, suffix = match.groups()
-    return math.ceil(Fraction(number) * _SUFFIX[suffix])
+    return math.ceil(amount)
 
 
 def human_bytes(n: int | None) -> str:

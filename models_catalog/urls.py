@@ -4,6 +4,7 @@ from models_catalog import views
 
 app_name = "models_catalog"
 urlpatterns = [
+    path("check/", views.check, name="check"),
     path("masters/", views.masters, name="masters"),
     path("masters/add/", views.master_add, name="master-add"),
     path("masters/recommended/", views.master_from_recommended, name="master-recommended"),

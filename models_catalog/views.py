@@ -1,4 +1,5 @@
-"""Model master pages: list, add, edit, delete, start from the recommended set or a vLLM recipe."""
+"""Models catalog pages: Check model, and model masters (list, add, edit, delete, from the
+recommended set or a vLLM recipe)."""
 
 from django.contrib import messages
 from django.http import Http404
@@ -7,12 +8,14 @@ from django.views.decorators.http import require_POST
 
 from accesspolicies.access import require
 from jobs.catalog import default_machine_catalog
+from jobs.manifest import FORMATS
 from jobs.models import Profile
 from models_catalog.access import get_master
 from models_catalog.forms import ModelMasterForm, RecipeForm
 from models_catalog.models import ModelMaster
 from models_catalog.recipes import RecipeError, master_from_recipe
 from models_catalog.recommended import BY_MODEL_ID
+from models_catalog.service import check_for_profile
 from models_catalog.tables import ModelMasterTable
 
 WHAT = "model masters"
@@ -117,3 +120,28 @@ def master_from_recipe_view(request):
                 messages.success(request, " ".join(draft.notes))
                 return redirect("models_catalog:master-edit", slug=master.slug)
     return render(request, "models_catalog/recipe_form.html", {"form": form})
+
+
+def check(request):
+    """Check model outside the wizard: paste a URI, see whether and how it would serve."""
+    membership = require(request.membership, "view", "models")
+    profiles = Profile.objects.filter(organization=membership.organization)
+    uri = request.GET.get("uri", "").strip()
+    context = {"profiles": profiles, "uri": uri, "result": None, "errors": [], "formats": FORMATS}
+    if uri:
+        chosen = profiles.filter(name=request.GET.get("profile", "")).first() or profiles.first()
+        context["profile"] = chosen
+        tokens = request.GET.get("context", "").strip()
+        if tokens and not tokens.isdigit():
+            context["errors"].append(f"Context length: {tokens!r} is not a whole number of tokens.")
+        elif chosen is None:
+            context["errors"].append("Profile: this organisation has none yet; add one first.")
+        else:
+            context["result"] = check_for_profile(
+                uri,
+                chosen,
+                context_tokens=int(tokens) if tokens else None,
+                format=request.GET.get("format") or None,
+            )
+    template = "models_catalog/_check_result.html" if request.htmx else "models_catalog/check.html"
+    return render(request, template, context)

@@ -1,10 +1,28 @@
 """Personas and a little of everything the tests share: an org admin, a deployer, a viewer, and
 an outsider from another organisation, each with a `local` profile in their organisation."""
 
+
 import pytest
 
 from accesspolicies.models import Role
+from models_catalog import hub
+from tests.fakes.hub import FakeHub
 from tests.helpers import client_for, make_member, make_org
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fake_hub_server():
+    """No test reaches the real Hub: HF_ENDPOINT points at the fake one for the whole run (set
+    in the environment, so processes the tests start see it too)."""
+    with FakeHub().serve() as server, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_ENDPOINT", server.url)
+        patch.delenv("HF_TOKEN", raising=False)
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def fresh_hub_cache():
+    hub.clear_cache()
 
 
 @pytest.fixture(autouse=True)

@@ -7,13 +7,6 @@ from tests.fakes.hub import FakeHub
 
 
 @pytest.fixture(scope="session")
-def fake_hub_server():
-    """The fake Hub, running for the whole session; its `requests` log every call."""
-    with FakeHub().serve() as server:
-        yield server
-
-
-@pytest.fixture(scope="session")
 def fake_hub(fake_hub_server) -> str:
     """The fake Hub's URL."""
     return fake_hub_server.url

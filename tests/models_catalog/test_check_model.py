@@ -5,9 +5,10 @@ import time
 
 import pytest
 
+from jobs.catalog import DEFAULT_MACHINE_CATALOG
 from models_catalog import hub
-from models_catalog.check import SERVABLE, CheckResult, check_model, parse_uri
-from models_catalog.sizing import DEFAULT_MACHINE_CATALOG, GiB
+from models_catalog.check import SERVABLE, CheckResult, check_model
+from models_catalog.sizing import GiB
 from tests.fakes.hub import GOOD_TOKEN, NO_ACCESS_TOKEN, closed_endpoint, silent_endpoint
 
 CATALOG = DEFAULT_MACHINE_CATALOG
@@ -330,27 +331,29 @@ def test_a_predictive_format_on_hf_is_answered_from_the_format():
 @pytest.mark.parametrize(
     ("uri", "words"),
     [
-        ("hf://just-a-name", "is not hf://<org>/<repo>[:<revision>]"),
-        ("huggingface.co/meta-llama/Llama-3.1-8B", "is not a model URI"),
-        ("s3://key:secret@bucket/model", "credentials"),
-        ("s3://bucket/model?X-Amz-Signature=abc", "query string"),
-        ("https://example.com/model.bin", "is not a URI the platform reads"),
-        ("ftp://host/model", "is not a URI the platform reads"),
+        ("hf://just-a-name", ["is not a Hugging Face repository id", "Give the full repository"]),
+        ("huggingface.co/meta-llama/Llama-3.1-8B", ["has no scheme", "hf://BAAI/bge-m3"]),
+        ("s3://key:secret@bucket/model", ["carries credentials", "Remove them"]),
+        ("s3://bucket/model?X-Amz-Signature=abc", ["credentials in its query string",
+                                                   "Remove the query"]),
+        ("https://example.com/model.bin", ["is not an Azure Blob URL",
+                                           "https://<account>.blob.core.windows.net/"]),
+        ("ftp://host/model", ["the scheme 'ftp' is not accepted", "Use one of hf://, s3://"]),
+        (" hf://Qwen/Qwen2.5-7B-Instruct ", ["contains spaces", "Remove them"]),
     ],
-)
+)  # fmt: skip
 def test_uris_refused(uri, words):
     result = check(uri)
-    assert_refused(result, words, "hf://<org>/<repo>[:<revision>], s3://")
+    assert result.verdict.startswith("uri: ")  # jobs.manifest's reason, then its fix
+    assert_refused(result, *words)
     assert "secret" not in result.verdict
 
 
 def test_unknown_format():
-    assert_refused(check("s3://b/m", format="Keras"), "'Keras' is not a model format", "SKLearn")
+    result = check("s3://models/churn/v3", format="Keras")
+    assert_refused(result, "'Keras' is not a model format", "SKLearn")
 
 
-def test_parse_uri():
-    parsed = parse_uri(" hf://Qwen/Qwen2.5-7B-Instruct:refs/pr/3 ")
-    assert (parsed.scheme, parsed.repo, parsed.revision) == (
-        "hf", "Qwen/Qwen2.5-7B-Instruct", "refs/pr/3",
-    )  # fmt: skip
-    assert parse_uri("https://a1.blob.core.windows.net/c/p").scheme == "azure"
+def test_an_hf_uri_gives_the_hub_its_repo_and_revision(hub_env):
+    result = check("hf://Qwen/Qwen2.5-7B-Instruct:refs/pr/3")
+    assert_refused(result, "Qwen/Qwen2.5-7B-Instruct has no revision 'refs/pr/3'")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from jobs.catalog import DEFAULT_MACHINE_CATALOG
 from models_catalog import sizing
 from models_catalog.sizing import (
-    DEFAULT_MACHINE_CATALOG,
     Demand,
     GiB,
     cache_size,

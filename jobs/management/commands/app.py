@@ -92,6 +92,10 @@ class Command(BaseCommand):
             action = ("update" if run.exists else "create") if run.changed else "unchanged"
             self.stdout.write(f"dry run: application/{name} would be: {action}; nothing saved.")
             self.stdout.write(f"  runtime: {run.runtime}\n  scaling: {run.scaling}")
+            if run.check is not None:
+                self.stdout.write(f"  check model: {run.check.verdict}")
+                if run.check.suggestion:
+                    self.stdout.write(f"  suggested size: {run.check.suggestion.describe()}")
             return
         applied = verbs.apply(text, membership)
         self._report(applied.dry_run)

@@ -1,0 +1,480 @@
+"""The `local` backend: each replica of an application is a model server process on this
+machine (vLLM's OpenAI server, or the command SERVEDECK_LOCAL_COMMAND names).
+
+State (pid, port, revision, start time, command) is kept in state_dir/<app>/state.json, so a
+console started again finds the servers an earlier one left running; logs are kept beside it
+in replica-<n>.log. Every operation on one application holds a file lock, so the web process
+and the reconciler can share a state_dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from . import local_process as proc
+from .local_check import VLLM_MISSING, check, list_gpus, which
+from .local_command import (
+    configured_template,
+    describe,
+    gpus_per_replica,
+    local_command,
+    local_env,
+    on_gpu,
+    replica_count,
+    server_environment,
+    split_template,
+)
+from .local_state import (
+    FAILED,
+    LOADING,
+    PENDING,
+    RUNNING,
+    STOPPED,
+    STOPPED_BY_REQUEST,
+    STOPPED_BY_SHUTDOWN,
+    AppState,
+    LocalStatus,
+    Replica,
+    ReplicaStatus,
+    derive_status,
+    now_iso,
+)
+
+__all__ = [
+    "FAILED",
+    "LOADING",
+    "PENDING",
+    "RUNNING",
+    "STOPPED",
+    "LocalRefused",
+    "LocalRunner",
+    "LocalStateError",
+    "LocalStatus",
+    "ReplicaStatus",
+    "VLLM_MISSING",
+    "UnknownApplication",
+    "check",
+    "derive_status",
+    "local_command",
+]
+
+STATE_FILE = "state.json"
+FAILED_LOG_LINES = 20
+MARKER = "---- servedeck: "  # starts the line written before each server start
+APP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+SPAWN_FAILED_EXIT_CODE = 127  # what a shell reports for a command it cannot run
+
+
+class LocalRefused(Exception):
+    """This machine cannot run the manifest; `refusals` says why, in plain words."""
+
+    def __init__(self, refusals: list[str]) -> None:
+        super().__init__(" ".join(refusals))
+        self.refusals = refusals
+
+
+class UnknownApplication(LookupError):
+    """No local state for this application: it was never applied here, or was deleted."""
+
+
+class LocalStateError(ValueError):
+    """A state file that cannot be read; the message names it."""
+
+
+def check_name(name: str) -> str:
+    """Application names become directory names: only DNS labels, never a path."""
+    if not isinstance(name, str) or not APP_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not an application name (a DNS-1123 label)")
+    return name
+
+
+class LocalRunner:
+    """Runs, watches and stops the model server processes of local applications."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        template: str | None = None,
+        grace_seconds: float = 10.0,
+        probe_timeout: float = 1.0,
+        max_log_bytes: int = 5 * 2**20,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.template = template if template is not None else configured_template()
+        split_template(self.template)  # a bad SERVEDECK_LOCAL_COMMAND fails here, named
+        self.grace_seconds = grace_seconds
+        self.probe_timeout = probe_timeout
+        self.max_log_bytes = max_log_bytes
+        # pid -> Popen of the servers this object started: their exit codes, and reaping.
+        self._children: dict[int, subprocess.Popen] = {}
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+
+    # --- public verbs --------------------------------------------------------------------
+
+    def check(self, manifest: Mapping[str, Any]) -> list[str]:
+        """Why this machine cannot run the manifest (plain sentences); empty when it can."""
+        return check(manifest, self.template)
+
+    def apply(self, app_name: str, manifest: Mapping[str, Any], revision: int) -> LocalStatus:
+        """Run the manifest: start its minReplicas servers, or replace them when the manifest
+        (or the command template) changed. A stopped application takes the new manifest and
+        stays stopped until start(). Raises LocalRefused when this machine cannot run it."""
+        check_name(app_name)
+        if manifest.get("spec", {}).get("name") != app_name:
+            raise ValueError(f"the manifest's spec.name is not {app_name!r}")
+        refusals = self.check(manifest)
+        if refusals:
+            raise LocalRefused(refusals)
+        manifest = json.loads(json.dumps(manifest))  # a plain copy, as it will be stored
+        with self._locked(app_name):
+            state = self._load(app_name)
+            if state is not None and self._refresh(state):
+                self._save(state)
+            if state is not None and state.manifest == manifest and state.template == self.template:
+                state.revision = revision  # the same servers now run this revision
+            else:
+                gpus = self._plan_gpus(app_name, manifest)
+                if state is not None:
+                    self._terminate(state.replicas)
+                state = self._replaced(app_name, manifest, revision, state)
+                if state.stopped is None:
+                    self._start_replicas(state, range(replica_count(manifest)), gpus)
+            self._save(state)
+            return self._status(state)
+
+    def restart(self, app_name: str) -> LocalStatus:
+        """Replace every server with a new process; settings, ports and logs are kept."""
+        with self._locked(check_name(app_name)):
+            state = self._require(app_name)
+            self._terminate(state.replicas)
+            gpus = self._plan_gpus(app_name, state.manifest)
+            state.replicas, state.stopped, state.stopped_at = [], None, None
+            self._start_replicas(state, range(replica_count(state.manifest)), gpus)
+            self._save(state)
+            return self._status(state)
+
+    def stop(self, app_name: str) -> LocalStatus:
+        """Stop every server; the manifest, ports and logs are kept for start()."""
+        with self._locked(check_name(app_name)):
+            state = self._require(app_name)
+            self._stop(state, STOPPED_BY_REQUEST)
+            return self._status(state)
+
+    def start(self, app_name: str) -> LocalStatus:
+        """Start the servers that are not running (all of them after stop())."""
+        with self._locked(check_name(app_name)):
+            state = self._require(app_name)
+            self._refresh(state)
+            running = [r for r in state.replicas if r.exited_at is None]
+            missing = sorted(set(range(replica_count(state.manifest))) - {r.index for r in running})
+            if missing:
+                gpus = self._plan_gpus(app_name, state.manifest, keep=running)
+                state.replicas = running
+                self._start_replicas(state, missing, gpus)
+            state.stopped = state.stopped_at = None
+            self._save(state)
+            return self._status(state)
+
+    def delete(self, app_name: str) -> None:
+        """Stop every server and remove the application's state and logs. Idempotent."""
+        with self._locked(check_name(app_name)):
+            with contextlib.suppress(LocalStateError):
+                state = self._load(app_name)
+                if state is not None:
+                    self._terminate(state.replicas)
+            shutil.rmtree(self._dir(app_name), ignore_errors=True)
+
+    def observe(self, app_name: str) -> LocalStatus:
+        """The application's phase, reason, next step and endpoint, from its processes and a
+        GET /v1/models on each. Never raises for an unknown application (Pending)."""
+        with self._locked(check_name(app_name)):
+            try:
+                state = self._load(app_name)
+            except LocalStateError as exc:
+                return LocalStatus(
+                    FAILED, str(exc), "Delete the application, then deploy it again.", "", 0, 0
+                )
+            if state is None:
+                return LocalStatus(
+                    PENDING,
+                    f"Nothing has been started for {app_name} on this machine.",
+                    "Deploy it.",
+                    "",
+                    0,
+                    0,
+                )
+            if self._refresh(state):
+                self._save(state)
+            for replica in state.replicas:
+                proc.cap_log(self._log(app_name, replica.index), self.max_log_bytes)
+            return self._status(state)
+
+    def tail(self, app_name: str, n: int = 100, replica: int = 0) -> list[str]:
+        """The last n lines of a replica's log (across its rotation)."""
+        return proc.tail_lines(self._log(check_name(app_name), replica), n)
+
+    def applications(self) -> list[str]:
+        """The applications this state_dir holds state for."""
+        if not self.state_dir.is_dir():
+            return []
+        return sorted(
+            p.name
+            for p in self.state_dir.iterdir()
+            if APP_NAME.fullmatch(p.name) and (p / STATE_FILE).exists()
+        )
+
+    def shutdown(self) -> None:
+        """Stop every server of every application (marked as stopped by shutdown, so
+        resume() brings them back); afterwards nothing this runner started is running."""
+        for name in self.applications():
+            with self._locked(name), contextlib.suppress(LocalStateError):
+                state = self._load(name)
+                if state is not None and state.stopped is None:
+                    self._stop(state, STOPPED_BY_SHUTDOWN)
+        # Children no state file names any more (a state edited or deleted behind our back).
+        leftovers = [p for p in list(self._children.values()) if p.poll() is None]
+        proc.terminate([proc.Target(p.pid, None, p) for p in leftovers], self.grace_seconds)
+        self._children.clear()
+
+    def resume(self) -> list[str]:
+        """Start again the applications shutdown() stopped; returns their names."""
+        resumed = []
+        for name in self.applications():
+            with contextlib.suppress(LocalStateError):
+                state = self._load(name)
+                if state is not None and state.stopped == STOPPED_BY_SHUTDOWN:
+                    self.start(name)
+                    resumed.append(name)
+        return resumed
+
+    # --- state ---------------------------------------------------------------------------
+
+    def _dir(self, name: str) -> Path:
+        return self.state_dir / name
+
+    def _log(self, name: str, index: int) -> Path:
+        return self._dir(name) / f"replica-{index}.log"
+
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(name, threading.Lock())
+        lock_dir = self.state_dir / ".locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with lock, open(lock_dir / f"{name}.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+            yield
+
+    def _load(self, name: str) -> AppState | None:
+        path = self._dir(name) / STATE_FILE
+        try:
+            data = json.loads(path.read_text())
+            data["replicas"] = [Replica(**r) for r in data.get("replicas", [])]
+            return AppState(**data)
+        except FileNotFoundError:
+            return None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise LocalStateError(
+                f"The local backend's state file {path} cannot be read ({exc}); the servers it "
+                "named cannot be found."
+            ) from None
+
+    def _save(self, state: AppState) -> None:
+        folder = self._dir(state.name)
+        folder.mkdir(parents=True, exist_ok=True)
+        temporary = folder / f".{STATE_FILE}.tmp"
+        temporary.write_text(json.dumps(asdict(state), indent=1))
+        os.replace(temporary, folder / STATE_FILE)  # readers never see half a file
+
+    def _require(self, name: str) -> AppState:
+        state = self._load(name)
+        if state is None:
+            raise UnknownApplication(f"{name} has not been deployed on this machine; deploy it.")
+        return state
+
+    def _replaced(
+        self, name: str, manifest: dict[str, Any], revision: int, old: AppState | None
+    ) -> AppState:
+        return AppState(
+            name=name,
+            revision=revision,
+            manifest=manifest,
+            template=self.template,
+            stopped=old.stopped if old else None,
+            stopped_at=old.stopped_at if old else None,
+            ports=old.ports if old else [],
+        )
+
+    # --- processes -----------------------------------------------------------------------
+
+    def _alive(self, replica: Replica) -> bool:
+        if replica.exited_at is not None or replica.pid is None:
+            return False
+        popen = self._children.get(replica.pid)
+        if popen is not None:
+            return popen.poll() is None
+        if replica.boot_id != proc.boot_id():
+            return False
+        return proc.runs_command(replica.pid, replica.start_ticks, replica.command)
+
+    def _refresh(self, state: AppState) -> bool:
+        """Record the replicas that have exited since last seen; True when any had."""
+        changed = False
+        for replica in state.replicas:
+            if replica.exited_at is None and not self._alive(replica):
+                popen = self._children.pop(replica.pid, None) if replica.pid else None
+                # Not our child (an earlier console started it): its exit code is unknown.
+                replica.exit_code = popen.returncode if popen is not None else None
+                replica.exited_at = now_iso()
+                changed = True
+        return changed
+
+    def _terminate(self, replicas: list[Replica]) -> None:
+        # Exited replicas too: a server's workers can outlive it in its process group.
+        targets = [
+            proc.Target(r.pid, r.start_ticks, self._children.get(r.pid))
+            for r in replicas
+            if r.pid is not None and r.start_ticks is not None and r.boot_id == proc.boot_id()
+        ]
+        proc.terminate(targets, self.grace_seconds)
+        for target in targets:
+            self._children.pop(target.pgid, None)
+
+    def _stop(self, state: AppState, why: str) -> None:
+        self._terminate(state.replicas)
+        state.replicas, state.stopped, state.stopped_at = [], why, now_iso()
+        self._save(state)
+
+    def _start_replicas(
+        self, state: AppState, indices: Iterable[int], gpus: Mapping[int, str | None]
+    ) -> None:
+        taken = {r.port for r in state.replicas}
+        for index in indices:
+            prefer = state.ports[index] if index < len(state.ports) else None
+            port = proc.free_port(prefer, avoid=taken)
+            taken.add(port)
+            state.replicas.append(self._start_one(state, index, port, gpus.get(index)))
+            state.ports.extend([0] * (index + 1 - len(state.ports)))
+            state.ports[index] = port
+        state.replicas.sort(key=lambda r: r.index)
+        state.template = self.template
+
+    def _start_one(self, state: AppState, index: int, port: int, gpus: str | None) -> Replica:
+        command = local_command(state.manifest, port, self.template)
+        command[0] = which(command[0]) or command[0]
+        # On the CPU no GPU is visible, so a replica never takes one another app was given.
+        extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
+        env = server_environment(os.environ, extra)
+        log_path = self._log(state.name, index)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        started_at = now_iso()
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(
+                f"{MARKER}replica {index} of {state.name}, revision {state.revision}, "
+                f"started {started_at}: {describe(command)}\n"
+            )
+        try:
+            popen = proc.spawn(command, env, log_path)
+        except OSError as exc:
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.write(f"could not start {command[0]}: {exc}\n")
+            return Replica(
+                index, port, None, None, started_at, command, gpus,
+                exit_code=SPAWN_FAILED_EXIT_CODE, exited_at=now_iso(),
+            )  # fmt: skip
+        self._children[popen.pid] = popen
+        stat = proc.proc_stat(popen.pid)
+        ticks = stat.start_ticks if stat is not None else None
+        return Replica(
+            index, port, popen.pid, ticks, started_at, command, gpus, boot_id=proc.boot_id()
+        )
+
+    def _plan_gpus(
+        self, name: str, manifest: Mapping[str, Any], keep: list[Replica] | None = None
+    ) -> dict[int, str | None]:
+        """CUDA_VISIBLE_DEVICES for each replica to start: GPUs no other application's
+        running replica holds. Raises LocalRefused when too few are free."""
+        if not on_gpu(manifest):
+            return {}
+        per_replica = gpus_per_replica(manifest)
+        keep = keep or []
+        kept = {r.index for r in keep}
+        wanted = [i for i in range(replica_count(manifest)) if i not in kept]
+        gpus, problem = list_gpus()
+        if problem is not None:
+            raise LocalRefused([f"No NVIDIA GPU can be used on this machine: {problem}."])
+        used = self._gpus_in_use(exclude=name) | {
+            int(g) for r in keep if r.gpus for g in r.gpus.split(",")
+        }
+        free = [g for g in gpus if g not in used]
+        if len(free) < per_replica * len(wanted):
+            raise LocalRefused(
+                [
+                    f"{name} needs {per_replica * len(wanted)} GPU(s) and {len(free)} of this "
+                    f"machine's {len(gpus)} are free (other local applications hold the rest); "
+                    "stop one of them, or lower countPerReplica or minReplicas."
+                ]
+            )
+        plan = {}
+        for position, index in enumerate(wanted):
+            chosen = free[position * per_replica : (position + 1) * per_replica]
+            plan[index] = ",".join(str(g) for g in chosen)
+        return plan
+
+    def _gpus_in_use(self, exclude: str) -> set[int]:
+        used: set[int] = set()
+        for name in self.applications():
+            if name == exclude:
+                continue
+            with contextlib.suppress(LocalStateError):
+                state = self._load(name)  # written atomically: safe to read unlocked
+                for replica in state.replicas if state else []:
+                    if replica.exited_at is None and replica.gpus:
+                        used |= {int(g) for g in replica.gpus.split(",")}
+        return used
+
+    # --- status --------------------------------------------------------------------------
+
+    def _ready(self, replicas: list[Replica]) -> dict[int, bool]:
+        """GET /v1/models on each live replica; a 200 means it serves."""
+        ready = {}
+        timeout = httpx.Timeout(self.probe_timeout)
+        # trust_env=False: an HTTP(S)_PROXY in the environment must not carry loopback probes.
+        with httpx.Client(timeout=timeout, trust_env=False) as client:
+            for replica in replicas:
+                try:
+                    response = client.get(f"http://{proc.LOOPBACK}:{replica.port}/v1/models")
+                    ready[replica.index] = response.status_code == 200
+                except httpx.HTTPError:
+                    ready[replica.index] = False
+        return ready
+
+    def _status(self, state: AppState) -> LocalStatus:
+        live = [r for r in state.replicas if r.exited_at is None]
+        ready = self._ready(live) if state.stopped is None else {}
+        exited = next((r for r in state.replicas if r.exited_at is not None), None)
+        lines = self._last_run_lines(state.name, exited.index) if exited else []
+        return derive_status(state, ready, lines)
+
+    def _last_run_lines(self, name: str, index: int) -> list[str]:
+        """The log lines of the replica's latest run, at most FAILED_LOG_LINES of them."""
+        lines = proc.tail_lines(self._log(name, index), FAILED_LOG_LINES + 1)
+        starts = [i for i, line in enumerate(lines) if line.startswith(MARKER)]
+        if starts:
+            lines = lines[starts[-1] + 1 :]
+        return lines[-FAILED_LOG_LINES:]

@@ -1,0 +1,169 @@
+"""What this machine must have before the local backend can run a manifest, as plain refusals.
+
+The local backend runs vLLM's OpenAI server (or the configured stand-in) as processes here:
+only vLLM-format hf:// models, on the CPU or on this machine's NVIDIA GPUs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from .local_command import (
+    DEFAULT_TEMPLATE,
+    TEMPLATE_SETTING,
+    TemplateError,
+    gpus_per_replica,
+    replica_count,
+    split_template,
+)
+
+VLLM_MISSING = "vLLM is not installed on this machine; install it or use a Kubernetes profile"
+NVIDIA_SMI = "nvidia-smi"
+NVIDIA_SMI_TIMEOUT = 10.0
+_GPU_LINE = re.compile(r"^GPU (\d+):", re.MULTILINE)
+MODEL = "spec.source.model"
+
+
+def search_path() -> str:
+    """PATH, plus the directory of the console's own Python: vLLM installed into the console's
+    virtualenv is found even when that virtualenv is not activated."""
+    parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    venv_bin = os.path.dirname(sys.executable)
+    if venv_bin not in parts:
+        parts.append(venv_bin)
+    return os.pathsep.join(parts)
+
+
+def which(program: str) -> str | None:
+    """The executable's full path, searched on search_path() (or as given, when a path)."""
+    return shutil.which(program, path=search_path())
+
+
+def parse_gpu_list(text: str) -> list[int]:
+    """GPU indices from `nvidia-smi -L` ("GPU 0: NVIDIA L4 (UUID: GPU-...)")."""
+    return [int(index) for index in _GPU_LINE.findall(text)]
+
+
+def list_gpus() -> tuple[list[int], str | None]:
+    """This machine's NVIDIA GPU indices, and why none could be listed (None when listed)."""
+    program = which(NVIDIA_SMI)
+    if program is None:
+        return [], f"{NVIDIA_SMI} is not on PATH (searched {search_path()})"
+    try:
+        result = subprocess.run(
+            [program, "-L"], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [], f"{program} -L could not run ({exc})"
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        return [], f"{program} -L failed: {detail[-1] if detail else f'exit {result.returncode}'}"
+    return parse_gpu_list(result.stdout), None
+
+
+def _get(data: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(data, Mapping):
+            return None
+        data = data.get(key)
+    return data
+
+
+def check(manifest: Mapping[str, Any], template: str | None = None) -> list[str]:
+    """Why the local backend cannot run this filled-in manifest here; empty when it can."""
+    template = template if template is not None else DEFAULT_TEMPLATE
+    refusals = _manifest_refusals(manifest, default_template=template == DEFAULT_TEMPLATE)
+    # GPUs are counted only for a manifest this backend could otherwise run.
+    wants_gpu = _get(manifest, "spec", "source", "model", "resources", "accelerator")
+    gpu_refusals = _gpu_refusals(manifest) if wants_gpu and not refusals else []
+    return refusals + _command_refusals(template) + gpu_refusals
+
+
+def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> list[str]:
+    if _get(manifest, "spec", "source", "type") == "YAML":
+        return [
+            "spec.source.type is YAML: the local backend cannot run a raw InferenceService; "
+            "describe the model under spec.source.model, or use a Kubernetes profile."
+        ]
+    model = _get(manifest, "spec", "source", "model")
+    if not isinstance(model, Mapping):
+        return [f"{MODEL} is missing: the local backend needs a model to run."]
+    refusals = []
+    fmt = model.get("format")
+    if fmt != "vLLM":
+        refusals.append(
+            f"{MODEL}.format is {fmt}: the local backend serves vLLM-format models only; "
+            f"use a Kubernetes profile (KServe) to serve {fmt} models."
+        )
+    engine = _get(model, "runtime", "engine")
+    if fmt == "vLLM" and engine != "vllm" and default_template:
+        refusals.append(
+            f"{MODEL}.runtime.engine is {engine}: the local backend runs the vllm runtime only; "
+            "remove runtime.engine, or use a Kubernetes profile that has that runtime."
+        )
+    if _get(model, "runtime", "isolation") == "VirtualMachine":
+        refusals.append(
+            f"{MODEL}.runtime.isolation is VirtualMachine: the local backend runs processes, not "
+            "virtual machines; use Container, or a Kubernetes profile with KubeVirt."
+        )
+    uri = model.get("uri")
+    if not (isinstance(uri, str) and uri.startswith("hf://")):
+        refusals.append(
+            f"{MODEL}.uri is {uri}: the local backend serves hf:// models only (vLLM downloads "
+            "them itself); use a Kubernetes profile for other storage."
+        )
+    nodes = _get(model, "resources", "nodesPerReplica") or 1
+    if nodes > 1:
+        refusals.append(
+            f"{MODEL}.resources.nodesPerReplica is {nodes}: the local backend runs on this one "
+            "machine; set it to 1, or use a Kubernetes profile for multi-node replicas."
+        )
+    vendor = _get(model, "resources", "accelerator", "gpu", "vendor")
+    if vendor not in (None, "nvidia"):
+        refusals.append(
+            f"{MODEL}.resources.accelerator.gpu.vendor is {vendor}: the local backend runs vLLM "
+            "on NVIDIA GPUs only; use nvidia, or a Kubernetes profile."
+        )
+    return refusals
+
+
+def _command_refusals(template: str) -> list[str]:
+    try:
+        program = split_template(template)[0]
+    except TemplateError as exc:
+        return [str(exc)]
+    if which(program) is not None:
+        return []
+    if template == DEFAULT_TEMPLATE:
+        return [f"{VLLM_MISSING} (searched for vllm in {search_path()})."]
+    return [
+        f"The local model server command {program!r} ({TEMPLATE_SETTING}) is not installed "
+        f"(searched {search_path()}); install it or correct {TEMPLATE_SETTING}."
+    ]
+
+
+def _gpu_refusals(manifest: Mapping[str, Any]) -> list[str]:
+    per_replica = gpus_per_replica(manifest)
+    replicas = replica_count(manifest)
+    needed = per_replica * replicas
+    gpus, problem = list_gpus()
+    where = f"{MODEL}.resources.accelerator.gpu.countPerReplica"
+    if problem is not None:
+        return [
+            f"{where} asks for {per_replica} NVIDIA GPU(s) per replica, but no NVIDIA GPU can be "
+            f"used on this machine: {problem}. Remove resources.accelerator to run on the CPU, "
+            "or use a Kubernetes profile with GPU nodes."
+        ]
+    if len(gpus) < needed:
+        return [
+            f"{where} is {per_replica} for {replicas} replica(s), {needed} GPU(s) in all, and "
+            f"this machine has {len(gpus)}; lower countPerReplica or scaling.minReplicas, or "
+            "use a Kubernetes profile with GPU nodes."
+        ]
+    return []

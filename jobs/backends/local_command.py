@@ -1,0 +1,216 @@
+"""The command line and environment of one local model server, from a filled-in manifest.
+
+Pure functions: the argv is built token by token from a template split with shlex, so a value
+from the manifest is always one argument and never passes through a shell.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from jobs.manifest.quantity import parse_bytes
+from jobs.manifest.uri import UriError, parse_uri
+
+TEMPLATE_SETTING = "SERVEDECK_LOCAL_COMMAND"
+DEFAULT_TEMPLATE = (
+    "vllm serve {model} --host 127.0.0.1 --port {port} --served-model-name {name} {args}"
+)
+# {engine_args} is the name the design notes use; both mean the engine arguments.
+ARGS_TOKENS = ("{args}", "{engine_args}")
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+_VALUE_PLACEHOLDERS = ("model", "port", "name")
+GIB = 2**30
+MODALITY_LIMITS = {
+    "maxImagesPerPrompt": "image",
+    "maxVideosPerPrompt": "video",
+    "maxAudioClipsPerPrompt": "audio",
+}
+
+
+class TemplateError(ValueError):
+    """SERVEDECK_LOCAL_COMMAND (or a template given in code) cannot be used; says why."""
+
+
+def configured_template() -> str:
+    """The command template: Django's SERVEDECK_LOCAL_COMMAND setting, else the environment
+    variable, else vLLM's server. Read when called, so tests and settings changes apply."""
+    value = None
+    try:
+        from django.conf import settings
+
+        if settings.configured:
+            value = getattr(settings, TEMPLATE_SETTING, None)
+    except ImportError:  # the backend also runs without Django (bench scripts)
+        value = None
+    if not value:
+        value = os.environ.get(TEMPLATE_SETTING, "")
+    return value.strip() or DEFAULT_TEMPLATE
+
+
+def split_template(template: str) -> list[str]:
+    """The template's tokens; raises TemplateError naming the setting when it cannot work."""
+    try:
+        tokens = shlex.split(template)
+    except ValueError as exc:
+        raise TemplateError(
+            f"{TEMPLATE_SETTING}={template!r} cannot be split into arguments ({exc}); "
+            "check its quotes."
+        ) from None
+    if not tokens:
+        raise TemplateError(f"{TEMPLATE_SETTING} is empty; give the model server's command.")
+    names = {m for token in tokens for m in _PLACEHOLDER.findall(token)}
+    unknown = sorted(names - {*_VALUE_PLACEHOLDERS, "args", "engine_args"})
+    if unknown:
+        raise TemplateError(
+            f"{TEMPLATE_SETTING}={template!r} has the unknown placeholder "
+            f"{{{unknown[0]}}}; accepts {{model}}, {{port}}, {{name}} and {{args}}."
+        )
+    if "port" not in names:
+        # Readiness is probed on the port we chose: a server on another port is never seen.
+        raise TemplateError(
+            f"{TEMPLATE_SETTING}={template!r} has no {{port}}; the server must listen on the "
+            "port the console gives it. Add --port {port}."
+        )
+    return tokens
+
+
+def _model(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    model = manifest.get("spec", {}).get("source", {}).get("model")
+    if not isinstance(model, Mapping):
+        raise ValueError("the manifest has no spec.source.model: the local backend runs only those")
+    return model
+
+
+def hf_model(manifest: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The Hugging Face repo id and revision (None when the uri pins none)."""
+    uri = _model(manifest).get("uri")
+    try:
+        info = parse_uri(uri) if isinstance(uri, str) else None
+    except UriError:
+        info = None
+    if info is None or info.hf_repo is None:
+        raise ValueError(f"spec.source.model.uri {uri!r} is not an hf:// uri")
+    return info.hf_repo, info.hf_revision
+
+
+def on_gpu(manifest: Mapping[str, Any]) -> bool:
+    accelerator = (_model(manifest).get("resources") or {}).get("accelerator") or {}
+    return accelerator.get("gpu") is not None
+
+
+def gpus_per_replica(manifest: Mapping[str, Any]) -> int:
+    accelerator = (_model(manifest).get("resources") or {}).get("accelerator") or {}
+    gpu = accelerator.get("gpu") or {}
+    return int(gpu.get("countPerReplica") or 0)
+
+
+def replica_count(manifest: Mapping[str, Any]) -> int:
+    """minReplicas: the local backend has no autoscaler, so it runs the fewest replicas."""
+    return int((_model(manifest).get("scaling") or {}).get("minReplicas") or 1)
+
+
+def engine_args(manifest: Mapping[str, Any]) -> list[str]:
+    """vLLM's engine arguments for the manifest's engine and serving fields, extraArgs last."""
+    model = _model(manifest)
+    engine = model.get("engine") or {}
+    serving = model.get("serving") or {}
+    gpu = on_gpu(manifest)
+    _, revision = hf_model(manifest)
+    args: list[str] = []
+
+    def add(flag: str, value: Any) -> None:
+        if value is not None:
+            args.extend([flag, str(value)])
+
+    add("--revision", revision)
+    add("--dtype", engine.get("dtype"))
+    add("--quantization", engine.get("quantization"))
+    add("--tensor-parallel-size", engine.get("tensorParallelSize"))
+    if (engine.get("pipelineParallelSize") or 1) > 1:
+        add("--pipeline-parallel-size", engine["pipelineParallelSize"])
+    if gpu:
+        add("--gpu-memory-utilization", engine.get("gpuMemoryUtilization"))
+    add("--max-model-len", serving.get("maxContextTokens"))
+    add("--max-num-seqs", serving.get("maxConcurrentRequests"))
+    if gpu and serving.get("kvCacheSize") is not None:
+        # Per GPU, as the manifest defines it; vLLM then ignores gpu-memory-utilization for it.
+        add("--kv-cache-memory-bytes", parse_bytes(serving["kvCacheSize"]))
+    add("--reasoning-parser", engine.get("reasoningParser"))
+    extra = [str(a) for a in engine.get("extraArgs") or []]
+    if engine.get("toolCallParser"):
+        # A tool-call parser is only used when vLLM may choose tools itself.
+        if "--enable-auto-tool-choice" not in extra:
+            args.append("--enable-auto-tool-choice")
+        add("--tool-call-parser", engine["toolCallParser"])
+    limits = {
+        MODALITY_LIMITS[key]: value
+        for key, value in (serving.get("multimodal") or {}).items()
+        if key in MODALITY_LIMITS and value is not None
+    }
+    if limits:
+        add("--limit-mm-per-prompt", json.dumps(limits, separators=(",", ":")))
+    return args + extra
+
+
+def local_command(manifest: Mapping[str, Any], port: int, template: str | None = None) -> list[str]:
+    """The argv of one replica's server: the template with {model} {port} {name} filled and
+    {args} replaced by the engine arguments (each its own argument; no shell)."""
+    tokens = split_template(template if template is not None else DEFAULT_TEMPLATE)
+    repo, _ = hf_model(manifest)
+    values = {"model": repo, "port": str(port), "name": str(manifest["spec"]["name"])}
+    argv: list[str] = []
+    for token in tokens:
+        if token in ARGS_TOKENS:
+            argv.extend(engine_args(manifest))
+        else:
+            argv.append(_PLACEHOLDER.sub(lambda m: values.get(m[1], m[0]), token))
+    return argv
+
+
+def local_env(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """Environment the server needs beyond the console's own (GPU devices are added by the
+    runner, which knows which are free)."""
+    env = {"PYTHONUNBUFFERED": "1"}  # log lines reach the log file as they are written
+    kv_cache = (_model(manifest).get("serving") or {}).get("kvCacheSize")
+    if not on_gpu(manifest) and kv_cache is not None:
+        # vLLM's CPU build sizes its KV cache from this variable, in whole GiB.
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, math.ceil(parse_bytes(kv_cache) / GIB)))
+    return env
+
+
+# What a model server may see of the console's environment: its own tools' settings (Hugging
+# Face, vLLM, CUDA, proxies, locale), never the console's secrets (SECRET_KEY, DATABASE_URL...).
+PASSED_NAMES = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
+        "LD_LIBRARY_PATH", "VIRTUAL_ENV", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+        "no_proxy",
+    }
+)  # fmt: skip
+PASSED_PREFIXES = (
+    "LC_", "HF_", "HUGGING_FACE_", "VLLM_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH", "TRITON_",
+    "TRANSFORMERS_", "XDG_", "OMP_", "MKL_",
+)  # fmt: skip
+
+
+def server_environment(console_env: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+    """The environment a model server starts with: the allowed part of the console's, then
+    `extra` (local_env and the GPUs the runner chose)."""
+    passed = {
+        key: value
+        for key, value in console_env.items()
+        if key in PASSED_NAMES or key.startswith(PASSED_PREFIXES)
+    }
+    return {**passed, **extra}
+
+
+def describe(argv: list[str]) -> str:
+    """The argv as one line a user can paste into a shell."""
+    return shlex.join(argv)

@@ -1,0 +1,247 @@
+"""Processes, process groups, ports and log files for the local backend (Linux /proc).
+
+Each model server runs in a session of its own, so its process group holds the server and
+every worker it forks; stopping it signals the whole group, SIGTERM first, SIGKILL after a
+grace period, and waits until no member is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+LOOPBACK = "127.0.0.1"
+POLL_SECONDS = 0.05
+KILL_WAIT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of /proc/<pid>/stat that tell a process apart from a later one."""
+
+    state: str
+    pgrp: int
+    ppid: int
+    start_ticks: int  # since boot: with the pid, names one process for the machine's uptime
+
+
+def boot_id() -> str | None:
+    """This boot's id: a pid and start time recorded before a reboot name nothing now."""
+    try:
+        return (PROC / "sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def parse_stat(text: str) -> ProcStat:
+    # The command name sits in parentheses and may hold spaces or ')': split at the last one.
+    fields = text[text.rindex(")") + 2 :].split()
+    return ProcStat(
+        state=fields[0], ppid=int(fields[1]), pgrp=int(fields[2]), start_ticks=int(fields[19])
+    )
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """The process's stat, or None when it is gone or a zombie (it has exited)."""
+    try:
+        stat = parse_stat((PROC / str(pid) / "stat").read_text())
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if stat.state in ("Z", "X") else stat
+
+
+def proc_cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = (PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return None
+    return [part.decode(errors="replace") for part in raw.split(b"\0")[:-1]] or None
+
+
+def cmdline_matches(cmdline: list[str] | None, command: list[str]) -> bool:
+    """Whether a running cmdline is `command`. A script started by name shows up as
+    `<interpreter> <path of script> <args>` (vllm is a Python script), so the arguments must
+    end the cmdline and the program's base name must appear before them."""
+    if not cmdline or not command:
+        return False
+    if cmdline == command:
+        return True
+    args = command[1:]
+    if len(cmdline) < len(args) + 1 or (args and cmdline[-len(args) :] != args):
+        return False
+    program = os.path.basename(command[0])
+    head = cmdline[: len(cmdline) - len(args)]
+    return any(os.path.basename(part) == program for part in head)
+
+
+def runs_command(pid: int, start_ticks: int | None, command: list[str]) -> bool:
+    """The pid is still the process we started: same start time, same command line."""
+    stat = proc_stat(pid)
+    if stat is None or (start_ticks is not None and stat.start_ticks != start_ticks):
+        return False
+    return cmdline_matches(proc_cmdline(pid), command)
+
+
+def group_members(groups: Mapping[int, int | None]) -> dict[int, list[int]]:
+    """Live (non-zombie) members of each group {pgid: start ticks of its leader}, in one pass
+    over /proc; groups with none are left out.
+
+    While any member lives, Linux keeps the group id from being handed out as a new pid; so
+    when a live process owns that pid with another start time, the old group is empty."""
+    wanted = set()
+    for pgid, ticks in groups.items():
+        leader = proc_stat(pgid)
+        if leader is None or ticks is None or leader.start_ticks == ticks:
+            wanted.add(pgid)
+    members: dict[int, list[int]] = {}
+    if not wanted:
+        return members
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            stat = proc_stat(int(entry.name))
+            if stat is not None and stat.pgrp in wanted:
+                members.setdefault(stat.pgrp, []).append(int(entry.name))
+    return members
+
+
+def spawn(command: list[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen:
+    """Start `command` with exactly `env`, in a new session (its own process group), its
+    output appended to the log.
+
+    O_APPEND lets the log be truncated under the running process (see cap_log)."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+def _kill(pids: Iterable[int], signum: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
+def _reap(popens: Iterable[subprocess.Popen]) -> None:
+    for popen in popens:
+        popen.poll()
+
+
+@dataclass(frozen=True)
+class Target:
+    """A process group to stop: its leader, when it started, and our handle if it is our child."""
+
+    pgid: int
+    start_ticks: int | None
+    popen: subprocess.Popen | None = None
+
+
+def terminate(targets: list[Target], grace: float) -> None:
+    """SIGTERM every group, SIGKILL what is left after `grace` seconds, wait until none is left.
+
+    All groups share one grace period, so stopping n replicas takes one grace, not n. The
+    members found are signalled one by one (not by group id, which could outlive them), and
+    any member that appears later is signalled too."""
+    popens = [t.popen for t in targets if t.popen is not None]
+    groups = {t.pgid: t.start_ticks for t in targets}
+
+    def remaining() -> set[int]:
+        _reap(popens)
+        return {pid for pids in group_members(groups).values() for pid in pids}
+
+    left = remaining()
+    for signum, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, KILL_WAIT_SECONDS)):
+        signalled: set[int] = set()
+        deadline = time.monotonic() + wait
+        while left and time.monotonic() < deadline:
+            _kill(left - signalled, signum)
+            signalled |= left
+            time.sleep(POLL_SECONDS)
+            left = remaining()
+    for popen in popens:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            popen.wait(timeout=KILL_WAIT_SECONDS)
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(prefer: int | None = None, avoid: Iterable[int] = ()) -> int:
+    """A loopback port nothing listens on: `prefer` when it is free (a stable endpoint across
+    restarts), else one the kernel picks. Another program may still take it before the
+    server binds; the server then fails and says so in its log."""
+    avoid = set(avoid)
+    if prefer and prefer not in avoid and port_is_free(prefer):
+        return prefer
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((LOOPBACK, 0))
+            port = sock.getsockname()[1]
+        if port not in avoid:
+            return port
+
+
+def cap_log(path: Path, max_bytes: int) -> None:
+    """Keep a log under about `max_bytes`: past half of it, the log moves to <log>.1 (replacing
+    the older half) and is emptied in place. The server keeps writing to the same open file
+    (O_APPEND), which a rename would not allow; a line written during the copy may be lost."""
+    try:
+        if path.stat().st_size <= max_bytes // 2:
+            return
+        with open(path, "rb") as src, open(rotated(path), "wb") as dst:
+            dst.write(src.read())
+        os.truncate(path, 0)
+    except FileNotFoundError:
+        return
+
+
+def rotated(path: Path) -> Path:
+    return path.with_name(path.name + ".1")
+
+
+def _last_lines(path: Path, n: int) -> list[str]:
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            window = min(size, max(64 * 1024, n * 2048))
+            handle.seek(size - window)
+            data = handle.read()
+    except FileNotFoundError:
+        return []
+    lines = data.decode(errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if window < size and lines:
+        lines = lines[1:]  # the window starts mid-line
+    # A progress bar rewrites its line with \r: keep what a terminal would show.
+    return [line.rsplit("\r", 1)[-1] for line in lines[-n:]]
+
+
+def tail_lines(path: Path, n: int) -> list[str]:
+    """The last n lines of the log and, when it holds fewer, of its rotated half before it."""
+    if n <= 0:
+        return []
+    lines = _last_lines(path, n)
+    if len(lines) < n:
+        lines = _last_lines(rotated(path), n - len(lines)) + lines
+    return lines

@@ -1,0 +1,48 @@
+"""Kubernetes objects from a filled-in Application manifest (KServe renderer), and the check
+of those objects against KServe's real CRD schemas before the cluster sees them.
+
+    objects = render(parse(doc, ctx).manifest, RenderTarget.from_profile(profile), revision=3)
+    problems = validate(objects)        # [] when the cluster would take them
+    text = to_yaml(objects)             # multi-document YAML for kubectl apply -f
+
+render() is pure and deterministic; validate() reads the CRDs from KSERVE_CRD_DIR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .build import render
+from .common import APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, REVISION_ANNOTATION, RenderError
+from .output import to_json, to_yaml
+from .schemas import CRD_DIR_SETTING, CrdDirError, crd_dir
+from .target import PARAKEET_IMAGE, PROFILE_DEFAULT_KEYS, RenderTarget
+from .validate import validate
+
+
+def render_for_profile(
+    manifest: Mapping[str, Any], profile: Any, *, revision: int | None = None
+) -> list[dict[str, Any]]:
+    """render() for a jobs.models.Profile: what `manage.py app render` prints."""
+    return render(manifest, RenderTarget.from_profile(profile), revision=revision)
+
+
+__all__ = [
+    "APP_LABEL",
+    "CRD_DIR_SETTING",
+    "MANAGED_BY",
+    "MANAGED_BY_LABEL",
+    "PARAKEET_IMAGE",
+    "PROFILE_DEFAULT_KEYS",
+    "REVISION_ANNOTATION",
+    "CrdDirError",
+    "RenderError",
+    "RenderTarget",
+    "crd_dir",
+    "render",
+    "render_for_profile",
+    "to_json",
+    "to_yaml",
+    "validate",
+]

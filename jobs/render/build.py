@@ -1,0 +1,105 @@
+"""render(): a filled-in manifest and a RenderTarget in, the Kubernetes objects out.
+
+Pure and deterministic: the same input gives equal objects with the same key order, listed
+in the order they are applied (a runtime and the weight cache before the InferenceService that
+uses them, the route last).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .common import RenderError, dig, our_labels, quantity_text, revision_annotation
+from .extras import http_route, local_model_cache
+from .inference import model_inference_service, yaml_inference_service
+from .runtimes import HUGGINGFACE_OPENAI_PREFIX, parakeet_serving_runtime
+from .target import RenderTarget
+
+GATEWAY_API_ADDON = "gatewayApi"
+
+
+def render(
+    manifest: Mapping[str, Any], target: RenderTarget, *, revision: int | None = None
+) -> list[dict[str, Any]]:
+    """The objects for one application. `manifest` is what manifest.parse returned with no
+    refusals; `revision` (the deploy history number) is written as servedeck.io/revision."""
+    stamp = revision_annotation(revision)
+    try:
+        objects = _render(manifest, target)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise RenderError(
+            f"the manifest is not filled in ({type(exc).__name__}: {exc}); parse it with "
+            "jobs.manifest.parse and render only a manifest without refusals"
+        ) from exc
+    if stamp:
+        # Every object says which deploy revision it came from, not only the InferenceService.
+        for obj in objects:
+            obj["metadata"].setdefault("annotations", {}).update(stamp)
+    return objects
+
+
+def _render(manifest: Mapping[str, Any], target: RenderTarget) -> list[dict[str, Any]]:
+    spec = manifest["spec"]
+    name = spec["name"]
+    namespace = spec.get("namespace") or target.namespace
+    labels = our_labels(name)
+    source = spec["source"]
+    objects: list[dict[str, Any]] = []
+    openai_prefix = None
+    if source["type"] == "YAML":
+        objects.append(yaml_inference_service(source["inferenceService"], name, namespace, labels))
+    else:
+        model = source["model"]
+        objects.extend(_model_objects(model, name, namespace, labels, target))
+        openai_prefix = _openai_prefix(model)
+    access = spec.get("access") or {}
+    # Without Gateway API on the cluster the console's own gateway serves the domain (it routes
+    # by host); an HTTPRoute there would only make the apply fail.
+    if access.get("exposure") == "Domain" and GATEWAY_API_ADDON in target.addons:
+        objects.append(
+            http_route(
+                name,
+                namespace,
+                labels,
+                access["domain"],
+                target.gateway_name,
+                target.gateway_namespace,
+                openai_prefix,
+            )
+        )
+    return objects
+
+
+def _openai_prefix(model: Mapping[str, Any]) -> str | None:
+    """KServe's Hugging Face server serves the OpenAI API under /openai (its
+    KSERVE_OPENAI_ROUTE_PREFIX); parakeet and the predictive runtimes need no rewrite."""
+    engine = dig(model, "runtime", "engine")
+    api = dig(model, "serving", "apiFormat")
+    return HUGGINGFACE_OPENAI_PREFIX if engine == "vllm" and api == "OpenAI" else None
+
+
+def _model_objects(
+    model: Mapping[str, Any],
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    target: RenderTarget,
+) -> list[dict[str, Any]]:
+    if dig(model, "runtime", "isolation") == "VirtualMachine":
+        raise RenderError(
+            "spec.source.model.runtime.isolation: VirtualMachine is rendered by the KubeVirt "
+            "renderer, not the KServe one; render it there, or set isolation to Container"
+        )
+    isvc, runtime = model_inference_service(name, namespace, labels, model, target)
+    objects: list[dict[str, Any]] = []
+    if runtime.kind == "parakeet":
+        objects.append(parakeet_serving_runtime(name, namespace, labels, target.parakeet_image))
+    cache = model.get("cache") or {}
+    if cache.get("enabled"):
+        size = quantity_text(cache["size"])
+        objects.append(
+            local_model_cache(name, namespace, labels, model["uri"], size, cache["nodeGroup"])
+        )
+    objects.append(isvc)
+    return objects

@@ -1,0 +1,106 @@
+"""The model container's arguments and environment: vLLM engine flags from the engine and
+serving fields, the CPU KV cache, and the Hugging Face token from the profile's Secret.
+
+manifest.parse refuses an extraArgs entry that repeats a flag set here, so flags never clash.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from jobs.manifest.quantity import parse_bytes
+
+from .common import number_text
+from .runtimes import Runtime
+
+GIB = 2**30
+HF_TOKEN_KEY = "HF_TOKEN"
+CPU_KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
+# vLLM's --limit-mm-per-prompt keys, in a fixed order so equal manifests give equal text.
+MODALITY_KEYS = (
+    ("maxImagesPerPrompt", "image"),
+    ("maxVideosPerPrompt", "video"),
+    ("maxAudioClipsPerPrompt", "audio"),
+)
+
+
+def container_args(model: Mapping[str, Any], runtime: Runtime, on_gpu: bool) -> list[str]:
+    """Arguments appended to the runtime's own (KServe concatenates runtime + predictor)."""
+    extra = list(_engine(model).get("extraArgs") or ())
+    if runtime.kind == "vllm":
+        return [*_vllm_args(model, on_gpu, runtime.multinode), *extra]
+    if runtime.kind in ("parakeet", "custom"):
+        # Engine fields are vLLM flags; only what the user passes "as is" reaches another server.
+        return extra
+    return []
+
+
+def _engine(model: Mapping[str, Any]) -> Mapping[str, Any]:
+    engine = model.get("engine")
+    return engine if isinstance(engine, Mapping) else {}
+
+
+def _vllm_args(model: Mapping[str, Any], on_gpu: bool, multinode: bool) -> list[str]:
+    engine = _engine(model)
+    serving = model.get("serving") or {}
+    args = ["--backend=vllm"]
+    if serving.get("maxContextTokens") is not None:
+        args.append(f"--max-model-len={serving['maxContextTokens']}")
+    if on_gpu and not multinode:
+        # The multi-node runtime passes both sizes itself, from workerSpec (TENSOR_PARALLEL_SIZE,
+        # PIPELINE_PARALLEL_SIZE); giving them twice would only invite disagreement.
+        args.append(f"--tensor-parallel-size={engine.get('tensorParallelSize') or 1}")
+        args.append(f"--pipeline-parallel-size={engine.get('pipelineParallelSize') or 1}")
+    if engine.get("dtype"):
+        args.append(f"--dtype={engine['dtype']}")
+    if engine.get("quantization"):
+        args.append(f"--quantization={engine['quantization']}")
+    if engine.get("reasoningParser"):
+        args.append(f"--reasoning-parser={engine['reasoningParser']}")
+    if engine.get("toolCallParser"):
+        # A parser alone only parses; clients' tool_choice "auto" needs this as well.
+        args.append(f"--tool-call-parser={engine['toolCallParser']}")
+        args.append("--enable-auto-tool-choice")
+    if on_gpu and engine.get("gpuMemoryUtilization") is not None:
+        args.append(f"--gpu-memory-utilization={number_text(engine['gpuMemoryUtilization'])}")
+    if serving.get("maxConcurrentRequests") is not None:
+        args.append(f"--max-num-seqs={serving['maxConcurrentRequests']}")
+    limits = _multimodal_limits(serving.get("multimodal"))
+    if limits:
+        args.append(f"--limit-mm-per-prompt={json.dumps(limits, separators=(',', ':'))}")
+    if on_gpu and serving.get("kvCacheSize") is not None:
+        args.append(f"--kv-cache-memory-bytes={parse_bytes(serving['kvCacheSize'])}")
+    return args
+
+
+def _multimodal_limits(block: Any) -> dict[str, int]:
+    if not isinstance(block, Mapping):
+        return {}
+    return {key: block[field] for field, key in MODALITY_KEYS if block.get(field) is not None}
+
+
+def container_env(
+    model: Mapping[str, Any], runtime: Runtime, on_gpu: bool, hf_secret: str | None
+) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = []
+    kv = _kv_cache(model)
+    if runtime.kind == "vllm" and not on_gpu and kv is not None:
+        # vLLM on CPU sizes its KV cache from this variable, in whole GiB (at least 1).
+        env.append({"name": CPU_KV_CACHE_ENV, "value": str(max(1, parse_bytes(kv) // GIB))})
+    if hf_secret and runtime.kind != "predictive":
+        # Runtimes of Hub models fetch tokenizer and processor files too; the token comes from
+        # the Secret by reference, never as a value.
+        env.append(
+            {
+                "name": HF_TOKEN_KEY,
+                "valueFrom": {"secretKeyRef": {"name": hf_secret, "key": HF_TOKEN_KEY}},
+            }
+        )
+    return env
+
+
+def _kv_cache(model: Mapping[str, Any]) -> Any:
+    serving = model.get("serving")
+    return serving.get("kvCacheSize") if isinstance(serving, Mapping) else None

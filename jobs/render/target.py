@@ -1,0 +1,88 @@
+"""What rendering needs beyond the manifest: the cluster facts of the profile, as frozen data.
+
+`RenderTarget.from_profile` is the one place that reads a Profile; everything after it is pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_NAMESPACE = "default"
+# Karpenter's well-known label; EKS managed node groups use eks.amazonaws.com/capacityType and
+# GKE cloud.google.com/gke-spot, so a profile can name its own (profile.defaults).
+DEFAULT_CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+DEFAULT_GATEWAY_NAME = "servedeck-gateway"
+DEFAULT_GATEWAY_NAMESPACE = "servedeck"
+# prometheus-operator's Service for every Prometheus it runs; KEDA reads vLLM's queue there.
+DEFAULT_PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
+PARAKEET_IMAGE_REPOSITORY = "ghcr.io/servedeck/parakeet-server"
+PARAKEET_VERSION = "0.1.0"
+PARAKEET_IMAGE = f"{PARAKEET_IMAGE_REPOSITORY}:{PARAKEET_VERSION}"
+
+SECRET_PREFIX = "secret/"
+
+# The keys of Profile.defaults that tune rendering, and the RenderTarget field each sets.
+PROFILE_DEFAULT_KEYS = {
+    "capacityTypeLabel": "capacity_type_label",
+    "gatewayName": "gateway_name",
+    "gatewayNamespace": "gateway_namespace",
+    "prometheusUrl": "prometheus_url",
+    "parakeetImage": "parakeet_image",
+}
+
+
+@dataclass(frozen=True)
+class RenderTarget:
+    """The cluster a manifest is rendered for."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    # Entries like {"name": "l4", "vendor": "nvidia", "nodeLabels": {...}, ...}: jobs/catalog.py.
+    machine_catalog: tuple[Mapping[str, Any], ...] = ()
+    addons: frozenset[str] = frozenset()
+    # "secret/<name>": a Secret in the namespace with key HF_TOKEN. "env/<VAR>" lives on the
+    # console's host and "" means none: neither gives the cluster anything to reference.
+    hf_token_ref: str = ""
+    capacity_type_label: str = DEFAULT_CAPACITY_TYPE_LABEL
+    gateway_name: str = DEFAULT_GATEWAY_NAME
+    gateway_namespace: str = DEFAULT_GATEWAY_NAMESPACE
+    prometheus_url: str = DEFAULT_PROMETHEUS_URL
+    parakeet_image: str = PARAKEET_IMAGE
+
+    @classmethod
+    def from_profile(cls, profile: Any) -> RenderTarget:
+        """Read a jobs.models.Profile (and its cluster's add-ons); no database query beyond
+        the profile's cluster."""
+        defaults = profile.defaults if isinstance(profile.defaults, Mapping) else {}
+        overrides = {
+            field: defaults[key].strip()
+            for key, field in PROFILE_DEFAULT_KEYS.items()
+            if isinstance(defaults.get(key), str) and defaults[key].strip()
+        }
+        catalog = profile.machine_catalog or ()
+        cluster = profile.cluster
+        return cls(
+            namespace=profile.namespace or DEFAULT_NAMESPACE,
+            machine_catalog=tuple(k for k in catalog if isinstance(k, Mapping)),
+            addons=frozenset(cluster.addons or ()),
+            hf_token_ref=profile.hf_token_ref or "",
+            **overrides,
+        )
+
+    @property
+    def hf_secret_name(self) -> str | None:
+        """The Secret holding HF_TOKEN, when the token lives on the cluster."""
+        ref = self.hf_token_ref.strip()
+        if ref.startswith(SECRET_PREFIX):
+            return ref[len(SECRET_PREFIX) :].strip() or None
+        return None
+
+    def gpu_kind(self, name: Any) -> Mapping[str, Any] | None:
+        """The machine catalog entry of a GPU model, or None (any GPU, or not in the catalog)."""
+        if not isinstance(name, str):
+            return None
+        for kind in self.machine_catalog:
+            if kind.get("name") == name:
+                return kind
+        return None

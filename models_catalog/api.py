@@ -1,0 +1,70 @@
+"""REST endpoints for the models catalog: search the Hub, and Check model."""
+
+from datetime import datetime
+
+from django.core.exceptions import PermissionDenied
+from ninja import Router, Schema
+
+from accesspolicies.access import require
+from jobs.access import profile_or_only
+from models_catalog import hub
+from models_catalog.service import check_for_profile, hf_token_for
+
+router = Router(tags=["models"])
+
+
+class HubModelOut(Schema):
+    id: str
+    downloads: int | None
+    likes: int | None
+    pipelineTag: str | None
+    gated: str | bool | None
+    lastModified: datetime | None
+
+
+class Detail(Schema):
+    detail: str
+
+
+@router.get(
+    "/search",
+    response={200: list[HubModelOut], 502: Detail},
+    summary="Search Hugging Face models (for autocomplete)",
+)
+def search(request, q: str, limit: int = 20, profile: str | None = None):
+    membership = require(request.auth, "view", "models")
+    token = hf_token_for(profile_or_only(membership, profile)) if profile else None
+    try:
+        found = hub.search(q, limit=max(1, min(limit, 50)), token=token)
+    except hub.HubError as error:
+        return 502, {"detail": f"The Hugging Face Hub did not answer the search: {error}"}
+    return [
+        {
+            "id": m.id,
+            "downloads": m.downloads,
+            "likes": m.likes,
+            "pipelineTag": m.pipeline_tag,
+            "gated": m.gated,
+            "lastModified": m.last_modified,
+        }
+        for m in found
+    ]
+
+
+@router.get("/check", summary="Check model: can the platform serve it, and on what")
+def check(
+    request,
+    uri: str,
+    profile: str | None = None,
+    context: int | None = None,
+    concurrency: int = 1,
+    format: str | None = None,  # noqa: A002 (the manifest's field name)
+):
+    membership = request.auth
+    if not membership:
+        raise PermissionDenied("Log in, or send a personal access token.")
+    chosen = profile_or_only(membership, profile)
+    result = check_for_profile(
+        uri, chosen, context_tokens=context, concurrency=max(1, concurrency), format=format
+    )
+    return {"profile": chosen.name, **result.as_dict()}

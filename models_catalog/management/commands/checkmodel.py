@@ -1,0 +1,85 @@
+"""`manage.py checkmodel URI`: whether the platform can serve a model, and on what.
+
+Exit status 0 when it can serve, 1 when it cannot (or the Hub could not be asked).
+"""
+
+import json
+
+from django.core.exceptions import PermissionDenied
+from django.core.management.base import BaseCommand, CommandError
+from django.http import Http404
+
+from accesspolicies.cli import acting_membership
+from jobs.access import profile_or_only
+from models_catalog.service import check_for_profile
+from models_catalog.sizing import human_bytes
+
+
+class Command(BaseCommand):
+    help = "Check model: can the platform serve it, which runtime, how much memory, which GPUs."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "uri", help="hf://org/repo[:revision], s3://…, gs://…, pvc://…, oci://…"
+        )
+        parser.add_argument("--profile", help="the profile whose catalog and token to use")
+        parser.add_argument("--context", type=int, help="context length to size memory for")
+        parser.add_argument("--concurrency", type=int, default=1, help="requests at once")
+        parser.add_argument("--format", help="the model format, for anything but hf://")
+        parser.add_argument(
+            "--json", dest="as_json", action="store_true", help="print the whole answer as JSON"
+        )
+        parser.add_argument("--org")
+        parser.add_argument("--user")
+
+    def handle(self, *args, uri, profile, context, concurrency, format, as_json, org, user, **_):
+        membership = acting_membership(org, user)
+        try:
+            chosen = profile_or_only(membership, profile)
+        except (Http404, PermissionDenied) as error:
+            raise CommandError(f"--profile: {error}") from None
+        result = check_for_profile(
+            uri, chosen, context_tokens=context, concurrency=max(1, concurrency), format=format
+        )
+        if as_json:
+            self.stdout.write(
+                json.dumps({"profile": chosen.name, **result.as_dict()}, indent=2, default=str)
+            )
+        else:
+            self._describe(result)
+        if not result.can_serve:
+            raise CommandError(result.verdict if as_json else "cannot serve", returncode=1)
+
+    def _describe(self, r) -> None:
+        self.stdout.write(r.verdict)
+        if r.next_step:
+            self.stdout.write(f"  next step: {r.next_step}")
+        facts = [
+            ("runtime", r.runtime),
+            ("task", r.task),
+            ("architecture", r.architecture),
+            ("revision", r.revision),
+            ("parameters", f"{r.parameters:,}" if r.parameters else None),
+            (
+                "weights",
+                f"{human_bytes(r.weight_bytes)} ({r.weight_dtype})" if r.weight_bytes else None,
+            ),
+            ("max context", f"{r.max_context_tokens:,} tokens" if r.max_context_tokens else None),
+            (
+                "KV cache",
+                f"{r.kv_bytes_per_token:,} bytes per token" if r.kv_bytes_per_token else None,
+            ),
+            (
+                "memory needed",
+                human_bytes(r.memory_needed_bytes) if r.memory_needed_bytes else None,
+            ),
+            ("suggested", r.suggestion.describe() if r.suggestion else None),
+            ("weight cache", r.cache_size),
+        ]
+        for label, value in facts:
+            if value:
+                self.stdout.write(f"  {label + ':':15} {value}")
+        for kind, reason in r.unfit:
+            self.stdout.write(f"  not {kind}: {reason}")
+        for warning in r.warnings:
+            self.stdout.write(self.style.WARNING(f"warning: {warning}"))
