@@ -163,10 +163,19 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 
+# The local backend: model servers as processes on this machine. The command template has
+# {model} {port} {name} {args} placeholders; empty means vLLM's own `vllm serve`.
+SERVEDECK_LOCAL_COMMAND = env_str("SERVEDECK_LOCAL_COMMAND")
+SERVEDECK_LOCAL_STATE_DIR = Path(env_str("SERVEDECK_LOCAL_STATE_DIR", str(VAR_DIR / "local")))
+# Where KServe's CRDs are read from to validate rendered objects (tests; optional elsewhere).
+KSERVE_CRD_DIR = env_str("KSERVE_CRD_DIR")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # Every Hub call and readiness probe would be a line otherwise.
+    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "huggingface_hub")},
 }

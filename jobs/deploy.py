@@ -13,6 +13,7 @@ from jobs import manifest as mf
 from jobs.backends import Unavailable, backend_for
 from jobs.manifest.context import ExistingApplication, ManifestContext
 from jobs.models import Application, Event, Phase, Profile, Revision
+from jobs.render import RenderError, render_for_profile
 from models_catalog.check import CheckResult
 from models_catalog.models import ModelMaster
 from models_catalog.service import check_for_profile, context_over_limit, model_facts
@@ -33,6 +34,7 @@ class DryRun:
     exists: bool = False
     changed: bool = True
     check: CheckResult | None = None
+    objects: list = field(default_factory=list)  # what a Kubernetes profile's cluster gets
 
     @property
     def ok(self) -> bool:
@@ -50,6 +52,7 @@ class DryRun:
             "runtime": self.runtime,
             "scaling": self.scaling,
             "check": self.check.as_dict() if self.check else None,
+            "objects": self.objects,
             "manifest": self.manifest,
         }
 
@@ -146,6 +149,8 @@ def dry_run(doc, organization, *, expect_name: str | None = None) -> DryRun:
     if checked is not None:
         _add_check_problems(run, checked)
     if result.manifest is not None and run.ok:
+        _render(run, organization)
+    if result.manifest is not None and run.ok:
         run.runtime = mf.runtime_of(result.manifest)
         run.scaling = mf.scaling_of(result.manifest)
         run.changed = application is None or application.manifest != result.manifest
@@ -176,12 +181,30 @@ def _check_model(result, organization) -> CheckResult | None:
     )
 
 
+def _render(run: DryRun, organization) -> None:
+    """The Kubernetes objects a Kubernetes profile's cluster would get."""
+    spec = run.manifest["spec"]
+    profile = Profile.objects.select_related("cluster").get(
+        organization=organization, name=spec["profileName"]
+    )
+    if profile.cluster.backend != profile.cluster.Backend.KUBERNETES:
+        return
+    try:
+        run.objects = render_for_profile(run.manifest, profile)
+    except RenderError as error:
+        run.refusals.append(mf.Problem("spec", f"cannot be rendered for Kubernetes: {error}"))
+
+
 def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
     path = "spec.source.model.uri"
+    verdict = (
+        checked.verdict if checked.verdict.endswith((".", "?", "!")) else checked.verdict + "."
+    )
+    said = f"{verdict} {checked.next_step}".strip()
     if checked.inconclusive:
-        run.warnings.append(mf.Problem(path, f"{checked.verdict} {checked.next_step}", "warning"))
+        run.warnings.append(mf.Problem(path, said, "warning"))
     elif not checked.can_serve and not context_over_limit(checked):
-        run.refusals.append(mf.Problem(path, f"{checked.verdict} {checked.next_step}", "refusal"))
+        run.refusals.append(mf.Problem(path, said, "refusal"))
     said = {p.message for p in run.warnings}
     pinned_already = any(p.path == path and "pin" in p.message for p in run.warnings)
     for warning in checked.warnings:

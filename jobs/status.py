@@ -264,7 +264,9 @@ def _crash(view: View) -> _Finding | None:
         main, downloader = pod.main, pod.downloader
         for c in sorted(pod.containers, key=lambda c: (c is not main, not c.init)):
             if c.crashed and c is not downloader:
-                return _crash_finding(pod, c, "The model server" if c is main else c.name)
+                return _crash_finding(
+                    pod, c, "The model server" if c is main else f"Container {c.name}"
+                )
     return None
 
 
@@ -303,8 +305,9 @@ def _queue_failure(view: View) -> _Finding | None:
 
 
 def _refused_pods(view: View) -> _Finding | None:
-    refused = view.event("FailedCreate")
-    if refused is None or len(view.replicas) >= view.desired or "exceeded quota" in refused.message:
+    refused, rollout = view.event("FailedCreate"), view.rollout()
+    have = len(rollout[0]) if rollout else len(view.replicas)  # of the newest revision
+    if refused is None or have >= view.desired or "exceeded quota" in refused.message:
         return None
     return _failure(
         _said(f"Kubernetes refuses to create pods for {view.what} ({refused.kind} "
@@ -347,7 +350,7 @@ def _condition_failure(view: View) -> _Finding | None:
 
 def _backoff_event(view: View) -> _Finding | None:
     """The kubelet's events alone, for when pods come without their container statuses."""
-    for pod in view.pods:
+    for pod in (p for p in view.pods if p.main is None or p.main.state == ""):
         backoff = view.event("BackOff", pod=pod.name)
         if not pod.ready and backoff and "restarting failed container" in backoff.message:
             return _failure(

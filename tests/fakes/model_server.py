@@ -5,7 +5,7 @@ Stdlib only, so any Python runs it. It binds 127.0.0.1 only, answers the OpenAI 
 deterministic text and vectors, and logs one line per request to stdout like uvicorn does:
 
     python tests/fakes/model_server.py --port P --served-model-name NAME
-        [--startup-delay S] [--crash-after S] [--fail-on-start] [--ignore-sigterm]
+        [--startup-delay S] [--crash-after S] [--fail-on-start] [--ignore-sigterm] [--spawn-worker]
         [--stream-delay S] [--api-key KEY] [vLLM engine arguments, logged and mostly ignored]
 
 Flags it does not know are taken as vLLM engine arguments: logged, and `--max-num-seqs` /
@@ -22,6 +22,7 @@ import math
 import os
 import signal
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -51,6 +52,11 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--crash-after", type=float, default=None, help="exit 3 after S seconds")
     parser.add_argument("--fail-on-start", action="store_true", help="exit 1 before binding")
     parser.add_argument("--ignore-sigterm", action="store_true", help="only SIGKILL stops it")
+    parser.add_argument(
+        "--spawn-worker",
+        action="store_true",
+        help="fork a worker that outlives the server, as a vLLM engine process can",
+    )
     parser.add_argument("--stream-delay", type=float, default=0.0, help="seconds between chunks")
     parser.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY")
     args, engine_args = parser.parse_known_args(argv)
@@ -226,27 +232,29 @@ class Handler(BaseHTTPRequestHandler):
         pass  # one access line per request is written by `access` instead
 
     def access(self, status: int) -> None:
+        """The access line, written before the response: a client that has its answer can
+        already read the line in the log."""
         phrase = HTTPStatus(status).phrase
         host, port = self.client_address[:2]
         log(f'INFO:     {host}:{port} - "{self.command} {self.path} HTTP/1.1" {status} {phrase}')
 
     def send_json(self, status: int, payload: Any) -> None:
         data = json.dumps(payload).encode()
+        self.access(status)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-        self.access(status)
 
     def send_text(self, status: int, text: str, content_type: str) -> None:
         data = text.encode()
+        self.access(status)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-        self.access(status)
 
     def read_body(self) -> bytes:
         """The whole body, read before anything can fail so a kept-alive connection stays in
@@ -273,6 +281,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def stream(self, chunks: Any) -> None:
         """Server-sent events in HTTP/1.1 chunks, each event flushed as it is made."""
+        self.access(200)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -289,7 +298,6 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             log("INFO:     client went away during a stream")
             self.close_connection = True
-        self.access(200)
 
     def write_chunk(self, text: str) -> None:
         data = text.encode()
@@ -504,6 +512,14 @@ def crash_later(seconds: float) -> None:
     threading.Thread(target=crash, daemon=True).start()
 
 
+def spawn_worker() -> None:
+    """A child in the server's process group that ignores SIGTERM and is never waited for:
+    only stopping the whole group (SIGKILL at the end) removes it."""
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    worker = subprocess.Popen([sys.executable, "-c", code])
+    log(f"INFO:     worker pid {worker.pid}")
+
+
 def main(argv: list[str]) -> int:
     args, engine_args = parse_args(argv)
     name = args.served_model_name
@@ -533,6 +549,8 @@ def main(argv: list[str]) -> int:
     log(f"INFO:     Uvicorn running on http://{LOOPBACK}:{args.port} (Press CTRL+C to quit)")
     if args.crash_after is not None:
         crash_later(args.crash_after)
+    if args.spawn_worker:
+        spawn_worker()
     try:
         server.serve_forever(poll_interval=0.1)
     finally:

@@ -16,7 +16,8 @@ from django.http import Http404
 from accesspolicies.cli import acting_membership, add_verb
 from jobs import deploy as verbs
 from jobs.access import get_application
-from jobs.models import Application
+from jobs.models import Application, Profile
+from jobs.render import RenderError, render_for_profile, to_json, to_yaml
 from jobs.present import described
 
 
@@ -37,6 +38,9 @@ class Command(BaseCommand):
         apply.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
         apply.add_argument("--dry-run", action="store_true", help="check it; save nothing")
         apply.add_argument("-o", "--output", choices=["yaml", "json"])
+        render = add_verb(verbs_, "render", help="the Kubernetes objects a manifest renders into")
+        render.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
+        render.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
         get = add_verb(verbs_, "get", help="the manifest with every default filled in")
         get.add_argument("name")
         get.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
@@ -107,6 +111,22 @@ class Command(BaseCommand):
             self.stdout.write(f"application/{name} {action} (revision {applied.revision.number})")
         if output:
             self.stdout.write(dump(described(applied.application), output))
+
+    def do_render(self, membership, filename, output, **_):
+        """Like `helm template`: the objects for the manifest's profile, on a Kubernetes cluster
+        with the same machine catalog even when the profile runs on the local backend."""
+        run = verbs.dry_run(self._read(filename), membership.organization)
+        if not run.ok:
+            raise verbs.Refused(run)
+        self._report(run)
+        profile = Profile.objects.get(
+            organization=membership.organization, name=run.manifest["spec"]["profileName"]
+        )
+        try:
+            objects = render_for_profile(run.manifest, profile)
+        except RenderError as error:
+            raise CommandError(f"cannot render: {error}", returncode=1) from None
+        self.stdout.write(to_json(objects) if output == "json" else to_yaml(objects))
 
     def do_get(self, membership, name, output, **_):
         self.stdout.write(dump(described(get_application(membership, name)), output))
