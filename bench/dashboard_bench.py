@@ -8,8 +8,10 @@ Wall time suffers when other processes share the CPUs; the CPU-time column suffe
 
 from __future__ import annotations
 
+import atexit
 import copy
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -21,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 WORK = Path(tempfile.mkdtemp(prefix="servedeck-dashboard-bench-"))
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings"
 os.environ["DATABASE_URL"] = f"sqlite:///{WORK / 'bench.sqlite3'}"
 os.environ["SERVEDECK_VAR_DIR"] = str(WORK)
@@ -124,13 +127,15 @@ def main() -> None:
         ("GET /?page=20", "/?page=20", (1000,)),
     ]
     print(f"Models dashboard: {n} requests each through django.test.Client, SQLite file")
-    print(f"(load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; cpu ms is")
-    print(" this process's CPU time per request, which other busy processes disturb less)")
+    print(
+        f"Load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs before the run. "
+        "cpu ms: this process's CPU time per request, less disturbed by other processes."
+    )
     print(f"{'request':26}" + "".join(f" | {f'{c} applications':^38}" for c in SIZES))
     print(
         f"{'':26}" + f" | {'median ms':>9} {'p95 ms':>9} {'cpu ms':>8} {'queries':>8}" * len(SIZES)
     )
-    medians_at_most = []
+    at_most = []
     for label, path, sizes in cases:
         line = f"{label:26}"
         for count in SIZES:
@@ -139,17 +144,18 @@ def main() -> None:
                 continue
             result = measure(clients[count], path, n)
             if count == max(SIZES):
-                medians_at_most.append(result["median"])
+                at_most.append(result)
             line += (
                 f" | {result['median']:9.1f} {result['p95']:9.1f} {result['cpu']:8.1f}"
                 f" {result['queries']:8d}"
             )
         print(line)
-    worst = max(medians_at_most)
-    verdict = "met" if worst < TARGET_MS else "NOT met"
+    wall = max(r["median"] for r in at_most)
+    cpu = max(r["cpu"] for r in at_most)
+    verdict = "met" if wall < TARGET_MS else "NOT met"
     print(
         f"Target, median under {TARGET_MS:.0f} ms with {max(SIZES)} applications: {verdict} "
-        f"(slowest median {worst:.1f} ms)"
+        f"(slowest median {wall:.1f} ms wall, {cpu:.1f} ms CPU)"
     )
 
 

@@ -59,7 +59,7 @@ def model(active: str = "", target: str = "", transition: str = "", **failure: A
     return found
 
 
-LOADED = model("Loaded", "Loaded", "UpToDate", copies=None) | {"copies": {"totalCopies": 2}}
+LOADED = model("Loaded", "Loaded", "UpToDate") | {"copies": {"failedCopies": 0, "totalCopies": 2}}
 
 
 def isvc(
@@ -76,7 +76,7 @@ def isvc(
 ) -> dict:
     meta: dict[str, Any] = {"name": APP, "namespace": NS, "generation": generation, "uid": "0b5e"}
     meta["annotations"] = {
-        "serving.kserve.io/deploymentMode": "RawDeployment",
+        "serving.kserve.io/deploymentMode": "Standard",
         **(annotations or {}),
     }
     if deleted is not None:
@@ -330,6 +330,8 @@ CASES = [
     case("running-2-of-2", isvc(*READY, url=URL, model_status=LOADED),
          [serving(P1), serving(P2)], [], Phase.RUNNING, 2,
          [f"Serving at {URL}", "2 of 2 replicas ready"], ['model "llama"']),
+    case("running-no-pods-given", isvc(*READY, url=URL, model_status=LOADED), [], [],
+         Phase.RUNNING, 2, ["2 of 2 replicas ready"], ["Nothing to do"]),
     case("running-address-url-only",
          isvc(*READY, address="http://llama-predictor.ml-serving.svc.cluster.local"),
          [serving(P1)], [], Phase.RUNNING, 1,
@@ -649,7 +651,7 @@ def _mutate(value: Any, data: st.DataObject, depth: int = 0) -> Any:
     return value
 
 
-@fast(400)
+@fast(300)
 @given(st.sampled_from(SEEDS), st.data())
 def test_real_shapes_with_garbage_subtrees_give_a_status(seed, data):
     parts = list(seed)

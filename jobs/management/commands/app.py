@@ -17,8 +17,8 @@ from accesspolicies.cli import acting_membership, add_verb
 from jobs import deploy as verbs
 from jobs.access import get_application
 from jobs.models import Application, Profile
-from jobs.render import RenderError, render_for_profile, to_json, to_yaml
 from jobs.present import described
+from jobs.render import RenderError, render_for_profile, to_json, to_yaml
 
 
 def dump(data, output: str) -> str:
