@@ -496,6 +496,10 @@ CASES = [
          [event("Pod", P1, "FailedMount", 'MountVolume.SetUp failed for volume "hf-cache" : '
                 'persistentvolumeclaim "hf-cache" not found')],
          Phase.LOADING, 0, ["cannot mount a volume", "hf-cache"], ["PersistentVolumeClaim"]),
+    case("kserve-downloading-no-pods-given",
+         isvc(cond("Ready", "False"), model_status=model("", "Downloading", "InProgress")), [], [],
+         Phase.DOWNLOADING, 0, ["Downloading the model for InferenceService llama"],
+         ["Nothing to do"]),
     case("kserve-loading-no-pods-given",
          isvc(cond("Ready", "False"), model_status=model("", "Loading", "InProgress")), [], [],
          Phase.LOADING, 0, ["Loading the model for InferenceService llama"], ["Nothing to do"]),
@@ -569,6 +573,17 @@ def test_events_of_another_namespace_are_ignored():
     other["involvedObject"]["namespace"] = "someone-else"
     status = derive_status(STARTING, [unplaced(P1)], [other], desired_replicas=1, now=NOW)
     assert "waits for the scheduler" in status.reason
+
+
+def test_a_bug_gives_a_pending_status_and_a_log_line(monkeypatch, caplog):
+    def broken(*args: Any) -> None:
+        raise KeyError("status")
+
+    monkeypatch.setattr("jobs.status.read_view", broken)
+    status = derive_status(isvc(*READY), [], [], desired_replicas=3)
+    assert (status.phase, status.desired_replicas, status.endpoint) == (Phase.PENDING, 3, "")
+    assert INTERNAL_ERROR in status.reason and "Report it" in status.next_step
+    assert "derive_status failed" in caplog.text
 
 
 def test_inputs_are_not_changed():

@@ -1,0 +1,78 @@
+"""What an observed status does to an Application: the fields saved, an Event when the phase
+changes, and a message to the application's channel-layer group for live pages.
+
+The reconciler and the verbs both call `record_status`; nothing else writes these fields.
+"""
+
+import logging
+from dataclasses import dataclass
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.utils import timezone
+
+from jobs.models import Application, Event, Phase
+
+logger = logging.getLogger(__name__)
+
+STATUS_FIELDS = ("phase", "reason", "next_step", "endpoint", "ready_replicas", "desired_replicas")
+TROUBLE = {Phase.FAILED, Phase.PENDING}
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A status in the words of Application's fields, whoever observed it."""
+
+    phase: str
+    reason: str = ""
+    next_step: str = ""
+    endpoint: str = ""
+    ready_replicas: int = 0
+    desired_replicas: int = 0
+
+    @classmethod
+    def of(cls, status) -> "Observed":
+        return cls(**{name: getattr(status, name) for name in STATUS_FIELDS})
+
+
+def group_name(application: Application) -> str:
+    """The channel-layer group a live page of this application listens to."""
+    return f"application.{application.pk}"
+
+
+def record_status(application: Application, observed: Observed) -> bool:
+    """Save what changed; return whether anything did."""
+    changed = [
+        name for name in STATUS_FIELDS if getattr(application, name) != getattr(observed, name)
+    ]
+    if not changed:
+        return False
+    old_phase = application.phase
+    for name in changed:
+        setattr(application, name, getattr(observed, name))
+    application.updated_at = timezone.now()
+    fields = [*changed, "updated_at"]
+    if observed.phase == Phase.RUNNING and application.served_at is None:
+        application.served_at = application.updated_at
+        fields.append("served_at")
+    application.save(update_fields=fields)
+    if old_phase != observed.phase:
+        kind = Event.Kind.WARNING if observed.phase in TROUBLE else Event.Kind.NORMAL
+        message = observed.reason or f"{application.name} is {observed.phase}."
+        Event.objects.create(
+            application=application, reason=str(observed.phase), message=message, kind=kind
+        )
+    _announce(application)
+    return True
+
+
+def _announce(application: Application) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = {"type": "application.status", "name": application.name}
+    message.update({name: getattr(application, name) for name in STATUS_FIELDS})
+    try:
+        async_to_sync(layer.group_send)(group_name(application), message)
+    except Exception:  # a live page missing one update must never fail a deploy
+        logger.exception("could not announce the status of %s", application.name)
