@@ -176,6 +176,21 @@ def rollback(request, name: str, body: RollbackIn):
     }
 
 
+def _operation(verb: str, summary: str):
+    @router.post(f"/{{name}}/{verb}", response=ApplicationOut, summary=summary, operation_id=verb)
+    def operate(request, name: str):
+        application = get_application(request.auth, name, "deploy")
+        getattr(verbs, verb)(application, request.auth)
+        return described(application)
+
+    return operate
+
+
+_operation("restart", "Replace the replicas; storage, caches and settings stay")
+_operation("stop", "Stop serving and free the GPUs; the configuration stays")
+_operation("start", "Start a stopped application again")
+
+
 @router.post("/{name}/deploy", response=ApplicationOut, summary="Deploy the latest revision")
 def deploy(request, name: str):
     application = get_application(request.auth, name, "deploy")

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from accesspolicies.access import require
 from jobs import manifest as mf
-from jobs.backends import Unavailable, backend_for
+from jobs.backends import BackendFailed, backend_for
+from jobs.lifecycle import Observed, record_status
 from jobs.manifest.context import ExistingApplication, ManifestContext
 from jobs.models import Application, Event, Phase, Profile, Revision
 from jobs.render import RenderError, render_for_profile
@@ -149,7 +150,7 @@ def dry_run(doc, organization, *, expect_name: str | None = None) -> DryRun:
     if checked is not None:
         _add_check_problems(run, checked)
     if result.manifest is not None and run.ok:
-        _render(run, organization)
+        _on_target(run, organization)
     if result.manifest is not None and run.ok:
         run.runtime = mf.runtime_of(result.manifest)
         run.scaling = mf.scaling_of(result.manifest)
@@ -181,18 +182,22 @@ def _check_model(result, organization) -> CheckResult | None:
     )
 
 
-def _render(run: DryRun, organization) -> None:
-    """The Kubernetes objects a Kubernetes profile's cluster would get."""
+def _on_target(run: DryRun, organization) -> None:
+    """Render for a Kubernetes profile, and ask the profile's backend whether it can run it
+    (the server-side dry run on a cluster; vLLM and GPUs on this machine)."""
     spec = run.manifest["spec"]
     profile = Profile.objects.select_related("cluster").get(
         organization=organization, name=spec["profileName"]
     )
-    if profile.cluster.backend != profile.cluster.Backend.KUBERNETES:
-        return
-    try:
-        run.objects = render_for_profile(run.manifest, profile)
-    except RenderError as error:
-        run.refusals.append(mf.Problem("spec", f"cannot be rendered for Kubernetes: {error}"))
+    if profile.cluster.backend == profile.cluster.Backend.KUBERNETES:
+        try:
+            run.objects = render_for_profile(run.manifest, profile)
+        except RenderError as error:
+            run.refusals.append(mf.Problem("spec", f"cannot be rendered for Kubernetes: {error}"))
+            return
+    preflight = backend_for(profile).preflight(run.manifest, run.objects)
+    run.refusals += [mf.Problem("spec.profileName", text) for text in preflight.refusals]
+    run.warnings += [mf.Problem("spec.profileName", text, "warning") for text in preflight.warnings]
 
 
 def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
@@ -274,21 +279,24 @@ def _record(application, reason: str, message: str, kind=Event.Kind.NORMAL) -> N
 def deploy(application: Application, revision: Revision | None = None) -> Revision:
     """Hand a revision (the latest by default) to the profile's cluster backend."""
     revision = revision or application.revisions.order_by("-number").first()
-    backend = backend_for(application.profile)
-    now = timezone.now()
-    if isinstance(backend, Unavailable):
-        revision.outcome = Revision.Outcome.PENDING
-        revision.message = backend.reason
-        application.phase = Phase.PENDING
-        application.reason = backend.reason
-        application.next_step = backend.next_step
-        application.deployed_at = now
-        application.desired_replicas = _min_replicas(revision.manifest)
-        application.save(
-            update_fields=["phase", "reason", "next_step", "deployed_at", "desired_replicas"]
+    try:
+        observed = backend_for(application.profile).apply(application, revision)
+    except BackendFailed as failure:
+        revision.outcome = Revision.Outcome.FAILED
+        revision.message = failure.reason
+        observed = Observed(
+            phase=Phase.FAILED,
+            reason=failure.reason,
+            next_step=failure.next_step,
+            desired_replicas=_min_replicas(revision.manifest),
         )
-        revision.save(update_fields=["outcome", "message"])
-        _record(application, "BackendUnavailable", backend.reason, Event.Kind.WARNING)
+    else:
+        revision.outcome = Revision.Outcome.APPLIED
+        revision.message = ""
+    revision.save(update_fields=["outcome", "message"])
+    application.deployed_at = timezone.now()
+    application.save(update_fields=["deployed_at"])
+    record_status(application, observed)
     return revision
 
 
@@ -306,6 +314,7 @@ def deploy_latest(application: Application, membership) -> Revision:
 def rollback(application: Application, number: int, membership) -> Applied:
     """Apply revision `number` again as a new revision; never automatic."""
     require(membership, "deploy", "applications")
+    application.refresh_from_db()  # compare with what runs now, not a copy loaded earlier
     target = application.revisions.filter(number=number).first()
     if target is None:
         numbers = list(application.revisions.values_list("number", flat=True))
@@ -339,7 +348,38 @@ def rollback(application: Application, number: int, membership) -> Applied:
     return Applied(application, revision, run, created=False)
 
 
-def delete(application: Application, membership) -> None:
-    """Remove the application, everything rendered for it, and its history."""
+def _operate(verb: str, application: Application, membership) -> Observed:
     require(membership, "deploy", "applications")
+    try:
+        observed = getattr(backend_for(application.profile), verb)(application)
+    except BackendFailed as failure:
+        raise ActionError(application.name, f"{failure.reason} {failure.next_step}") from None
+    _record(application, verb.capitalize(), f"{verb.capitalize()} by {membership.user}.")
+    record_status(application, observed)
+    return observed
+
+
+def restart(application: Application, membership) -> Observed:
+    """Replace the replicas; storage, caches and settings stay."""
+    return _operate("restart", application, membership)
+
+
+def stop(application: Application, membership) -> Observed:
+    """Stop serving and free the GPUs; the configuration stays for start."""
+    return _operate("stop", application, membership)
+
+
+def start(application: Application, membership) -> Observed:
+    return _operate("start", application, membership)
+
+
+def delete(application: Application, membership) -> None:
+    """Remove the replicas, everything rendered for it, its storage and its history."""
+    require(membership, "deploy", "applications")
+    try:
+        backend_for(application.profile).delete(application)
+    except BackendFailed as failure:
+        raise ActionError(
+            application.name, f"could not be deleted: {failure.reason} {failure.next_step}"
+        ) from None
     application.delete()

@@ -22,4 +22,8 @@ echo
 echo "ServeDeck is starting on http://$HOST:$PORT/"
 echo "Log in as ${SERVEDECK_ADMIN_USER:-admin} with password $SERVEDECK_ADMIN_PASSWORD"
 echo
-exec .venv/bin/daphne -b "$HOST" -p "$PORT" console.asgi:application
+# The reconciler keeps every model's status true; it stops with the console.
+.venv/bin/python manage.py reconcile &
+reconciler=$!
+trap 'kill $reconciler 2>/dev/null; wait $reconciler 2>/dev/null' EXIT INT TERM
+.venv/bin/daphne -b "$HOST" -p "$PORT" console.asgi:application

@@ -1,10 +1,14 @@
 """Personas and a little of everything the tests share: an org admin, a deployer, a viewer, and
 an outsider from another organisation, each with a `local` profile in their organisation."""
 
+import shlex
+import sys
+from pathlib import Path
 
 import pytest
 
 from accesspolicies.models import Role
+from jobs.backends import forget_local_runner
 from models_catalog import hub
 from tests.fakes.hub import FakeHub
 from tests.helpers import client_for, make_member, make_org
@@ -23,6 +27,23 @@ def fake_hub_server():
 @pytest.fixture(autouse=True)
 def fresh_hub_cache():
     hub.clear_cache()
+
+
+STAND_IN = Path(__file__).parent / "fakes" / "model_server.py"
+
+
+@pytest.fixture(autouse=True)
+def local_model_servers(settings, tmp_path):
+    """The local backend runs the stand-in model server instead of vLLM, keeps its state in
+    this test's folder, and every server a test started is stopped after it."""
+    settings.SERVEDECK_LOCAL_COMMAND = (
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(STAND_IN))} --port {{port}} "
+        "--served-model-name {name} --startup-delay 0.1 {args}"
+    )
+    settings.SERVEDECK_LOCAL_STATE_DIR = tmp_path / "local-backend"
+    forget_local_runner()
+    yield
+    forget_local_runner()
 
 
 @pytest.fixture(autouse=True)

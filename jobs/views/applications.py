@@ -54,10 +54,35 @@ def deploy(request, name):
     return redirect("jobs:application-detail", name=name)
 
 
+def _operation(verb: str, done: str):
+    @require_POST
+    def operate(request, name):
+        application = get_application(request.membership, name, "deploy")
+        try:
+            getattr(verbs, verb)(application, request.membership)
+        except verbs.ActionError as error:
+            messages.error(request, str(error))
+        else:
+            messages.success(request, f"{name}: {done}")
+        return redirect("jobs:application-detail", name=name)
+
+    operate.__name__ = verb
+    return operate
+
+
+restart = _operation("restart", "its replicas are being replaced.")
+stop = _operation("stop", "stopped; its configuration is kept for Start.")
+start = _operation("start", "starting again.")
+
+
 @require_POST
 def delete(request, name):
     application = get_application(request.membership, name, "deploy")
-    verbs.delete(application, request.membership)
+    try:
+        verbs.delete(application, request.membership)
+    except verbs.ActionError as error:
+        messages.error(request, str(error))
+        return redirect("jobs:application-detail", name=name)
     messages.success(request, f"{name} is deleted, with everything rendered for it.")
     return redirect("console:home")
 

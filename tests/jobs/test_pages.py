@@ -83,8 +83,7 @@ def test_every_page_needs_login(client, app, url_name, kwargs):
 def test_application_page_shows_manifest_history_and_why(as_viewer, app):
     page = as_viewer.get(reverse("jobs:application-detail", args=["bge-embed"])).content.decode()
     assert "profileName: local" in page and "namespace: default" in page
-    assert "Deploy history" in page and "Pending" in page
-    assert "no local backend" in page
+    assert "Deploy history" in page and "Applied" in page
     assert "Roll back" not in page and "Delete" not in page  # a viewer has no buttons
 
 

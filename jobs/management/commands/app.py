@@ -21,6 +21,13 @@ from jobs.present import described
 from jobs.render import RenderError, render_for_profile, to_json, to_yaml
 
 
+OPERATIONS = {
+    "restart": "replace the replicas; storage, caches and settings stay",
+    "stop": "stop serving and free the GPUs; the configuration stays",
+    "start": "start a stopped application again",
+}
+
+
 def dump(data, output: str) -> str:
     if output == "json":
         return json.dumps(data, indent=2, default=str)
@@ -52,13 +59,18 @@ class Command(BaseCommand):
         rollback.add_argument("--to", type=int, required=True, metavar="N", help="revision number")
         deploy = add_verb(verbs_, "deploy", help="deploy the latest revision (syncType Manual)")
         deploy.add_argument("name")
+        for verb, text in OPERATIONS.items():
+            add_verb(verbs_, verb, help=text).add_argument("name")
         delete = add_verb(verbs_, "delete", help="delete an application and all it runs")
         delete.add_argument("name")
 
     def handle(self, *args, verb, org, user, **options):
         membership = acting_membership(org, user)
         try:
-            getattr(self, f"do_{verb}")(membership, **options)
+            if verb in OPERATIONS:
+                self.operate(verb, membership, options["name"])
+            else:
+                getattr(self, f"do_{verb}")(membership, **options)
         except verbs.Refused as refused:
             self._report(refused.dry_run)
             count = len(refused.dry_run.refusals)
@@ -165,6 +177,12 @@ class Command(BaseCommand):
         self.stdout.write(f"application/{name} revision {revision.number}: {revision.outcome}")
         if application.reason:
             self.stdout.write(f"  {application.reason}")
+
+    def operate(self, verb: str, membership, name: str) -> None:
+        observed = getattr(verbs, verb)(get_application(membership, name, "deploy"), membership)
+        self.stdout.write(f"application/{name} {verb}: {observed.phase}")
+        if observed.reason:
+            self.stdout.write(f"  {observed.reason}")
 
     def do_delete(self, membership, name, **_):
         verbs.delete(get_application(membership, name, "deploy"), membership)

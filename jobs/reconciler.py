@@ -1,0 +1,65 @@
+"""The reconciler: follows every application's cluster and keeps its status true.
+
+Local applications are observed by polling their processes; Kubernetes clusters are followed by
+watches (one thread per cluster, see jobs/watching.py). Each change goes through
+lifecycle.record_status: saved, an Event, a message to the live page.
+"""
+
+import logging
+import threading
+
+from django.db import close_old_connections
+
+from jobs.backends import backend_for, forget_local_runner, local_runner
+from jobs.lifecycle import record_status
+from jobs.models import Application, Cluster, Phase
+
+logger = logging.getLogger(__name__)
+
+
+class Reconciler:
+    """Step methods that tests call directly; `run` loops them until `stop` is called."""
+
+    def __init__(self, interval: float = 2.0):
+        self.interval = interval
+        self.stopping = threading.Event()
+
+    def step_local(self) -> int:
+        """Observe every application on a local profile; return how many changed."""
+        changed = 0
+        apps = Application.objects.filter(
+            profile__cluster__backend=Cluster.Backend.LOCAL
+        ).select_related("profile__cluster")
+        for application in apps:
+            if application.phase == Phase.DELETING:
+                continue
+            try:
+                observed = backend_for(application.profile).observe(application)
+            except Exception:  # one application's trouble must not stop the others
+                logger.exception("could not observe %s", application.name)
+                continue
+            changed += record_status(application, observed)
+        return changed
+
+    def step(self) -> int:
+        close_old_connections()
+        return self.step_local()
+
+    def run(self) -> None:
+        logger.info("reconciler started; observing every %.1f s", self.interval)
+        resumed = local_runner().resume()
+        if resumed:
+            logger.info("started again the local model servers of %s", ", ".join(resumed))
+        while not self.stopping.is_set():
+            try:
+                self.step()
+            except Exception:  # the database may be restarting: back off and try again
+                logger.exception("reconciler step failed; retrying")
+                self.stopping.wait(min(self.interval * 5, 30))
+            self.stopping.wait(self.interval)
+        # Local model servers stop with the console; resume() brings them back next time.
+        forget_local_runner()
+        logger.info("reconciler stopped")
+
+    def stop(self, *_):
+        self.stopping.set()

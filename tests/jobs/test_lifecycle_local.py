@@ -1,0 +1,129 @@
+"""An application on the local backend, end to end: the verbs start a (stand-in) model server,
+the reconciler follows it to Running, and restart, stop, start, a crash and delete each do
+what MANIFEST.md says."""
+
+import time
+
+import httpx
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from jobs import deploy as verbs
+from jobs.backends import local_runner
+from jobs.lifecycle import group_name
+from jobs.models import Application, Event
+from jobs.reconciler import Reconciler
+from tests.helpers import SHORTEST
+
+
+def until(application, phase, timeout=15.0):
+    reconciler = Reconciler()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reconciler.step_local()
+        application.refresh_from_db()
+        if application.phase == phase:
+            return application
+        time.sleep(0.1)
+    raise AssertionError(
+        f"{application.name} is {application.phase}, not {phase}: {application.reason}"
+    )
+
+
+@pytest.fixture
+def app(deployer):
+    return verbs.apply(SHORTEST, deployer).application
+
+
+def pids(application):
+    return [r.pid for r in local_runner().observe(application.name).replicas]
+
+
+def test_deploy_comes_up_running_with_an_endpoint(app):
+    assert app.phase in ("Loading", "Running")
+    until(app, "Running")
+    assert app.endpoint.startswith("http://127.0.0.1:")
+    assert app.served_at is not None
+    assert (app.ready_replicas, app.desired_replicas) == (1, 1)
+    models = httpx.get(app.endpoint + "/v1/models", timeout=5).json()
+    assert [m["id"] for m in models["data"]] == ["bge-embed"]
+    assert Event.objects.filter(application=app, reason="Running").exists()
+
+
+def test_restart_replaces_the_server(app, deployer):
+    until(app, "Running")
+    before = pids(app)
+    verbs.restart(app, deployer)
+    until(app, "Running")
+    assert pids(app) != before
+
+
+def test_stop_frees_the_machine_and_start_brings_it_back(app, deployer):
+    until(app, "Running")
+    verbs.stop(app, deployer)
+    until(app, "Stopped")
+    assert all(
+        r.pid is None or r.state != "running" for r in local_runner().observe(app.name).replicas
+    )
+    verbs.start(app, deployer)
+    until(app, "Running")
+
+
+def test_a_crash_is_failed_with_its_last_log_lines(deployer):
+    crashing = SHORTEST + "      engine:\n        extraArgs: [--crash-after, '0.3']\n"
+    application = verbs.apply(crashing, deployer).application
+    until(application, "Failed")
+    assert "exit" in application.reason.lower()
+    assert application.next_step
+    warning = Event.objects.filter(application=application, kind="Warning").first()
+    assert warning is not None
+
+
+def test_rollback_serves_the_earlier_revision(app, deployer):
+    until(app, "Running")
+    verbs.apply(SHORTEST + "      serving:\n        maxConcurrentRequests: 4\n", deployer)
+    applied = verbs.rollback(app, 1, deployer)
+    assert applied.revision.number == 3
+    until(app, "Running")
+    assert local_runner().observe(app.name).revision == 3
+
+
+def test_delete_stops_everything(app, deployer):
+    until(app, "Running")
+    endpoint = app.endpoint
+    verbs.delete(app, deployer)
+    assert not Application.objects.exists()
+    assert "bge-embed" not in local_runner().applications()
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(endpoint + "/v1/models", timeout=1)
+
+
+def test_status_changes_reach_the_channel_layer(app):
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(group_name(app), channel)
+    until(app, "Running")
+    messages = []
+    while True:
+        try:
+            messages.append(async_to_sync(_receive)(layer, channel))
+        except TimeoutError:
+            break
+    assert any(m["phase"] == "Running" and m["endpoint"] for m in messages), messages
+
+
+async def _receive(layer, channel):
+    import asyncio
+
+    return await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+
+
+def test_vllm_missing_is_a_dry_run_refusal(org, settings, monkeypatch, tmp_path):
+    settings.SERVEDECK_LOCAL_COMMAND = ""  # the default: vLLM's own server
+    monkeypatch.setenv("PATH", str(tmp_path))  # a machine without vllm
+    run = verbs.dry_run(SHORTEST, org)
+    (message,) = [p.message for p in run.refusals if p.path == "spec.profileName"]
+    assert message.startswith(
+        "vLLM is not installed on this machine; install it or use a Kubernetes profile"
+    )
