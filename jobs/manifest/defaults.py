@@ -16,7 +16,17 @@ from .checks import Bad, Qty, Reject
 from .context import ManifestContext, ProfileFacts
 from .problems import Problem
 from .quantity import format_bytes
-from .schema import API_VERSION, FORMAT_ENGINE, GENERATIVE_FORMATS, KIND, MODEL, PARAKEET_REPO, Leaf
+from .schema import (
+    API_VERSION,
+    FORMAT_ENGINE,
+    GENERATIVE_FORMATS,
+    INSTALLED_RUNTIMES,
+    KIND,
+    MODEL,
+    PARAKEET_REPO,
+    Leaf,
+    api_formats,
+)
 from .uri import UriInfo
 
 GIB = 2**30
@@ -71,6 +81,25 @@ class Facts:
     cache_size: int | None = None
     cache_group: str | None = None
     master_problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def parakeet(self) -> bool:
+        return self.engine == "parakeet"
+
+    @property
+    def custom_runtime(self) -> bool:
+        """runtime.engine names a serving runtime of the user's, not one the platform installs."""
+        return self.engine is not None and self.engine not in INSTALLED_RUNTIMES
+
+    @property
+    def vllm_fields(self) -> bool:
+        """The engine and serving fields reach a vLLM the platform runs: not parakeet (not
+        vLLM) nor a runtime of the user's (it gets engine.extraArgs only)."""
+        return bool(self.generative) and not (self.parakeet or self.custom_runtime)
+
+    @property
+    def multinode(self) -> bool:
+        return self.nodes is not None and self.nodes > 1
 
 
 def ok(value: Any) -> bool:
@@ -215,13 +244,19 @@ def _model(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> dict[st
         "runtime": out_runtime,
     }
     engine_block = model["engine"]
-    if facts.generative or (facts.generative is None and engine_block is not None):
+    if facts.parakeet:
+        # Not vLLM: no engine block is filled; one given is refused by the rules.
+        if engine_block is not None:
+            out["engine"] = _as_given(engine_block)
+    elif facts.generative and facts.custom_runtime:
+        out["engine"] = _engine(engine_block, ctx, facts, only_given=True)
+    elif facts.generative or (facts.generative is None and engine_block is not None):
         out["engine"] = _engine(engine_block, ctx, facts)
     out["serving"] = _serving(model["serving"], model, facts)
     out["resources"] = _resources(resources, facts)
     # The CPU defaults of serving depend on resources, which come later in the document.
     serving = out["serving"]
-    if isinstance(serving, dict) and facts.generative and facts.on_gpu is False:
+    if isinstance(serving, dict) and facts.vllm_fields and facts.on_gpu is False:
         given = group(model, "serving")
         if given.get("kvCacheSize") is None and facts.memory is not None:
             quarter = facts.memory // 4
@@ -242,7 +277,17 @@ def _model(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> dict[st
     return out
 
 
-def _engine(block: Any, ctx: ManifestContext, facts: Facts) -> Any:
+def _as_given(block: Any) -> Any:
+    """A block shown as written (only the fields set), for a runtime that takes none of it."""
+    if isinstance(block, Bad):
+        return block.raw
+    return {k: plain(v) for k, v in block.items() if v is not None}
+
+
+def _engine(block: Any, ctx: ManifestContext, facts: Facts, only_given: bool = False) -> Any:
+    """The vLLM engine fields with their defaults; with only_given (a runtime of the user's,
+    which is passed extraArgs alone) the fields set and extraArgs, so `get` shows no vLLM
+    defaults that would not run."""
     if isinstance(block, Bad):
         return block.raw
     block = block or {}
@@ -252,6 +297,8 @@ def _engine(block: Any, ctx: ManifestContext, facts: Facts) -> Any:
     for key in fields:
         value = block.get(key)
         if value is None:
+            if only_given and key != "extraArgs":
+                continue
             value = _engine_default(key, masters, fields, facts)
         out[key] = plain(value)
         if key == "tensorParallelSize":
@@ -297,16 +344,20 @@ def _serving(serving: Any, model: dict[str, Any], facts: Facts) -> Any:
     serving = serving or {}
     api = serving.get("apiFormat")
     if api is None and facts.generative is not None:
-        api = "OpenAI" if facts.generative else "V1"
+        # The first format the runtime speaks: V1 for most predictive runtimes, V2 for those
+        # that speak only v2 (MLServer, Triton). A runtime of the user's: V1, as MANIFEST.md says.
+        spoken = api_formats(facts.engine, facts.generative)
+        api = spoken[0] if spoken else ("OpenAI" if facts.generative else "V1")
     out: dict[str, Any] = {"apiFormat": plain(api)}
-    if facts.generative:
+    if facts.vllm_fields:
         out["maxContextTokens"] = plain(serving.get("maxContextTokens"))
         out["kvCacheSize"] = plain(serving.get("kvCacheSize"))
         out["maxConcurrentRequests"] = plain(serving.get("maxConcurrentRequests"))
         kv = serving.get("kvCacheSize")
         facts.kv_cache = kv.amount if isinstance(kv, Qty) else None
     else:
-        # Refused for a predictive model by the rules; shown as written.
+        # Refused for a predictive model, a warning for a runtime that is not passed them (the
+        # rules); shown as written.
         for key in ("maxContextTokens", "kvCacheSize", "maxConcurrentRequests"):
             if serving.get(key) is not None:
                 out[key] = plain(serving[key])
@@ -397,8 +448,11 @@ def _default_metric(facts: Facts) -> dict[str, Any] | None:
         return None
     if facts.min_replicas >= facts.max_replicas:
         return None
+    if facts.multinode:
+        return None  # KServe runs a multi-node replica at a fixed count only (the rules refuse)
     addons = facts.profile.addons if facts.profile is not None else frozenset()
-    if facts.generative and "keda" in addons:
+    # requestsWaiting is vLLM's metric: the parakeet runtime does not export it.
+    if facts.generative and not facts.parakeet and "keda" in addons:
         return {"requestsWaiting": DEFAULT_REQUESTS_WAITING}
     if facts.on_gpu is False:
         return {"cpu": DEFAULT_CPU_PERCENT}

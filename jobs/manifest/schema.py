@@ -96,6 +96,40 @@ ENGINE_FORMATS = {
     "kserve-paddleserver": frozenset({"Paddle"}),
 }
 INSTALLED_RUNTIMES = frozenset(ENGINE_FORMATS)
+# The runtime each engine the platform installs runs on, and the protocolVersions it declares
+# (reference/kserve/runtimes/<runtime>.yaml; parakeet's is ServeDeck's own ServingRuntime).
+# KServe refuses a predictor whose protocolVersion its runtime does not declare, so apiFormat
+# defaults from, and is checked against, these.
+ENGINE_PROTOCOLS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "vllm": ("kserve-huggingfaceserver", ("v2", "v1")),
+    "parakeet": ("servedeck-parakeet", ("v1",)),
+    "triton": ("kserve-tritonserver", ("v2", "grpc-v2")),
+    "torchserve": ("kserve-torchserve", ("v1", "v2", "grpc-v2")),
+    "tensorflow": ("kserve-tensorflow-serving", ("v1", "grpc-v1")),
+    "sklearn": ("kserve-sklearnserver", ("v1", "v2")),
+    "xgboost": ("kserve-xgbserver", ("v1", "v2")),
+    "lightgbm": ("kserve-lgbserver", ("v1", "v2")),
+    "mlserver": ("kserve-mlserver", ("v2",)),
+    "kserve-pmmlserver": ("kserve-pmmlserver", ("v1", "v2")),
+    "kserve-paddleserver": ("kserve-paddleserver", ("v1", "v2")),
+}
+assert set(ENGINE_PROTOCOLS) == INSTALLED_RUNTIMES
+# apiFormat -> the KServe protocolVersion it is rendered as (OpenAI needs none).
+API_PROTOCOLS = {"V1": "v1", "V2": "v2"}
+
+
+def api_formats(engine: str | None, generative: bool) -> tuple[str, ...] | None:
+    """The apiFormats the runtime of engine speaks, the default first; None when unknown (a
+    runtime of the user's). V1 is the predictive protocol, never a generative model's."""
+    if engine not in ENGINE_PROTOCOLS:
+        return None
+    protocols = ENGINE_PROTOCOLS[engine][1]
+    spoken = [f for f in ("V1", "V2") if API_PROTOCOLS[f] in protocols]
+    if generative:
+        return ("OpenAI", *(f for f in spoken if f != "V1"))
+    return tuple(spoken)
+
+
 PARAKEET_REPO = "nvidia/parakeet-tdt-0.6b-v3"
 
 SOURCE_TYPES = ("Model", "YAML")

@@ -20,7 +20,6 @@ from jobs.models import Application, Profile
 from jobs.present import described
 from jobs.render import RenderError, render_for_profile, to_json, to_yaml
 
-
 OPERATIONS = {
     "restart": "replace the replicas; storage, caches and settings stay",
     "stop": "stop serving and free the GPUs; the configuration stays",
