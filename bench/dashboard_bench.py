@@ -28,6 +28,13 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings"
 os.environ["DATABASE_URL"] = f"sqlite:///{WORK / 'bench.sqlite3'}"
 os.environ["SERVEDECK_VAR_DIR"] = str(WORK)
 os.environ["ALLOWED_HOSTS"] = "testserver"
+# The dry run checks the model on the Hub and the local backend's machine: use the tests' fake
+# Hub and stand-in model server, since nothing here reaches huggingface.co or runs vLLM.
+STAND_IN = ROOT / "tests" / "fakes" / "model_server.py"
+os.environ["SERVEDECK_LOCAL_COMMAND"] = (
+    f"{sys.executable} {STAND_IN} --port {{port}} --served-model-name {{name}} {{args}}"
+)
+os.environ["SERVEDECK_LOCAL_STATE_DIR"] = str(WORK / "local")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 import warnings  # noqa: E402
@@ -48,6 +55,7 @@ from django.utils import timezone  # noqa: E402
 from accesspolicies.models import Membership, Organization, Role  # noqa: E402
 from jobs.deploy import apply  # noqa: E402
 from jobs.models import Application, Cluster, Phase, Profile  # noqa: E402
+from tests.fakes.hub import FakeHub  # noqa: E402
 
 SHORTEST = """\
 apiVersion: servedeck.io/v1
@@ -55,6 +63,7 @@ kind: Application
 spec:
   name: bge-embed
   profileName: local
+  syncType: Manual
   source:
     type: Model
     model:
@@ -120,7 +129,10 @@ def measure(client: Client, path: str, n: int) -> dict:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     call_command("migrate", verbosity=0)
-    clients = {count: organisation_with(count) for count in SIZES}
+    with FakeHub().serve() as hub:
+        os.environ["HF_ENDPOINT"] = hub.url
+        # syncType Manual: saved and checked, but no model server is started
+        clients = {count: organisation_with(count) for count in SIZES}
     cases = [
         ("GET / (first page of 50)", "/", SIZES),
         ("GET /?sort=-deployed_at", "/?sort=-deployed_at", SIZES),

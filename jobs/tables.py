@@ -1,6 +1,7 @@
 """django-tables2 tables for the objects jobs/ owns: one table per model."""
 
 import django_tables2 as tables
+from django.utils import timezone
 from django.utils.html import format_html
 
 from jobs.models import Application, Cluster, Profile
@@ -8,7 +9,11 @@ from jobs.models import Application, Cluster, Profile
 
 def applications_for_table(organization):
     # One query for the page whatever the count: the profile comes along in the same join.
-    return Application.objects.filter(organization=organization).select_related("profile")
+    return (
+        Application.objects.filter(organization=organization)
+        .select_related("profile")
+        .defer("profile__machine_catalog", "profile__defaults")
+    )
 
 
 class PhaseColumn(tables.Column):
@@ -22,7 +27,8 @@ class ApplicationTable(tables.Table):
     profile = tables.Column(accessor="profile__name", verbose_name="Profile")
     model = tables.Column(accessor="model_uri", verbose_name="Model", orderable=False)
     replicas = tables.Column(empty_values=(), orderable=False, verbose_name="Replicas")
-    deployed_at = tables.DateTimeColumn(verbose_name="Last deployed", default="never")
+    # A plain column: DateTimeColumn compiles a template for every cell.
+    deployed_at = tables.Column(verbose_name="Last deployed", default="never")
 
     class Meta:
         model = Application
@@ -33,6 +39,9 @@ class ApplicationTable(tables.Table):
 
     def render_replicas(self, record):
         return f"{record.ready_replicas}/{record.desired_replicas}"
+
+    def render_deployed_at(self, value):
+        return timezone.localtime(value).strftime("%Y-%m-%d %H:%M")
 
 
 class ClusterTable(tables.Table):

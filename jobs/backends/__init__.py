@@ -5,27 +5,12 @@ preflight (the dry run's checks on the target), apply, restart, stop, start, del
 """
 
 import threading
-from dataclasses import dataclass
 
 from django.conf import settings
 
+from jobs.backends.base import BackendFailed, Preflight
 from jobs.backends.local import LocalRefused, LocalRunner, UnknownApplication
 from jobs.lifecycle import Observed
-
-
-class BackendFailed(Exception):
-    """The backend could not do what was asked; the reason and next step are for the user."""
-
-    def __init__(self, reason: str, next_step: str):
-        super().__init__(reason)
-        self.reason = reason
-        self.next_step = next_step
-
-
-@dataclass(frozen=True)
-class Preflight:
-    refusals: list
-    warnings: list
 
 
 class LocalBackend:
@@ -95,11 +80,14 @@ def forget_local_runner() -> None:
         _local_runner = None
 
 
+__all__ = ["BackendFailed", "Preflight", "backend_for", "forget_local_runner", "local_runner"]
+
+
 def backend_for(profile):
     """The backend that runs `profile`'s cluster."""
     cluster = profile.cluster
     if cluster.backend == cluster.Backend.LOCAL:
         return LocalBackend(local_runner())
-    from jobs.backends.kubernetes import KubernetesBackend  # the client loads only when needed
+    from jobs.backends.cluster import ClusterBackend  # the client loads only when needed
 
-    return KubernetesBackend.for_cluster(cluster)
+    return ClusterBackend(profile)

@@ -18,10 +18,12 @@ from .problems import Problem
 from .quantity import format_bytes, format_cpu, parse_bytes, parse_cpu, parse_quantity
 from .schema import (
     API_FORMATS,
+    API_PROTOCOLS,
     API_VERSION,
     CAPACITY_TYPES,
     DTYPES,
     ENGINE_FORMATS,
+    ENGINE_PROTOCOLS,
     ENGINES,
     EXPOSURES,
     FORMAT_ENGINE,
@@ -34,18 +36,21 @@ from .schema import (
     PARAKEET_REPO,
     SOURCE_TYPES,
     SYNC_TYPES,
+    api_formats,
 )
 from .uri import SCHEMES, UriInfo, parse_uri, redact
 
 __all__ = [
     "ADDONS",
     "API_FORMATS",
+    "API_PROTOCOLS",
     "API_VERSION",
     "CAPACITY_TYPES",
     "DTYPES",
     "ENGINES",
     "ENGINE_BUILTIN_DEFAULTS",
     "ENGINE_FORMATS",
+    "ENGINE_PROTOCOLS",
     "ENGINE_TITLES",
     "EXPOSURES",
     "FORMATS",
@@ -70,6 +75,7 @@ __all__ = [
     "Problem",
     "ProfileFacts",
     "UriInfo",
+    "api_formats",
     "format_bytes",
     "format_cpu",
     "is_generative",

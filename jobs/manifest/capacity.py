@@ -197,6 +197,16 @@ def _scaling(model: dict[str, Any], facts: Facts, out: Out) -> None:
             f"minReplicas. Set maxReplicas to {show(low)} or more, or lower minReplicas.",
         )
         return
+    if low is not None and high is not None and high > low and facts.multinode and facts.on_gpu:
+        out.refuse(
+            f"{base}.maxReplicas",
+            f"{show(high)} is above minReplicas ({show(low)}), but resources.nodesPerReplica is "
+            f"{facts.nodes}: KServe runs multi-node replicas at a fixed count only (autoscaler "
+            f"none), so they cannot autoscale; accepts {show(low)} (equal to minReplicas) there. "
+            f"Set maxReplicas to {show(low)} (raise minReplicas for more replicas), or set "
+            "nodesPerReplica to 1 to autoscale.",
+        )
+        return
     metric = scaling.get("metric")
     if isinstance(metric, dict):
         chosen = [k for k, v in metric.items() if v is not None]
@@ -220,6 +230,13 @@ def _scaling(model: dict[str, Any], facts: Facts, out: Out) -> None:
                     f"is set for a {facts.format} model; accepts requestsWaiting only for "
                     "generative (vLLM) models. Use cpu (for example cpu: 80) instead.",
                 )
+            elif facts.parakeet:
+                out.refuse(
+                    f"{base}.metric.requestsWaiting",
+                    "is set for the parakeet runtime, which does not export vLLM's waiting-"
+                    "requests metric, so nothing would scale; accepts cpu for it. Use cpu: 80 "
+                    "instead.",
+                )
             elif facts.profile is not None and "keda" not in facts.profile.addons:
                 out.refuse(
                     f"{base}.metric.requestsWaiting",
@@ -229,11 +246,15 @@ def _scaling(model: dict[str, Any], facts: Facts, out: Out) -> None:
                 )
     defaulted_none = facts.metric_defaulted and facts.metric is None
     if defaulted_none and low is not None and high is not None and low < high and facts.on_gpu:
+        if facts.parakeet:
+            why, fix = "for the parakeet runtime (it exports no waiting-requests metric)", ""
+        else:
+            why, fix = "without the workload-autoscaling add-on", ", install the add-on"
         out.warn(
             f"{base}.metric",
-            f"no autoscaler on GPU without the workload-autoscaling add-on: it stays at "
-            f"minReplicas ({show(low)}), never {show(high)}. Set metric (for example cpu: "
-            "80), install the add-on, or set maxReplicas equal to minReplicas.",
+            f"no autoscaler on GPU {why}: it stays at minReplicas ({show(low)}), never "
+            f"{show(high)}. Set metric (for example cpu: 80){fix}, or set maxReplicas equal to "
+            "minReplicas.",
         )
 
 

@@ -86,8 +86,13 @@ def scaling_of(manifest: Any) -> str:
         return "unknown (minReplicas is not set to a whole number)"
     if not _whole(high):
         high = low
+    fixed = f"fixed at {show(low)} replica{'s' if low != 1 else ''}"
     if high <= low:
-        return f"fixed at {show(low)} replica{'s' if low != 1 else ''}"
+        return fixed
+    nodes = _get(_model(manifest), "resources", "nodesPerReplica")
+    if _whole(nodes) and nodes > 1:
+        # KServe runs a multi-node predictor with autoscaler none: minReplicas, whatever max says.
+        return f"{fixed} (multi-node replicas do not autoscale)"
     span = f"{show(low)}–{show(high)} replicas"
     metric = _get(scaling, "metric")
     if isinstance(metric, Mapping):

@@ -17,7 +17,14 @@ from .defaults import Facts, group, ok
 from .fixed import check_fixed
 from .problems import Out, Problem, listing, show
 from .quantity import format_bytes
-from .schema import ENGINE_FORMATS, FORMAT_ENGINE, INSTALLED_RUNTIMES
+from .schema import (
+    API_PROTOCOLS,
+    ENGINE_FORMATS,
+    ENGINE_PROTOCOLS,
+    FORMAT_ENGINE,
+    INSTALLED_RUNTIMES,
+    api_formats,
+)
 
 # vLLM flags that a manifest field already sets, and the field to use instead.
 FLAG_FIELDS = {
@@ -48,6 +55,21 @@ MODALITY_FIELDS = {
 MULTIMODAL_WARN_ABOVE = 64
 # KServe names the predictor Service "<name>-predictor"; a Service name is at most 63.
 KSERVE_NAME_MAX = 63 - len("-predictor")
+# KServe's webhook serves a multi-node predictor (workerSpec) only from these storage schemes.
+MULTINODE_SCHEMES = ("pvc", "oci")
+# The engine and serving fields that only a vLLM the platform runs is given (as flags or
+# environment); a runtime of the user's gets engine.extraArgs alone, parakeet none of them.
+VLLM_ENGINE_FIELDS = (
+    "dtype",
+    "quantization",
+    "tensorParallelSize",
+    "pipelineParallelSize",
+    "reasoningParser",
+    "toolCallParser",
+    "gpuMemoryUtilization",
+)
+VLLM_SERVING_FIELDS = ("maxContextTokens", "kvCacheSize", "maxConcurrentRequests", "multimodal")
+GATEWAY_API_ADDON = "gatewayApi"
 
 
 def check(
@@ -56,7 +78,7 @@ def check(
     out = Out()
     spec = draft["spec"]
     _profile(spec, facts, ctx, out)
-    _access(spec, ctx, out)
+    _access(spec, facts, ctx, out)
     source = spec["source"]
     if isinstance(source, dict):
         _source(source, out)
@@ -103,7 +125,7 @@ def _profile(spec: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out)
             )
 
 
-def _access(spec: dict[str, Any], ctx: ManifestContext, out: Out) -> None:
+def _access(spec: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out) -> None:
     access = spec["access"]
     if isinstance(access, Bad):
         return
@@ -123,6 +145,21 @@ def _access(spec: dict[str, Any], ctx: ManifestContext, out: Out) -> None:
         return
     if exposure != "Domain":
         return
+    profile = facts.profile
+    # On Kubernetes the public endpoint is an HTTPRoute on the cluster's gateway; the local
+    # backend has no cluster, and the console's own gateway serves the domain there.
+    if (
+        profile is not None
+        and profile.backend == "kubernetes"
+        and GATEWAY_API_ADDON not in profile.addons
+    ):
+        out.refuse(
+            f"{base}.exposure",
+            f"'Domain' needs the Gateway API add-on ({GATEWAY_API_ADDON}) on the cluster of "
+            f"profile {profile.name}, which it does not have; accepts Internal there. Ask an "
+            "admin to install the Gateway API add-on on the cluster, or set exposure to "
+            "Internal.",
+        )
     verified = {d.lower(): d for d in ctx.verified_domains}
     if domain is None:
         if verified:
@@ -265,6 +302,20 @@ def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
             f"{', '.join(able)}, or the name of your own serving runtime. Leave engine out "
             f"to let format choose ({FORMAT_ENGINE[fmt]}).",
         )
+    if (
+        uri is not None
+        and facts.multinode
+        and facts.on_gpu  # on CPU nodesPerReplica itself is refused
+        and uri.scheme not in MULTINODE_SCHEMES
+    ):
+        out.refuse(
+            f"{M}.uri",
+            f"{show(uri.text)} is on {uri.scheme}://, but resources.nodesPerReplica is "
+            f"{facts.nodes}: KServe serves a multi-node replica only from pvc:// or oci:// "
+            "storage; accepts pvc://<claim>/<path> or oci://<registry>/<repo>[:<tag>] there. "
+            "Copy the weights to a PVC (or into an OCI image) and set uri to it, or set "
+            "nodesPerReplica to 1.",
+        )
     profile = facts.profile
     vm = facts.isolation == "VirtualMachine"
     if vm and profile is not None and "kubevirt" not in profile.addons:
@@ -307,6 +358,13 @@ def _engine(model: dict[str, Any], facts: Facts, out: Out) -> None:
         return
     if facts.generative is False:
         return
+    if block is not None and not isinstance(block, Bad) and facts.parakeet:
+        out.refuse(
+            f"{M}.engine",
+            "is set, but engine settings are vLLM's; the parakeet runtime takes none, so it "
+            "accepts no engine block with runtime.engine parakeet. Remove the engine block.",
+        )
+        return
     gpu = "resources.accelerator.gpu.countPerReplica"
     if facts.tp is not None:
         if facts.on_gpu and facts.count is not None and facts.tp != facts.count:
@@ -332,6 +390,9 @@ def _engine(model: dict[str, Any], facts: Facts, out: Out) -> None:
             f"accepts {facts.nodes}. Set pipelineParallelSize to {facts.nodes} (or leave it out), "
             f"or set nodesPerReplica to {facts.pp}.",
         )
+    if facts.custom_runtime:
+        # Its only way to get a setting is extraArgs: no field sets a flag that could clash.
+        return
     args = group(model, "engine").get("extraArgs")
     for index, arg in enumerate(args if isinstance(args, list) else ()):
         flag = arg.strip().split("=", 1)[0].split(None, 1)[0] if arg.strip() else ""
@@ -361,19 +422,7 @@ def _engine(model: dict[str, Any], facts: Facts, out: Out) -> None:
 def _serving(model: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out) -> None:
     serving = group(model, "serving")
     base = f"{M}.serving"
-    api = serving.get("apiFormat")
-    if facts.generative and api == "V1":
-        out.refuse(
-            f"{base}.apiFormat",
-            "'V1' is the predictive protocol; accepts OpenAI or V2 for a generative (vLLM) "
-            "model. Set apiFormat to OpenAI, or leave it out.",
-        )
-    if facts.generative is False and api == "OpenAI":
-        out.refuse(
-            f"{base}.apiFormat",
-            f"'OpenAI' is for generative models; accepts V1 or V2 for a {facts.format} model. "
-            "Set apiFormat to V1 or V2, or leave it out (V1).",
-        )
+    _api_format(model, facts, out)
     if facts.generative is False:
         for key in ("maxContextTokens", "kvCacheSize", "maxConcurrentRequests", "multimodal"):
             if serving.get(key) is not None:
@@ -384,6 +433,11 @@ def _serving(model: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out
                 )
         return
     if not facts.generative:
+        return
+    if facts.parakeet or facts.custom_runtime:
+        _not_passed(model, facts, out)
+        if facts.custom_runtime:
+            _multimodal(serving, facts, ctx, out)
         return
     limit = ctx.model.max_context_tokens if ctx.model is not None else None
     tokens = serving.get("maxContextTokens")
@@ -396,6 +450,79 @@ def _serving(model: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out
         )
     _kv_cache(serving, facts, out)
     _multimodal(serving, facts, ctx, out)
+
+
+def _api_format(model: dict[str, Any], facts: Facts, out: Out) -> None:
+    """apiFormat must suit the model and be a protocol its runtime declares: KServe refuses a
+    protocolVersion the runtime does not list (MLServer and Triton speak only v2,
+    TensorFlow Serving only v1, parakeet only the OpenAI API)."""
+    path = f"{M}.serving.apiFormat"
+    api = group(model, "serving").get("apiFormat")
+    if not ok(api) or facts.generative is None:
+        return
+    engine, fmt = facts.engine, facts.format
+    spoken = api_formats(engine, facts.generative)
+    if spoken is not None and fmt is not None and fmt not in ENGINE_FORMATS[engine]:
+        spoken = None  # runtime.engine cannot load the format: refused once, there
+    if facts.generative and api == "V1":
+        accepted = " or ".join(spoken) if spoken else "OpenAI or V2"
+        out.refuse(
+            path,
+            f"'V1' is the predictive protocol; accepts {accepted} for a generative (vLLM) "
+            "model. Set apiFormat to OpenAI, or leave it out.",
+        )
+        return
+    if not facts.generative and api == "OpenAI":
+        accepted = " or ".join(spoken) if spoken else "V1 or V2"
+        default = spoken[0] if spoken else "V1"
+        out.refuse(
+            path,
+            f"'OpenAI' is for generative models; accepts {accepted} for a {fmt} model. Set "
+            f"apiFormat to {accepted}, or leave it out ({default}).",
+        )
+        return
+    if spoken is None or api in spoken:
+        return
+    runtime, protocols = ENGINE_PROTOCOLS[engine]
+    accepted = " or ".join(spoken)
+    out.refuse(
+        path,
+        f"{show(api)} ({API_PROTOCOLS.get(api, api)}) is not a protocol of the {engine} runtime "
+        f"({runtime}), which speaks only {', '.join(protocols)}; accepts {accepted} with it. Set "
+        f"apiFormat to {spoken[0]}, or leave it out ({spoken[0]}).",
+    )
+
+
+def _not_passed(model: dict[str, Any], facts: Facts, out: Out) -> None:
+    """Fields set for a runtime that is not given them: a runtime of the user's gets only
+    engine.extraArgs; parakeet none (its engine block is refused apart)."""
+    engine, serving = group(model, "engine"), group(model, "serving")
+    fields = (
+        []
+        if facts.parakeet
+        else [f"engine.{k}" for k in VLLM_ENGINE_FIELDS if engine.get(k) is not None]
+    )
+    # multimodal is refused for a runtime of the user's by _multimodal.
+    shown = VLLM_SERVING_FIELDS if facts.parakeet else VLLM_SERVING_FIELDS[:-1]
+    fields += [f"serving.{k}" for k in shown if serving.get(k) is not None]
+    if not fields:
+        return
+    listed = ", ".join(fields)
+    if facts.parakeet:
+        out.warn(
+            f"{M}.runtime.engine",
+            f"'parakeet' is the speech-to-text runtime, not vLLM: {listed} "
+            f"{'is' if len(fields) == 1 else 'are'} not passed to it and change nothing. "
+            "Remove them.",
+        )
+        return
+    out.warn(
+        f"{M}.runtime.engine",
+        f"{show(facts.engine)} is a serving runtime of yours: the platform passes it only "
+        f"engine.extraArgs, so {listed} {'is' if len(fields) == 1 else 'are'} not passed to it "
+        "and change nothing. Give the runtime what it needs in engine.extraArgs (for example "
+        '"--dtype=bfloat16"), and remove them.',
+    )
 
 
 def _kv_cache(serving: dict[str, Any], facts: Facts, out: Out) -> None:

@@ -96,6 +96,7 @@ ENGINE_FORMATS = {
     "kserve-paddleserver": frozenset({"Paddle"}),
 }
 INSTALLED_RUNTIMES = frozenset(ENGINE_FORMATS)
+PARAKEET_REPO = "nvidia/parakeet-tdt-0.6b-v3"
 # The runtime each engine the platform installs runs on, and the protocolVersions it declares
 # (reference/kserve/runtimes/<runtime>.yaml; parakeet's is ServeDeck's own ServingRuntime).
 # KServe refuses a predictor whose protocolVersion its runtime does not declare, so apiFormat
@@ -129,8 +130,6 @@ def api_formats(engine: str | None, generative: bool) -> tuple[str, ...] | None:
         return ("OpenAI", *(f for f in spoken if f != "V1"))
     return tuple(spoken)
 
-
-PARAKEET_REPO = "nvidia/parakeet-tdt-0.6b-v3"
 
 SOURCE_TYPES = ("Model", "YAML")
 SYNC_TYPES = ("Auto", "Manual")

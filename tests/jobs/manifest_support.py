@@ -218,3 +218,11 @@ def m(changes: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, 
 
 
 GPU = {"resources.accelerator": {"gpu": {"countPerReplica": 1}}}
+PARAKEET = "hf://nvidia/parakeet-tdt-0.6b-v3"
+# Two h100 nodes per replica, from a PVC: the shape KServe accepts for multi-node.
+MULTINODE = {
+    "uri": "pvc://models-pvc/llama-3.1-405b",
+    "format": "vLLM",
+    "resources.accelerator": {"gpu": {"countPerReplica": 8, "model": "h100"}},
+    "resources.nodesPerReplica": 2,
+}

@@ -229,6 +229,7 @@ def test_a_bad_template_is_refused_naming_the_setting(template, complaint, tmp_p
 
 
 def test_the_template_comes_from_settings_then_the_environment(monkeypatch, settings):
+    settings.SERVEDECK_LOCAL_COMMAND = ""  # the suite's stand-in, set for every test, off here
     monkeypatch.delenv("SERVEDECK_LOCAL_COMMAND", raising=False)
     assert configured_template() == DEFAULT_TEMPLATE
     monkeypatch.setenv("SERVEDECK_LOCAL_COMMAND", "fake --port {port}")

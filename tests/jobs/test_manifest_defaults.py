@@ -2,16 +2,38 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
-from jobs.manifest import ManifestContext, parse
+from jobs.manifest import ManifestContext, parse, scaling_of
 
 # tests/ may or may not be a package (both layouts are in use); the support module is
 # found either way.
 try:
-    from .manifest_support import COMMIT, GPU, SHORTEST, context, get_path, m, profile
+    from .manifest_support import (
+        COMMIT,
+        GPU,
+        MULTINODE,
+        PARAKEET,
+        SHORTEST,
+        context,
+        get_path,
+        m,
+        profile,
+    )
 except ImportError:
-    from manifest_support import COMMIT, GPU, SHORTEST, context, get_path, m, profile
+    from manifest_support import (
+        COMMIT,
+        GPU,
+        MULTINODE,
+        PARAKEET,
+        SHORTEST,
+        context,
+        get_path,
+        m,
+        profile,
+    )
 
 CPU_FILLED = {
     "apiVersion": "servedeck.io/v1",
@@ -160,7 +182,32 @@ DEFAULT_CASES = [
     ({"runtime.engine": "my-runtime"}, "runtime.engine", "my-runtime"),
     ({}, "runtime.isolation", "Container"),
     ({"serving.apiFormat": "V2"}, "serving.apiFormat", "V2"),
-    ({"uri": "s3://bkt/m", "format": "ONNX"}, "serving.apiFormat", "V1"),
+    # apiFormat: the first protocol the runtime speaks (reference/kserve/runtimes/).
+    ({"uri": "s3://bkt/m", "format": "ONNX"}, "serving.apiFormat", "V2"),
+    ({"uri": "s3://bkt/m", "format": "TensorRT"}, "serving.apiFormat", "V2"),
+    ({"uri": "s3://bkt/m", "format": "Triton"}, "serving.apiFormat", "V2"),
+    ({"uri": "s3://bkt/m", "format": "MLflow"}, "serving.apiFormat", "V2"),
+    (
+        {"uri": "s3://bkt/m", "format": "SKLearn", "runtime.engine": "mlserver"},
+        "serving.apiFormat",
+        "V2",
+    ),
+    (
+        {"uri": "s3://bkt/m", "format": "TensorFlow", "runtime.engine": "triton"},
+        "serving.apiFormat",
+        "V2",
+    ),
+    ({"uri": "s3://bkt/m", "format": "TensorFlow"}, "serving.apiFormat", "V1"),
+    ({"uri": "s3://bkt/m", "format": "PyTorch"}, "serving.apiFormat", "V1"),
+    ({"uri": "s3://bkt/m", "format": "SKLearn"}, "serving.apiFormat", "V1"),
+    ({"uri": "s3://bkt/m", "format": "PMML"}, "serving.apiFormat", "V1"),
+    (
+        {"uri": "s3://bkt/m", "format": "SKLearn", "runtime.engine": "my-sklearn"},
+        "serving.apiFormat",
+        "V1",
+    ),
+    ({"uri": PARAKEET}, "serving.apiFormat", "OpenAI"),
+    ({"runtime.engine": "my-runtime"}, "serving.apiFormat", "OpenAI"),
     ({"resources.memory": "16Gi"}, "serving.kvCacheSize", "4Gi"),
     ({"resources.memory": "6Gi"}, "serving.kvCacheSize", "1536Mi"),
     ({"resources.memory": "5G"}, "serving.kvCacheSize", "1250000000"),
@@ -172,7 +219,9 @@ DEFAULT_CASES = [
     ({**GPU}, "resources.memory", "8Gi"),
     ({**GPU}, "serving.kvCacheSize", None),
     ({**GPU}, "serving.maxConcurrentRequests", None),
-    ({**GPU, "resources.nodesPerReplica": 2}, "engine.pipelineParallelSize", 2),
+    ({**MULTINODE}, "engine.pipelineParallelSize", 2),
+    ({**MULTINODE, "scaling.minReplicas": 2}, "scaling.maxReplicas", 2),
+    ({**MULTINODE, "scaling.minReplicas": 2}, "scaling.metric", None),
     ({"uri": "s3://bkt/m", "format": "SKLearn", **GPU}, "resources.cpu", "1"),
     ({"uri": "s3://bkt/m", "format": "SKLearn", **GPU}, "resources.memory", "2Gi"),
     ({}, "resources.nodesPerReplica", 1),
@@ -289,3 +338,90 @@ def test_unknown_profile_leaves_namespace_unset_without_crashing():
 def test_profile_namespace_is_the_default():
     ctx = context(profiles={"prod-inference": profile(namespace="other")})
     assert parse(SHORTEST, ctx).manifest["spec"]["namespace"] == "other"
+
+
+# parakeet chosen from the uri, pinned on a parakeet uri, and pinned on another repository.
+PARAKEET_WAYS = [
+    {"uri": PARAKEET},
+    {"uri": f"{PARAKEET}:{COMMIT}", "runtime.engine": "parakeet"},
+    {"uri": f"hf://acme/asr-finetune:{COMMIT}", "runtime.engine": "parakeet"},
+]
+PARAKEET_IDS = ["default", "explicit", "explicit-other-repo"]
+
+
+@pytest.mark.parametrize("way", PARAKEET_WAYS, ids=PARAKEET_IDS)
+def test_parakeet_gets_no_vllm_defaults(way):
+    result = parse(m({**way, "scaling.maxReplicas": 3}), context())
+    assert result.ok, result.refusals
+    model = result.manifest["spec"]["source"]["model"]
+    assert model["runtime"] == {"engine": "parakeet", "isolation": "Container"}
+    assert "engine" not in model
+    assert model["serving"] == {"apiFormat": "OpenAI"}
+    # A range on CPU follows cpu, never requestsWaiting (vLLM's metric), KEDA or not.
+    assert model["scaling"]["metric"] == {"cpu": 80}
+
+
+@pytest.mark.parametrize("way", PARAKEET_WAYS, ids=PARAKEET_IDS)
+def test_parakeet_range_on_gpu_has_no_autoscaler_and_says_so(way):
+    result = parse(m({**way, **GPU, "scaling.maxReplicas": 3}), context())
+    assert result.ok, result.refusals
+    model = result.manifest["spec"]["source"]["model"]
+    assert "engine" not in model
+    assert model["serving"] == {"apiFormat": "OpenAI"}
+    assert model["scaling"]["metric"] is None
+    warnings = [p for p in result.warnings if p.path == "spec.source.model.scaling.metric"]
+    assert len(warnings) == 1
+    assert "no autoscaler on GPU for the parakeet runtime" in warnings[0].message
+
+
+def test_a_runtime_of_ones_own_shows_only_what_it_is_passed():
+    result = parse(m({"runtime.engine": "my-vllm"}), context(engine_defaults={"dtype": "bfloat16"}))
+    assert result.ok, result.refusals
+    model = result.manifest["spec"]["source"]["model"]
+    assert model["engine"] == {"extraArgs": []}
+    assert model["serving"] == {"apiFormat": "OpenAI"}
+    given = m({"runtime.engine": "my-vllm", "engine.dtype": "float16", "engine.extraArgs": ["-x"]})
+    model = parse(given, context()).manifest["spec"]["source"]["model"]
+    assert model["engine"] == {"dtype": "float16", "extraArgs": ["-x"]}
+
+
+@pytest.mark.parametrize(
+    ("changes", "scaling"),
+    [
+        ({**MULTINODE}, "fixed at 1 replica"),
+        ({**MULTINODE, "scaling.minReplicas": 3}, "fixed at 3 replicas"),
+        ({**GPU, "scaling.maxReplicas": 3}, "autoscales 1–3 replicas on requestsWaiting 2"),
+    ],
+    ids=["multinode", "multinode-3", "single-node-range"],
+)
+def test_multinode_is_described_as_fixed(changes, scaling):
+    result = parse(m(changes), context())
+    assert result.ok, result.refusals
+    assert scaling_of(result.manifest) == scaling
+    # Even a refused range (shown by the dry run beside the refusal) is described as fixed.
+    manifest = copy.deepcopy(result.manifest)
+    manifest["spec"]["source"]["model"]["scaling"]["maxReplicas"] = 9
+    if changes.get("resources.nodesPerReplica"):
+        assert scaling_of(manifest).endswith("(multi-node replicas do not autoscale)")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        *PARAKEET_WAYS,
+        {"uri": PARAKEET, **GPU, "scaling.maxReplicas": 3},
+        {"runtime.engine": "my-vllm", "engine.dtype": "float16", "serving.kvCacheSize": "1Gi"},
+        {"uri": "s3://bkt/wine", "format": "MLflow"},
+        {"uri": "s3://bkt/m.onnx", "format": "ONNX", "scaling.maxReplicas": 3},
+        {**MULTINODE, "scaling.minReplicas": 2},
+    ],
+    ids=[*PARAKEET_IDS, "parakeet-gpu-range", "own-runtime", "mlflow", "onnx-range", "multinode"],
+)
+def test_get_parses_back_to_itself(changes):
+    """parse(get) is a no-op: the same manifest, and the same warnings (no new ones)."""
+    first = parse(m(changes), context())
+    assert first.ok, first.refusals
+    again = parse(copy.deepcopy(first.manifest), context())
+    assert again.ok, again.refusals
+    assert again.manifest == first.manifest
+    assert [str(p) for p in again.warnings] == [str(p) for p in first.warnings]

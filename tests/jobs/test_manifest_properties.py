@@ -26,9 +26,29 @@ from jobs.manifest import (
 # tests/ may or may not be a package (both layouts are in use); the support module is
 # found either way.
 try:
-    from .manifest_support import COMMIT, FULL_YAML, GPU, SHORTEST, context, existing, m
+    from .manifest_support import (
+        COMMIT,
+        FULL_YAML,
+        GPU,
+        MULTINODE,
+        PARAKEET,
+        SHORTEST,
+        context,
+        existing,
+        m,
+    )
 except ImportError:
-    from manifest_support import COMMIT, FULL_YAML, GPU, SHORTEST, context, existing, m
+    from manifest_support import (
+        COMMIT,
+        FULL_YAML,
+        GPU,
+        MULTINODE,
+        PARAKEET,
+        SHORTEST,
+        context,
+        existing,
+        m,
+    )
 from jobs.manifest.parse import INTERNAL_ERROR
 
 
@@ -62,6 +82,18 @@ SEEDS = [
             "scaling.maxReplicas": 2,
         }
     ),
+    # Runtimes that take no vLLM defaults, runtime-chosen apiFormat, multi-node.
+    m({"uri": PARAKEET, **GPU, "scaling.maxReplicas": 3}),
+    m({"uri": f"{PARAKEET}:{COMMIT}", "runtime.engine": "parakeet", "scaling.maxReplicas": 2}),
+    m(
+        {
+            "runtime.engine": "my-vllm",
+            "engine.extraArgs": ["--dtype=half"],
+            "serving.kvCacheSize": "1Gi",
+        }
+    ),
+    m({"uri": "s3://bkt/wine", "format": "MLflow", "scaling.maxReplicas": 2}),
+    m(MULTINODE),
 ]
 assert all(parse(seed, CTX).ok for seed in SEEDS)
 

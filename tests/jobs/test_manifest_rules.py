@@ -16,6 +16,8 @@ try:
         COMMIT,
         DELETE,
         GPU,
+        MULTINODE,
+        PARAKEET,
         context,
         m,
         model_facts,
@@ -27,6 +29,8 @@ except ImportError:
         COMMIT,
         DELETE,
         GPU,
+        MULTINODE,
+        PARAKEET,
         context,
         m,
         model_facts,
@@ -59,6 +63,7 @@ TWO_CACHES = {
     }
 }
 NO_CACHES = {"profiles": {"prod-inference": profile(cache_node_groups={})}}
+DOMAIN = {"exposure": "Domain", "domain": "models.example.com", "accessPolicy": "default"}
 
 # (id, changes (relative to spec.source.model unless they start with spec), context kwargs,
 #  path (relative likewise), level, phrase)
@@ -179,6 +184,16 @@ CASES = [
         "spec.access.accessPolicy",
         "r",
         "no access policy yet",
+    ),
+    (
+        "domain-no-gateway-api",
+        {"spec.profileName": "bare", "spec.access": DOMAIN},
+        {},
+        "spec.access.exposure",
+        "r",
+        "'Domain' needs the Gateway API add-on (gatewayApi) on the cluster of profile bare, "
+        "which it does not have; accepts Internal there. Ask an admin to install the Gateway "
+        "API add-on",
     ),
     (
         "internal-with-domain",
@@ -394,6 +409,61 @@ CASES = [
         "only with format vLLM",
     ),
     (
+        "engine-parakeet",
+        {"uri": PARAKEET, "engine": {"dtype": "auto"}},
+        {},
+        "engine",
+        "r",
+        "engine settings are vLLM's; the parakeet runtime takes none",
+    ),
+    (
+        "engine-parakeet-explicit",
+        {"runtime.engine": "parakeet", "engine.extraArgs": ["--beam-size=4"]},
+        {},
+        "engine",
+        "r",
+        "engine settings are vLLM's; the parakeet runtime takes none",
+    ),
+    (
+        "engine-parakeet-empty",
+        {"uri": PARAKEET, "engine": {}},
+        {},
+        "engine",
+        "r",
+        "Remove the engine block",
+    ),
+    (
+        "custom-runtime-fields",
+        {
+            "runtime.engine": "my-vllm",
+            "engine.dtype": "bfloat16",
+            "engine.gpuMemoryUtilization": 0.8,
+            "serving.maxContextTokens": 4096,
+            "engine.extraArgs": ["--enforce-eager"],
+        },
+        {},
+        "runtime.engine",
+        "w",
+        "engine.dtype, engine.gpuMemoryUtilization, serving.maxContextTokens are not passed to "
+        "it and change nothing. Give the runtime what it needs in engine.extraArgs",
+    ),
+    (
+        "custom-runtime-kv-cache",
+        {"runtime.engine": "my-vllm", "serving.kvCacheSize": "8Gi"},
+        {},
+        "runtime.engine",
+        "w",
+        "passes it only engine.extraArgs, so serving.kvCacheSize is not passed",
+    ),
+    (
+        "parakeet-serving-fields",
+        {"uri": PARAKEET, "serving.maxConcurrentRequests": 8, "serving.kvCacheSize": "1Gi"},
+        {},
+        "runtime.engine",
+        "w",
+        "not vLLM: serving.kvCacheSize, serving.maxConcurrentRequests are not passed to it",
+    ),
+    (
         "tp-mismatch",
         {**gpu(2), "engine.tensorParallelSize": 4},
         {},
@@ -549,6 +619,71 @@ CASES = [
         "accepts V1 or V2",
     ),
     ("api-bogus", {"serving.apiFormat": "gRPC"}, {}, "serving.apiFormat", "r", "accepted value"),
+    (
+        "api-v1-mlflow",
+        {"uri": "s3://bkt/wine", "format": "MLflow", "serving.apiFormat": "V1"},
+        {},
+        "serving.apiFormat",
+        "r",
+        "'V1' (v1) is not a protocol of the mlserver runtime (kserve-mlserver), which speaks "
+        "only v2; accepts V2 with it. Set apiFormat to V2, or leave it out (V2).",
+    ),
+    (
+        "api-v1-pinned-mlserver",
+        {**SK, "runtime.engine": "mlserver", "serving.apiFormat": "V1"},
+        {},
+        "serving.apiFormat",
+        "r",
+        "mlserver runtime (kserve-mlserver), which speaks only v2",
+    ),
+    (
+        "api-v1-onnx",
+        {"uri": "s3://bkt/m.onnx", "format": "ONNX", "serving.apiFormat": "V1"},
+        {},
+        "serving.apiFormat",
+        "r",
+        "triton runtime (kserve-tritonserver), which speaks only v2, grpc-v2; accepts V2",
+    ),
+    (
+        "api-v1-tensorrt-gpu",
+        {"uri": "s3://bkt/m.plan", "format": "TensorRT", "serving.apiFormat": "V1", **gpu()},
+        {},
+        "serving.apiFormat",
+        "r",
+        "kserve-tritonserver",
+    ),
+    (
+        "api-v2-tensorflow",
+        {"uri": "gs://bkt/saved", "format": "TensorFlow", "serving.apiFormat": "V2"},
+        {},
+        "serving.apiFormat",
+        "r",
+        "tensorflow runtime (kserve-tensorflow-serving), which speaks only v1, grpc-v1; accepts V1",
+    ),
+    (
+        "api-openai-mlflow",
+        {"uri": "s3://bkt/wine", "format": "MLflow", "serving.apiFormat": "OpenAI"},
+        {},
+        "serving.apiFormat",
+        "r",
+        "accepts V2 for a MLflow model. Set apiFormat to V2, or leave it out (V2).",
+    ),
+    (
+        "api-v2-parakeet",
+        {"uri": PARAKEET, "serving.apiFormat": "V2"},
+        {},
+        "serving.apiFormat",
+        "r",
+        "parakeet runtime (servedeck-parakeet), which speaks only v1; accepts OpenAI",
+    ),
+    (
+        "api-v1-parakeet",
+        {"uri": PARAKEET, "serving.apiFormat": "V1"},
+        {},
+        "serving.apiFormat",
+        "r",
+        "'V1' is the predictive protocol; accepts OpenAI for a generative",
+    ),
     (
         "context-zero",
         {"serving.maxContextTokens": 0},
@@ -839,6 +974,33 @@ CASES = [
         "needs GPUs",
     ),
     (
+        "multinode-hf",
+        {**gpu(8, model="h100"), "resources.nodesPerReplica": 2},
+        {},
+        "uri",
+        "r",
+        "is on hf://, but resources.nodesPerReplica is 2: KServe serves a multi-node replica "
+        "only from pvc:// or oci:// storage; accepts pvc://<claim>/<path> or "
+        "oci://<registry>/<repo>[:<tag>] there. Copy the weights to a PVC (or into an OCI "
+        "image) and set uri to it, or set nodesPerReplica to 1.",
+    ),
+    (
+        "multinode-s3",
+        {**MULTINODE, "uri": "s3://bkt/llama-405b"},
+        {},
+        "uri",
+        "r",
+        "Copy the weights to a PVC",
+    ),
+    (
+        "multinode-azure",
+        {**MULTINODE, "uri": "https://acct1.blob.core.windows.net/models/llama"},
+        {},
+        "uri",
+        "r",
+        "only from pvc:// or oci://",
+    ),
+    (
         "nodes-range",
         {**gpu(), "resources.nodesPerReplica": 65},
         {},
@@ -948,6 +1110,46 @@ CASES = [
         "scaling.metric",
         "r",
         "not a mapping",
+    ),
+    (
+        "multinode-range",
+        {**MULTINODE, "scaling.maxReplicas": 3},
+        {},
+        "scaling.maxReplicas",
+        "r",
+        "3 is above minReplicas (1), but resources.nodesPerReplica is 2: KServe runs multi-node "
+        "replicas at a fixed count only (autoscaler none), so they cannot autoscale; accepts 1",
+    ),
+    (
+        "multinode-range-metric",
+        {
+            **MULTINODE,
+            "scaling.minReplicas": 2,
+            "scaling.maxReplicas": 4,
+            "scaling.metric": {"cpu": 80},
+        },
+        {},
+        "scaling.maxReplicas",
+        "r",
+        "Set maxReplicas to 2 (raise minReplicas for more replicas), or set nodesPerReplica to 1",
+    ),
+    (
+        "parakeet-requests-waiting",
+        {"uri": PARAKEET, "scaling.maxReplicas": 3, "scaling.metric": {"requestsWaiting": 2}},
+        {},
+        "scaling.metric.requestsWaiting",
+        "r",
+        "parakeet runtime, which does not export vLLM's waiting-requests metric",
+    ),
+    (
+        "parakeet-gpu-no-autoscaler",
+        {"uri": PARAKEET, **gpu(), "scaling.maxReplicas": 3},
+        {},
+        "scaling.metric",
+        "w",
+        "no autoscaler on GPU for the parakeet runtime (it exports no waiting-requests metric): "
+        "it stays at minReplicas (1), never 3. Set metric (for example cpu: 80), or set "
+        "maxReplicas",
     ),
     (
         "gpu-no-autoscaler",
@@ -1152,7 +1354,8 @@ def test_local_backend_accepts_names_kserve_would_refuse():
 def test_matching_parallel_sizes_are_accepted():
     doc = m(
         {
-            "uri": PINNED,
+            "uri": "pvc://models-pvc/llama-3.1-405b",
+            "format": "vLLM",
             **gpu(4, model="h100"),
             "resources.nodesPerReplica": 2,
             "engine.tensorParallelSize": 4,
@@ -1167,3 +1370,98 @@ def test_gpu_default_is_unused_on_a_cluster_with_keda():
     doc = m({"uri": PINNED, **GPU, "scaling.maxReplicas": 4})
     result = parse(doc, context())
     assert result.warnings == []
+
+
+def test_runtime_protocols_are_the_reference_runtimes_own():
+    """ENGINE_PROTOCOLS is a copy of facts: each protocol list is the protocolVersions of the
+    ClusterServingRuntime the renderer picks for that engine (reference/kserve/runtimes/), and
+    parakeet's that of the ServingRuntime ServeDeck renders."""
+    from jobs.manifest import ENGINE_PROTOCOLS
+    from jobs.render.admission import cluster_runtimes
+    from jobs.render.runtimes import (
+        ENGINE_RUNTIMES,
+        HUGGINGFACE_RUNTIME,
+        PARAKEET_RUNTIME,
+        parakeet_serving_runtime,
+    )
+    from jobs.render.schemas import crd_dir
+
+    reference = cluster_runtimes(crd_dir().parent / "runtimes")
+    assert reference, "no reference runtimes found"
+    picked = {**ENGINE_RUNTIMES, "vllm": HUGGINGFACE_RUNTIME}
+    for engine, (runtime, protocols) in ENGINE_PROTOCOLS.items():
+        if engine == "parakeet":
+            assert runtime == PARAKEET_RUNTIME
+            spec = parakeet_serving_runtime("a", "ns", {}, "image")["spec"]
+        else:
+            assert runtime == picked[engine], engine
+            spec = reference[runtime]
+        assert tuple(protocols) == tuple(spec["protocolVersions"]), engine
+
+
+def test_a_runtime_of_ones_own_takes_any_flag_in_extra_args():
+    # The fields are not passed to it, so extraArgs is where its settings go: no flag clashes.
+    args = ["--dtype=bfloat16", "--max-model-len=4096", "--port=9000", "-tp", "2"]
+    result = parse(
+        m({"uri": PINNED, "runtime.engine": "my-vllm", "engine.extraArgs": args}), context()
+    )
+    assert result.ok, result.refusals
+    assert result.warnings == []
+
+
+def test_domain_on_the_local_backend_needs_no_gateway_api():
+    # No cluster there: the console's own gateway serves the domain.
+    ctx = context(profiles={"prod-inference": profile(backend="local", addons=frozenset())})
+    result = parse(m({"uri": PINNED, "spec.access": DOMAIN}), ctx)
+    assert result.ok, result.refusals
+
+
+def test_domain_with_gateway_api_is_accepted():
+    result = parse(m({"uri": PINNED, "spec.access": DOMAIN}), context())
+    assert result.ok, result.refusals
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        MULTINODE,
+        {
+            **MULTINODE,
+            "uri": "oci://registry.example.com/models/llama:3.1",
+            "scaling.minReplicas": 3,
+        },
+        {**MULTINODE, "scaling.minReplicas": 2, "scaling.maxReplicas": 2},
+    ],
+    ids=["pvc", "oci-fixed-3", "equal-bounds"],
+)
+def test_multinode_from_pvc_or_oci_at_a_fixed_count_is_accepted(changes):
+    result = parse(m(changes), context())
+    assert result.ok, result.refusals
+    assert result.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "api"),
+    [
+        ({"uri": "s3://bkt/wine", "format": "MLflow", "serving.apiFormat": "V2"}, "V2"),
+        ({**SK, "serving.apiFormat": "V2"}, "V2"),
+        ({"uri": "gs://bkt/saved", "format": "TensorFlow", "serving.apiFormat": "V1"}, "V1"),
+        ({"uri": "s3://bkt/m", "format": "PyTorch", "serving.apiFormat": "V2"}, "V2"),
+        ({**SK, "runtime.engine": "my-sklearn", "serving.apiFormat": "V1"}, "V1"),
+        ({"uri": PARAKEET}, "OpenAI"),
+        ({"serving.apiFormat": "V2"}, "V2"),
+    ],
+    ids=[
+        "mlflow-v2",
+        "sklearn-v2",
+        "tensorflow-v1",
+        "torchserve-v2",
+        "own-runtime",
+        "parakeet",
+        "vllm-v2",
+    ],
+)
+def test_api_formats_the_runtime_speaks_are_accepted(changes, api):
+    result = parse(m({"uri": PINNED, **changes}), context())
+    assert result.ok, result.refusals
+    assert result.manifest["spec"]["source"]["model"]["serving"]["apiFormat"] == api

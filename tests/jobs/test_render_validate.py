@@ -36,7 +36,13 @@ MULTINODE = {
 
 @pytest.fixture(scope="module")
 def valid() -> list[dict]:
-    objects = build({**FULL, "spec.access": DOMAIN, "runtime": {"engine": "parakeet"}}, revision=1)
+    # Every kind at once: parakeet's ServingRuntime, the cache, a KEDA-scaled InferenceService
+    # and the route. parse refuses vLLM engine fields and requestsWaiting for parakeet, so the
+    # metric is set on the filled manifest: the validator sees every object shape.
+    changes = {k: v for k, v in FULL.items() if k not in ("engine", "serving", "scaling")}
+    manifest = filled({**changes, "spec.access": DOMAIN, "runtime": {"engine": "parakeet"}})
+    manifest["spec"]["source"]["model"]["scaling"] = FULL["scaling"]
+    objects = render(manifest, TARGETS["prod"], revision=1)
     assert [o["kind"] for o in objects] == [
         "ServingRuntime",
         "LocalModelCache",
@@ -142,8 +148,9 @@ def test_validator_mirrors_kserves_webhook_and_runtime_rules(valid, change, phra
 
 
 def test_runtime_protocol_must_be_one_the_runtime_speaks():
-    # MANIFEST.md lets a predictive model choose V1, but KServe's MLServer speaks only V2.
-    objects = build({"uri": "s3://models/wine", "format": "MLflow", "serving.apiFormat": "V1"})
+    # KServe's MLServer speaks only v2 (manifest.parse refuses apiFormat V1 for it).
+    objects = build({"uri": "s3://models/wine", "format": "MLflow"})
+    model_of(objects[-1])["protocolVersion"] = "v1"
     assert validate(objects) == [
         "InferenceService ml-serving/app: spec.predictor.model.protocolVersion: 'v1'; runtime "
         "kserve-mlserver speaks v2"
@@ -163,7 +170,13 @@ def test_multinode_storage_and_autoscaler_are_checked():
 
 def test_multinode_range_is_rendered_as_asked_and_reported():
     # KServe runs a multi-node predictor at a fixed count; the renderer does not hide that.
-    objects = build({**MULTINODE, "scaling": {"minReplicas": 1, "maxReplicas": 3}})
+    manifest = filled(MULTINODE)  # parse refuses a range here; the renderer is asked anyway
+    manifest["spec"]["source"]["model"]["scaling"] = {
+        "minReplicas": 1,
+        "maxReplicas": 3,
+        "metric": {"requestsWaiting": 2},
+    }
+    objects = render(manifest, TARGETS["prod"])
     problems = validate(objects)
     assert any("requires 'none' for a multi-node predictor" in p for p in problems), problems
 

@@ -1,0 +1,419 @@
+"""The Kubernetes backend: an application's rendered objects on a KServe cluster, through the
+real `kubernetes` client (k8s_client.py), with every failure in plain words (k8s_errors.py).
+
+    backend = KubernetesBackend.for_cluster(profile.cluster)
+    backend.dry_run(objects)          # [] or the server's refusals, one sentence per object
+    backend.apply(objects)            # server-side apply as "servedeck", then prune
+    backend.observe("llama", "models")  # InferenceService, pods, events for derive_status
+
+Everything ServeDeck made carries servedeck.io/application=<app>; that label is how apply
+prunes, delete finds, and restart and observe find the pods (KServe copies the
+InferenceService's labels onto the predictor's pods: buildObjectMeta in its predictor.go).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs.manifest.quantity import parse_quantity
+from jobs.render.common import APP_LABEL, NAMESPACE_LABEL
+
+from .k8s_client import FIELD_MANAGER, ClusterConnection, KubeApi
+from .k8s_errors import BackendError, Gone, NotFound, Unreachable
+from .k8s_kinds import (
+    CLUSTER_QUEUE,
+    EVENT,
+    INFERENCE_SERVICE,
+    LOCAL_MODEL_CACHE,
+    LOCAL_MODEL_NODE_GROUP,
+    POD,
+    RENDERED,
+    Kind,
+    kind_of,
+)
+
+__all__ = [
+    "FIELD_MANAGER",
+    "STOP_ANNOTATION",
+    "BackendError",
+    "ClusterConnection",
+    "Discovery",
+    "Gone",
+    "KubernetesBackend",
+    "Listing",
+    "NotFound",
+    "Observed",
+    "Unreachable",
+    "WatchEvent",
+]
+
+CONNECT_TIMEOUT = 3.0
+READ_TIMEOUT = 10.0
+WATCH_TIMEOUT = 300  # seconds a watch stays open before the caller re-watches
+STOP_ANNOTATION = "serving.kserve.io/stop"
+# API group -> jobs.models.ADDONS key.
+ADDON_GROUPS = {
+    "serving.kserve.io": "kserve",
+    "keda.sh": "keda",
+    "kueue.x-k8s.io": "kueue",
+    "gateway.networking.k8s.io": "gatewayApi",
+    "cert-manager.io": "certManager",
+    "kubevirt.io": "kubevirt",
+}
+# Set by the API server; sending them back would make an apply a compare-and-swap.
+SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+OURS = APP_LABEL  # as a selector, "the label exists": every ServeDeck application's objects
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What the cluster offers, in the words of jobs.models.Cluster."""
+
+    version: str
+    addons: frozenset[str]
+    queues: tuple[str, ...] = ()
+    cache_node_groups: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The raw objects jobs.status.derive_status reads for one application."""
+
+    isvc: dict | None
+    pods: list[dict]
+    events: list[dict]
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A list's items and the resourceVersion to start watching from."""
+
+    items: list[dict]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """ADDED, MODIFIED, DELETED, or BOOKMARK (object has only metadata.resourceVersion)."""
+
+    type: str
+    object: dict
+    resource_version: str
+
+
+class KubernetesBackend:
+    """One cluster's API: the verbs jobs.deploy and the reconciler call."""
+
+    def __init__(
+        self,
+        connection: ClusterConnection,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        read_timeout: float = READ_TIMEOUT,
+    ) -> None:
+        self.connection = connection
+        self.api = KubeApi(connection, connect_timeout, read_timeout)
+
+    @classmethod
+    def for_cluster(cls, cluster: Any, **timeouts: float) -> KubernetesBackend:
+        """The backend of a jobs.models.Cluster row (kubeconfig + context, or in-cluster)."""
+        return cls(ClusterConnection.from_cluster(cluster), **timeouts)
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> KubernetesBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- discovery ----------------------------------------------------------------------
+
+    def discover(self) -> Discovery:
+        """The Kubernetes version, the add-ons whose API groups are served, Kueue's
+        ClusterQueues and the weight cache's node groups (name -> storageLimit in bytes)."""
+        version = str(self.api.version().get("gitVersion") or "")
+        groups = {
+            g.get("name"): (g.get("preferredVersion") or {}).get("version")
+            for g in self.api.api_groups().get("groups") or []
+        }
+        addons = {addon for group, addon in ADDON_GROUPS.items() if group in groups}
+        cache = "kserve" in addons and self._serves(LOCAL_MODEL_CACHE)
+        if cache:
+            addons.add("localModelCache")
+        queues: tuple[str, ...] = ()
+        if "kueue" in addons:
+            queue_kind = _at_version(CLUSTER_QUEUE, groups["kueue.x-k8s.io"])
+            queues = tuple(sorted(_name(q) for q in self.api.list(queue_kind).get("items") or []))
+        node_groups = self._cache_node_groups() if cache else {}
+        return Discovery(version, frozenset(addons), queues, node_groups)
+
+    def _serves(self, kind: Kind) -> bool:
+        try:
+            listed = self.api.resources(kind.group, kind.version)
+        except BackendError as error:
+            if error.status == 404:  # the group does not serve this version
+                return False
+            raise
+        return any(r.get("name") == kind.plural for r in listed.get("resources") or [])
+
+    def _cache_node_groups(self) -> dict[str, int]:
+        if not self._serves(LOCAL_MODEL_NODE_GROUP):
+            return {}
+        groups = {}
+        for item in self.api.list(LOCAL_MODEL_NODE_GROUP).get("items") or []:
+            limit = (item.get("spec") or {}).get("storageLimit")
+            try:
+                groups[_name(item)] = math.ceil(parse_quantity(limit))
+            except (ValueError, TypeError):
+                continue  # a node group without a readable limit cannot hold a cache
+        return groups
+
+    # --- deploy ---------------------------------------------------------------------------
+
+    def dry_run(self, objects: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Server-side apply of each object with dryRun=All: [] when the cluster would take
+        them all, else one sentence per refused object ("InferenceService models/llama: …").
+        Raises BackendError when the cluster cannot be asked (down, or failing itself)."""
+        refusals = []
+        for obj in objects:
+            kind = _rendered_kind(obj)
+            try:
+                self.api.apply(kind, _applicable(obj), dry_run=True)
+            except (Unreachable, Gone):
+                raise
+            except BackendError as error:
+                if error.status is None or error.status >= 500 or error.status == 401:
+                    raise
+                refusals.append(_refusal(_describe(kind, obj), error))
+        return refusals
+
+    def apply(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        """Server-side apply each object in order (fieldManager servedeck, force: ServeDeck
+        owns what it renders), then delete the application's objects the set no longer has."""
+        typed = [(_rendered_kind(obj), obj) for obj in objects]
+        if not typed:
+            return
+        app, namespace = _owner_of([obj for _, obj in typed])
+        for kind, obj in typed:
+            self.api.apply(kind, _applicable(obj))
+        keep = {_identity(kind, obj) for kind, obj in typed}
+        for kind, obj in reversed(self._ours(app, namespace)):
+            if _identity(kind, obj) not in keep:
+                self._delete_quietly(kind, obj)
+
+    def delete(self, app: str, namespace: str) -> None:
+        """Delete everything rendered for the application (its cluster-scoped weight cache
+        too); Kubernetes' garbage collector then removes the Deployments and pods."""
+        for kind, obj in reversed(self._ours(app, namespace)):
+            self._delete_quietly(kind, obj)
+
+    def restart(self, app: str, namespace: str) -> int:
+        """Replace the replicas: delete the application's pods, their Deployment makes new
+        ones; settings, storage and the weight cache stay. Returns how many were deleted."""
+        self._require_isvc(app, namespace)
+        pods = self.api.list(POD, namespace, _selector(app)).get("items") or []
+        for pod in pods:
+            self._delete_quietly(POD, pod)
+        return len(pods)
+
+    def stop(self, app: str, namespace: str) -> None:
+        """KServe's stop annotation: the replicas go and free their GPUs, the configuration
+        stays. ServeDeck's apply does not own the annotation, so a redeploy keeps it."""
+        self._annotate(app, namespace, "true")
+
+    def start(self, app: str, namespace: str) -> None:
+        """Remove the stop annotation: KServe brings the replicas back."""
+        self._annotate(app, namespace, None)
+
+    def _annotate(self, app: str, namespace: str, value: str | None) -> None:
+        patch = {"metadata": {"annotations": {STOP_ANNOTATION: value}}}
+        self.api.merge_patch(INFERENCE_SERVICE, app, namespace, patch)
+
+    def _require_isvc(self, app: str, namespace: str) -> dict:
+        return self.api.get(INFERENCE_SERVICE, app, namespace)
+
+    def _ours(self, app: str, namespace: str) -> list[tuple[Kind, dict]]:
+        """The application's objects on the cluster, kind by kind in apply order; a kind the
+        cluster does not serve has none."""
+        found = []
+        for kind in RENDERED:
+            if kind.namespaced:
+                listed = self._list_if_served(kind, namespace, _selector(app))
+            else:
+                listed = self._list_if_served(kind, None, _selector(app, namespace))
+            found += [(kind, obj) for obj in listed]
+        return found
+
+    def _list_if_served(self, kind: Kind, namespace: str | None, selector: str) -> list[dict]:
+        try:
+            return self.api.list(kind, namespace, selector).get("items") or []
+        except BackendError as error:
+            if error.status == 404:  # the add-on is not installed: nothing of this kind
+                return []
+            raise
+
+    def _delete_quietly(self, kind: Kind, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        with contextlib.suppress(NotFound):  # already gone: what we wanted
+            self.api.delete(kind, meta["name"], meta.get("namespace") if kind.namespaced else None)
+
+    # --- observing ------------------------------------------------------------------------
+
+    def observe(self, app: str, namespace: str) -> Observed:
+        """The InferenceService (None when absent), its pods, and the namespace's events about
+        them (the InferenceService, its pods, Deployments and ReplicaSets, Kueue workloads)."""
+        try:
+            isvc: dict | None = self.api.get(INFERENCE_SERVICE, app, namespace)
+        except NotFound:
+            isvc = None
+        pods = self.api.list(POD, namespace, _selector(app)).get("items") or []
+        names = {_name(p) for p in pods}
+        events = self.api.list(EVENT, namespace).get("items") or []
+        return Observed(isvc, pods, [e for e in events if _about(e, app, names)])
+
+    def list_inference_services(self, namespace: str | None = None) -> Listing:
+        """ServeDeck's InferenceServices (every application's), in one namespace or all."""
+        return _listing(self.api.list(INFERENCE_SERVICE, namespace, OURS))
+
+    def list_pods(self, namespace: str | None = None) -> Listing:
+        """The pods of ServeDeck's applications, in one namespace or all."""
+        return _listing(self.api.list(POD, namespace, OURS))
+
+    def list_events(self, namespace: str | None = None) -> Listing:
+        """Every event of the namespace (events carry no labels: match involvedObject)."""
+        return _listing(self.api.list(EVENT, namespace))
+
+    def watch_inference_services(
+        self,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = WATCH_TIMEOUT,
+    ) -> Iterator[WatchEvent]:
+        """Changes to ServeDeck's InferenceServices after resource_version, until the server
+        ends the watch (timeout_seconds). Raises Gone when resource_version is too old."""
+        return self._watch(INFERENCE_SERVICE, namespace, OURS, resource_version, timeout_seconds)
+
+    def watch_pods(
+        self,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = WATCH_TIMEOUT,
+    ) -> Iterator[WatchEvent]:
+        """Changes to the pods of ServeDeck's applications; as watch_inference_services."""
+        return self._watch(POD, namespace, OURS, resource_version, timeout_seconds)
+
+    def watch_events(
+        self,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = WATCH_TIMEOUT,
+    ) -> Iterator[WatchEvent]:
+        """New and updated events of the namespace; as watch_inference_services."""
+        return self._watch(EVENT, namespace, None, resource_version, timeout_seconds)
+
+    def _watch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        selector: str | None,
+        resource_version: str | None,
+        timeout_seconds: int,
+    ) -> Iterator[WatchEvent]:
+        for event in self.api.watch(kind, namespace, selector, resource_version, timeout_seconds):
+            obj = event.get("object") or {}
+            rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+            yield WatchEvent(str(event.get("type")), obj, rv)
+
+
+def _selector(app: str, namespace: str | None = None) -> str:
+    # Cluster-scoped objects say which namespace's application they belong to: names are
+    # unique per namespace only.
+    selector = f"{APP_LABEL}={app}"
+    return f"{selector},{NAMESPACE_LABEL}={namespace}" if namespace else selector
+
+
+def _rendered_kind(obj: Mapping[str, Any]) -> Kind:
+    kind = kind_of(obj)
+    if kind is None:
+        raise BackendError(
+            f"ServeDeck does not apply {obj.get('apiVersion')} {obj.get('kind')} objects",
+            "Apply only what jobs.render made: InferenceService, ServingRuntime, "
+            "LocalModelCache and HTTPRoute.",
+        )
+    return kind
+
+
+def _applicable(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object as an apply sends it: no status, no server-set metadata."""
+    body = {k: v for k, v in obj.items() if k != "status"}
+    meta = dict(body.get("metadata") or {})
+    for key in SERVER_FIELDS:
+        meta.pop(key, None)
+    body["metadata"] = meta
+    return body
+
+
+def _owner_of(objects: list[Mapping[str, Any]]) -> tuple[str, str]:
+    """The application and namespace a rendered set belongs to (its labels say)."""
+    apps, namespaces = set(), set()
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        apps.add(labels.get(APP_LABEL))
+        namespaces.add(meta.get("namespace") or labels.get(NAMESPACE_LABEL))
+    if len(apps) != 1 or None in apps or len(namespaces) != 1 or None in namespaces:
+        raise BackendError(
+            "The objects to apply do not belong to one application in one namespace "
+            f"(applications {sorted(map(str, apps))}, namespaces {sorted(map(str, namespaces))})",
+            f"Apply the objects jobs.render made for one application: each carries {APP_LABEL}.",
+        )
+    return apps.pop(), namespaces.pop()
+
+
+def _identity(kind: Kind, obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (kind.kind, meta.get("namespace", "") if kind.namespaced else "", meta.get("name", ""))
+
+
+def _describe(kind: Kind, obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return kind.describe(meta.get("namespace"), meta.get("name"))
+
+
+def _refusal(what: str, error: BackendError) -> str:
+    said = str(error)
+    return said if said.startswith(what) else f"{what}: {said}"
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _at_version(kind: Kind, version: str | None) -> Kind:
+    """The kind at the version the server prefers (Kueue serves v1beta1, later v1beta2)."""
+    if not version or version == kind.version:
+        return kind
+    return Kind(kind.kind, kind.group, version, kind.plural, kind.namespaced, kind.provider)
+
+
+def _about(event: Mapping[str, Any], app: str, pods: set[str]) -> bool:
+    """Whether an event concerns the application: its InferenceService, its pods, or what
+    KServe and Kueue name after it (<app>-predictor-…, pod-<app>-…)."""
+    about = event.get("involvedObject") or event.get("regarding") or {}
+    name, kind = str(about.get("name") or ""), about.get("kind")
+    if kind == "Pod":
+        return name in pods
+    if kind == "Workload":
+        return name.startswith(f"pod-{app}-") or any(p in name for p in pods)
+    return name == app or name.startswith(f"{app}-")
+
+
+def _listing(listed: Mapping[str, Any]) -> Listing:
+    rv = str((listed.get("metadata") or {}).get("resourceVersion") or "")
+    return Listing(list(listed.get("items") or []), rv)

@@ -1,0 +1,68 @@
+// Deploy model wizard: what htmx does not cover. Focus after a step is swapped in, arrow keys
+// through the Hugging Face list, "pin the current commit", and a GPU kind's own size.
+(() => {
+  "use strict";
+
+  // A new step: focus its first field with a problem, else its heading (screen readers
+  // announce where they are; keyboard users go on from there).
+  document.addEventListener("htmx:afterSettle", (event) => {
+    // An outerHTML swap reports the element it replaced: compare ids, not elements.
+    const wizard = document.getElementById("wizard");
+    if (!wizard || event.detail.target?.id !== "wizard") return;
+    const invalid = wizard.querySelector("[aria-invalid='true']");
+    const heading = document.getElementById("step-title");
+    (invalid || heading)?.focus();
+  });
+
+  // The Hugging Face list: Down from the input into it, Up/Down within, Escape back out.
+  const picks = () => Array.from(document.querySelectorAll("#hub-results .hub-pick"));
+  document.addEventListener("keydown", (event) => {
+    const input = document.getElementById("wz-repo");
+    const results = document.getElementById("hub-results");
+    if (!input || !results) return;
+    const items = picks();
+    const at = items.indexOf(document.activeElement);
+    if (event.target === input && event.key === "ArrowDown" && items.length) {
+      event.preventDefault();
+      items[0].focus();
+    } else if (at >= 0 && event.key === "ArrowDown") {
+      event.preventDefault();
+      items[Math.min(at + 1, items.length - 1)].focus();
+    } else if (at >= 0 && event.key === "ArrowUp") {
+      event.preventDefault();
+      (at === 0 ? input : items[at - 1]).focus();
+    } else if ((at >= 0 || event.target === input) && event.key === "Escape") {
+      results.hidden = true;
+      input.focus();
+    }
+  });
+
+  document.addEventListener("click", (event) => {
+    // "Pin the current commit" fills the revision field.
+    const fill = event.target.closest("button[data-fill]");
+    if (fill) {
+      const target = document.querySelector(fill.dataset.fill);
+      if (target) {
+        target.value = fill.dataset.value;
+        target.focus();
+      }
+    }
+  });
+
+  // Picking a GPU kind takes its smallest size that holds the model (the tile says it);
+  // capture phase, so the inputs are set before htmx asks for the memory figures.
+  document.addEventListener(
+    "change",
+    (event) => {
+      const tile = event.target;
+      if (!(tile instanceof HTMLInputElement) || tile.name !== "gpu_kind") return;
+      const gpus = document.getElementById("wz-gpus");
+      const nodes = document.getElementById("wz-nodes");
+      if (gpus && Number(tile.dataset.gpus) > 0) gpus.value = tile.dataset.gpus;
+      if (nodes && Number(tile.dataset.gpus) > 0) {
+        nodes.value = Number(tile.dataset.nodes) > 1 ? tile.dataset.nodes : "";
+      }
+    },
+    true,
+  );
+})();

@@ -1,0 +1,309 @@
+"""Deploy model, the wizard, in a real browser: a chat model on a GPU and an embedding model on
+the CPU, both picked with the Hugging Face autocomplete, Back and Next, Review and Deploy; a
+gated model without a token stopped at Check model; keyboard only on a phone-sized screen.
+
+This module runs its own live server: a machine with one NVIDIA GPU (a fake nvidia-smi on its
+PATH) whose local backend runs the stand-in model server, so a GPU model deploys here.
+"""
+
+import os
+import re
+import shlex
+import stat
+import sys
+from functools import partial
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from django.test import override_settings
+from playwright.sync_api import Page, expect
+
+from jobs.backends.local import LocalRunner
+from jobs.models import Application, Draft
+from tests.browser.conftest import _accept_the_suites_password_hashes
+from tests.conftest import STAND_IN
+
+pytestmark = pytest.mark.browser
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+@pytest.fixture(scope="module")
+def channels_live_server(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Daphne serving the console, forked with one fake GPU on PATH and the stand-in model
+    server as the local backend's command; every model server it started is stopped after."""
+    from channels.testing.live import make_application
+    from daphne.testing import DaphneProcess
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+    from django.db import connections
+
+    folder = tmp_path_factory.mktemp("one-gpu")
+    smi = folder / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA L4 (UUID: GPU-00000000)'\n")
+    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    state = tmp_path_factory.mktemp("local-backend")
+    command = (
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(STAND_IN))} --port {{port}} "
+        "--served-model-name {name} --startup-delay 0.1 {args}"
+    )
+    path = os.environ["PATH"]
+    with (
+        django_db_blocker.unblock(),
+        override_settings(SERVEDECK_LOCAL_COMMAND=command, SERVEDECK_LOCAL_STATE_DIR=state),
+    ):
+        connections.close_all()  # never share a database handle across fork
+        os.environ["PATH"] = f"{folder}{os.pathsep}{path}"
+        try:
+            server = DaphneProcess(
+                host="127.0.0.1",
+                get_application=partial(make_application, static_wrapper=ASGIStaticFilesHandler),
+                setup=_accept_the_suites_password_hashes,
+            )
+            server.start()
+        finally:
+            os.environ["PATH"] = path
+    if not server.ready.wait(timeout=30):
+        server.terminate()
+        raise RuntimeError("Daphne did not start")
+    port = server.port.value
+    yield SimpleNamespace(url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}")
+    server.terminate()
+    server.join(10)
+    runner = LocalRunner(state, template=command)
+    for name in runner.applications():
+        runner.delete(name)
+
+
+@pytest.fixture
+def people(transactional_db, admin, deployer, viewer):
+    return SimpleNamespace(admin=admin, deployer=deployer, viewer=viewer)
+
+
+def log_in(page: Page, username: str) -> None:
+    page.goto("/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(f"pw-{username}")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
+
+
+def step_heading(page: Page):
+    return page.locator("#step-title")
+
+
+def tile(page: Page, kind: str):
+    return page.locator("label.tile", has=page.locator(f"input[value='{kind}']"))
+
+
+def next_step(page: Page, title: str) -> None:
+    page.locator(".wizard-nav").get_by_role("button", name=re.compile(r"^Next")).click()
+    expect(step_heading(page)).to_have_text(title)
+
+
+def test_chat_model_on_a_gpu(page: Page, people, shoot):
+    log_in(page, "dan")
+    page.locator("nav.nav").get_by_role("link", name="Deploy model").click()
+    expect(page).to_have_url(re.compile(r"/deploy/$"))
+    expect(page.get_by_role("heading", name="Deploy model", level=1)).to_be_visible()
+    expect(page.get_by_role("link", name="Deploy from YAML")).to_be_visible()
+    expect(page.locator(".stepper [aria-current=step]")).to_have_text(re.compile("Model"))
+    shoot(page, "01-model-empty")
+
+    name = page.get_by_label("Name")
+    name.fill("Qwen_Chat")
+    expect(page.locator("#name-status")).to_contain_text("DNS")
+    name.fill("qwen-chat")
+    expect(page.locator("#name-status")).to_have_text("qwen-chat is free.")
+
+    repo = page.get_by_label("Hugging Face model")
+    repo.press_sequentially("qwen", delay=30)
+    results = page.locator("#hub-results")
+    expect(results).to_contain_text("match “qwen”")
+    qwen = results.get_by_role("button", name=re.compile(r"^Qwen/Qwen2\.5-7B-Instruct\b"))
+    expect(qwen).to_contain_text("text-generation")
+    expect(qwen).to_contain_text("2.3M downloads")
+    expect(qwen.locator(".badge.gated")).to_have_count(0)
+    shoot(page, "02-model-autocomplete")
+    qwen.click()
+    expect(repo).to_have_value("Qwen/Qwen2.5-7B-Instruct")
+    expect(page.get_by_label("Revision")).to_have_value(COMMIT)
+    expect(results).to_be_hidden()
+    shoot(page, "03-model-picked")
+
+    next_step(page, "Check model")
+    expect(page).to_have_url(re.compile(r"/deploy/drafts/[\w-]+/check/$"))
+    result = page.get_by_role("region", name="Check model result")
+    expect(result).to_contain_text("The platform can serve this model.")
+    for fact in ("vllm", "generate", "Qwen2ForCausalLM", "7.6B", "32768 tokens"):
+        expect(result).to_contain_text(fact)
+    shoot(page, "04-check-model")
+
+    next_step(page, "Compute")
+    chosen = page.locator("input[name=gpu_kind]:checked")
+    expect(chosen).to_have_value("a10g")
+    expect(tile(page, "a10g")).to_contain_text("ServeDeck's choice")
+    expect(tile(page, "t4")).to_contain_text("on 2 GPUs")
+    expect(page.locator("#memory-needed")).to_contain_text("at 32768 tokens")
+    shoot(page, "05-compute")
+
+    # Another GPU kind takes its own smallest size: two t4s, more than this machine has.
+    tile(page, "t4").click()
+    expect(page.get_by_label("GPUs per replica")).to_have_value("2")
+    page.locator(".wizard-nav").get_by_role("button", name="Next: Access").click()
+    expect(step_heading(page)).to_have_text("Compute")
+    expect(page.locator(".error").first).to_contain_text("this machine has 1")
+    expect(page.locator(".stepper li.attention")).to_have_count(1)
+    shoot(page, "06-compute-refused")
+
+    # A shorter context needs less memory; the figure follows as it is typed.
+    context = page.get_by_label("Context window (tokens)")
+    context.fill("8192")
+    expect(page.locator("#memory-needed")).to_contain_text("at 8192 tokens")
+    tile(page, "l4").click()
+    expect(page.get_by_label("GPUs per replica")).to_have_value("1")
+    next_step(page, "Access")
+    expect(page).to_have_url(re.compile(r"/access/$"))
+    expect(page.get_by_role("radio", name=re.compile("Internal only"))).to_be_checked()
+    expect(page.get_by_role("radio", name=re.compile("On your domain"))).to_be_disabled()
+    expect(page.locator("#domain-hint")).to_contain_text("verified domain and an access policy")
+    shoot(page, "07-access")
+
+    # Back keeps what was saved, and the draft survives a reload.
+    page.locator(".wizard-nav").get_by_role("button", name="Back").click()
+    expect(step_heading(page)).to_have_text("Compute")
+    expect(page.locator("input[name=gpu_kind]:checked")).to_have_value("l4")
+    page.reload()
+    expect(step_heading(page)).to_have_text("Compute")
+    expect(page.locator("input[name=gpu_kind]:checked")).to_have_value("l4")
+    expect(page.get_by_label("Context window (tokens)")).to_have_value("8192")
+    next_step(page, "Access")
+    next_step(page, "API")
+    expect(page.get_by_role("radio", name=re.compile("OpenAI-compatible"))).to_be_checked()
+    expect(page.locator("#wizard")).to_contain_text("/v1/chat/completions")
+    expect(page.locator("#wizard")).not_to_contain_text("Media per request")
+    shoot(page, "08-api")
+
+    next_step(page, "Review")
+    expect(page.get_by_role("region", name="Dry run")).to_contain_text("Dry run passed.")
+    expect(page.locator(".dry-run")).to_contain_text("vLLM (vllm runtime)")
+    reviewed = page.locator("#review-yaml").inner_text()
+    manifest = yaml.safe_load(reviewed)
+    gpu = manifest["spec"]["source"]["model"]["resources"]["accelerator"]["gpu"]
+    assert (gpu["model"], gpu["countPerReplica"]) == ("l4", 1)
+    assert manifest["spec"]["source"]["model"]["serving"]["maxContextTokens"] == 8192
+    assert COMMIT.match(manifest["spec"]["source"]["model"]["uri"].rsplit(":", 1)[1])
+    shoot(page, "09-review")
+
+    page.get_by_role("button", name="Deploy", exact=True).click()
+    expect(page).to_have_url(re.compile(r"/models/qwen-chat/$"))
+    expect(page.get_by_role("status")).to_contain_text("qwen-chat is deployed")
+    expect(page.get_by_role("heading", level=1)).to_have_text(
+        re.compile(r"qwen-chat\s+(Pending|Loading|Running)")
+    )
+    assert yaml.safe_load(page.locator("#manifest-yaml").inner_text()) == manifest
+    assert Application.objects.get(name="qwen-chat").manifest == manifest
+    assert not Draft.objects.exists()
+    shoot(page, "10-deployed")
+
+
+def test_embedding_model_on_the_cpu_keyboard_only_on_a_phone(page: Page, people, shoot):
+    page.set_viewport_size({"width": 390, "height": 844})
+    log_in(page, "dan")
+    page.goto("/deploy/")
+    focused = "document.activeElement && (document.activeElement.id || document.activeElement.name)"
+
+    page.get_by_label("Name").focus()
+    page.keyboard.type("bge-embed")
+    page.keyboard.press("Tab")
+    assert page.evaluate(focused) == "wz-profile"
+    page.keyboard.press("Tab")  # the source: Hugging Face is chosen already
+    page.keyboard.press("Tab")
+    assert page.evaluate(focused) == "wz-repo"
+    page.keyboard.type("bge", delay=30)
+    first = page.locator("#hub-results .hub-pick").first
+    expect(first).to_contain_text("BAAI/bge-m3")
+    expect(first).to_contain_text("sentence-similarity")
+    page.keyboard.press("ArrowDown")
+    expect(first).to_be_focused()
+    shoot(page, "01-model-autocomplete-phone")
+    page.keyboard.press("Enter")
+    expect(page.get_by_label("Hugging Face model")).to_have_value("BAAI/bge-m3")
+    expect(page.get_by_label("Hugging Face model")).to_be_focused()
+    page.keyboard.press("Enter")  # Enter in a field is Next
+    expect(step_heading(page)).to_have_text("Check model")
+    expect(step_heading(page)).to_be_focused()
+    expect(page.get_by_role("region", name="Check model result")).to_contain_text("embed")
+    shoot(page, "02-check-phone")
+
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")  # past the stepper's links (Model) to Next
+    while page.evaluate("document.activeElement.textContent.trim()") != "Next: Compute":
+        page.keyboard.press("Tab")
+    page.keyboard.press("Enter")
+    expect(step_heading(page)).to_have_text("Compute")
+    # Arrow keys move through the tiles: up to the CPU, then the context window.
+    page.locator("input[name=gpu_kind]:checked").focus()
+    for _ in range(3):
+        page.keyboard.press("ArrowUp")
+    expect(page.locator("input[name=gpu_kind]:checked")).to_have_value("cpu")
+    expect(page.get_by_label("GPUs per replica")).to_be_hidden()
+    page.get_by_label("Context window (tokens)").focus()
+    page.keyboard.type("4096")
+    expect(page.locator("#memory-needed")).to_contain_text("at 4096 tokens")
+    shoot(page, "03-compute-cpu-phone")
+    page.keyboard.press("Enter")
+    expect(step_heading(page)).to_have_text("Access")
+    page.keyboard.press("Enter")
+    expect(step_heading(page)).to_have_text("Access")  # the heading has focus, not a field
+    page.locator(".wizard-nav button.primary").focus()
+    page.keyboard.press("Enter")
+    expect(step_heading(page)).to_have_text("API")
+    expect(page.locator("#wizard")).to_contain_text("/v1/embeddings")
+    page.locator(".wizard-nav button.primary").focus()
+    page.keyboard.press("Enter")
+    expect(step_heading(page)).to_have_text("Review")
+    manifest = yaml.safe_load(page.locator("#review-yaml").inner_text())
+    assert "accelerator" not in manifest["spec"]["source"]["model"]["resources"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    shoot(page, "04-review-phone")
+    page.get_by_role("button", name="Deploy", exact=True).focus()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/models/bge-embed/$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text(re.compile("bge-embed"))
+    shoot(page, "05-deployed-phone")
+
+
+def test_a_gated_model_without_a_token_stops_at_check_model(page: Page, people, shoot):
+    log_in(page, "dan")
+    page.goto("/deploy/")
+    page.get_by_label("Name").fill("llama-chat")
+    page.get_by_label("Hugging Face model").press_sequentially("llama-3.1-8b", delay=20)
+    llama = page.locator("#hub-results").get_by_role(
+        "button", name=re.compile(r"^meta-llama/Llama-3\.1-8B-Instruct\b")
+    )
+    expect(llama.locator(".badge.gated")).to_have_text("Gated")
+    shoot(page, "01-gated-in-the-list")
+    llama.click()
+    next_step(page, "Check model")
+    result = page.get_by_role("region", name="Check model result")
+    expect(result).to_contain_text("gated")
+    expect(result).to_contain_text("token")
+    next_button = page.get_by_role("button", name="Next: Compute")
+    expect(next_button).to_be_disabled()
+    expect(page.locator("#cannot-go-on")).to_contain_text("cannot be served cannot go on")
+    expect(page.locator(".stepper li.attention")).to_contain_text("Check model")
+    shoot(page, "02-check-model-gated")
+    # Review cannot be reached with the refusal pending: the address leads back here.
+    page.goto(page.url.replace("/check/", "/review/"))
+    expect(step_heading(page)).to_have_text("Check model")
+
+
+def test_a_viewer_cannot_use_the_wizard(page: Page, page_problems, people, shoot):
+    log_in(page, "vera")
+    expect(page.locator("nav.nav").get_by_role("link", name="Deploy model")).to_have_count(0)
+    page_problems.expect(r"status of 403")
+    response = page.goto("/deploy/")
+    assert response.status == 403
+    expect(page.locator("main")).to_contain_text("Your role in Acme is viewer")
+    shoot(page, "01-viewer-403")
