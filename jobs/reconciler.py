@@ -23,6 +23,7 @@ class Reconciler:
     def __init__(self, interval: float = 2.0):
         self.interval = interval
         self.stopping = threading.Event()
+        self.followers: dict[int, object] = {}
 
     def step_local(self) -> int:
         """Observe every application on a local profile; return how many changed."""
@@ -41,6 +42,32 @@ class Reconciler:
             changed += record_status(application, observed)
         return changed
 
+    def follow_clusters(self) -> None:
+        """A follower (watch threads) for every Kubernetes cluster not yet followed."""
+        from jobs.watching import ClusterFollower  # loads the Kubernetes client only when needed
+
+        for cluster in Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES):
+            key = (cluster.pk, cluster.kubeconfig_path, cluster.context, cluster.in_cluster)
+            if cluster.pk in self.followers and self.followers[cluster.pk][0] == key:
+                continue
+            if cluster.pk in self.followers:  # its connection changed: follow it anew
+                self.followers[cluster.pk][1].stop()
+            self._discover(cluster)
+            follower = ClusterFollower(cluster)
+            follower.start()
+            self.followers[cluster.pk] = (key, follower)
+            logger.info("following cluster %s", cluster.name)
+
+    def _discover(self, cluster) -> None:
+        """Add-ons change rarely; reading them when following starts keeps the rules true."""
+        from jobs.backends.cluster import discover
+        from jobs.backends.k8s_errors import BackendError
+
+        try:
+            discover(cluster)
+        except BackendError as error:
+            logger.warning("cluster %s: add-ons not discovered: %s", cluster.name, error)
+
     def step(self) -> int:
         close_old_connections()
         return self.step_local()
@@ -52,11 +79,14 @@ class Reconciler:
             logger.info("started again the local model servers of %s", ", ".join(resumed))
         while not self.stopping.is_set():
             try:
+                self.follow_clusters()
                 self.step()
             except Exception:  # the database may be restarting: back off and try again
                 logger.exception("reconciler step failed; retrying")
                 self.stopping.wait(min(self.interval * 5, 30))
             self.stopping.wait(self.interval)
+        for _, follower in self.followers.values():
+            follower.stop()
         # Local model servers stop with the console; resume() brings them back next time.
         forget_local_runner()
         logger.info("reconciler stopped")

@@ -137,3 +137,8 @@ def discover(cluster) -> None:
     cluster.queues = list(found.queues)
     cluster.cache_node_groups = dict(found.cache_node_groups)
     cluster.save(update_fields=["addons", "queues", "cache_node_groups"])
+
+
+def describe_addons(cluster) -> str:
+    addons = ", ".join(cluster.addons) or "none"
+    return f"add-ons {addons}; queues {', '.join(cluster.queues) or 'none'}"

@@ -2,6 +2,7 @@
 
 from django.contrib import messages
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
 from accesspolicies.access import require
 from jobs.access import get_cluster, get_profile
@@ -41,6 +42,24 @@ def cluster_add(request):
 
 def cluster_edit(request, name):
     return _edit(request, ClusterForm, get_cluster(request.membership, name, "admin"), "cluster")
+
+
+@require_POST
+def cluster_discover(request, name):
+    cluster = get_cluster(request.membership, name, "admin")
+    if cluster.backend != Cluster.Backend.KUBERNETES:
+        messages.error(request, f"{name} runs on the local backend: nothing to discover.")
+        return redirect("jobs:cluster-edit", name=name)
+    from jobs.backends.cluster import describe_addons, discover
+    from jobs.backends.k8s_errors import BackendError
+
+    try:
+        discover(cluster)
+    except BackendError as error:
+        messages.error(request, f"{name}: {error.reason} {error.next_step}")
+    else:
+        messages.success(request, f"{name}: {describe_addons(cluster)}.")
+    return redirect("jobs:cluster-edit", name=name)
 
 
 def profile_add(request):

@@ -1,8 +1,10 @@
 """`manage.py cluster add|list`: clusters from scripts, through the same form as the page."""
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from accesspolicies.cli import acting_membership, add_verb
+from jobs.backends.cluster import describe_addons, discover
+from jobs.backends.k8s_errors import BackendError
 from jobs.forms import ClusterForm
 from jobs.management.commands._setup import save_form, write_table
 from jobs.models import ADDONS, Cluster
@@ -29,6 +31,8 @@ class Command(BaseCommand):
         )
         add.add_argument("--queue", action="append", default=[], help="a declared ClusterQueue")
         add_verb(sub, "list", help="list clusters")
+        discover = add_verb(sub, "discover", help="read a Kubernetes cluster's add-ons and queues")
+        discover.add_argument("name")
 
     def handle(self, *args, verb, org, user, **options):
         membership = acting_membership(org, user, "admin", "clusters")
@@ -37,6 +41,9 @@ class Command(BaseCommand):
             rows = [("NAME", "BACKEND", "CONNECTION", "ADD-ONS")]
             rows += [(c.name, c.backend, c.connection, ",".join(c.addons) or "-") for c in clusters]
             write_table(self.stdout, rows)
+            return
+        if verb == "discover":
+            self.discover(membership, options["name"])
             return
         backend = Cluster.Backend.LOCAL if options["local"] else Cluster.Backend.KUBERNETES
         data = {
@@ -52,3 +59,15 @@ class Command(BaseCommand):
         form = ClusterForm(data, organization=membership.organization)
         cluster = save_form(form, f"cluster {options['name']}")
         self.stdout.write(f"cluster/{cluster.name} added ({cluster.backend}: {cluster.connection})")
+
+    def discover(self, membership, name: str) -> None:
+        cluster = Cluster.objects.filter(organization=membership.organization, name=name).first()
+        if cluster is None:
+            raise CommandError(f"No cluster named {name!r}; `cluster list` shows them.")
+        if cluster.backend != Cluster.Backend.KUBERNETES:
+            raise CommandError(f"{name} runs on the local backend: nothing to discover.")
+        try:
+            discover(cluster)
+        except BackendError as error:
+            raise CommandError(f"{name}: {error.reason} {error.next_step}") from None
+        self.stdout.write(f"cluster/{name}: {describe_addons(cluster)}")

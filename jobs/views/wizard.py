@@ -1,0 +1,231 @@
+"""Deploy model, the wizard: one view per step. GET shows the step; POST saves its inputs into
+the member's draft and goes Back or Next. An htmx request gets the step's fragment (and the
+step's URL pushed), a browser the whole page; the verbs live in jobs.wizard.flow."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect, push_url
+
+from jobs import deploy as verbs
+from jobs.access import get_application
+from jobs.wizard import drafts, flow, present, steps
+from jobs.wizard.paths import MODEL, get
+from models_catalog import hub
+
+PAGE = "jobs/wizard/page.html"
+
+
+def _fragment(request: HttpRequest) -> bool:
+    """htmx asked for a part of the page (a history restore wants the whole page)."""
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+def _show(request: HttpRequest, slug: str, context: dict, status: int = 200) -> HttpResponse:
+    template = f"jobs/wizard/{slug}.html"
+    if _fragment(request):  # htmx swaps only 2xx answers: problems come back as 200
+        return render(request, template, context | {"fragment": True})
+    return render(request, PAGE, context | {"step_template": template}, status=status)
+
+
+def _context(request: HttpRequest, state: flow.State, slug: str) -> dict:
+    if slug == "model":
+        return present.model_context(request.membership, state, commit=_commit(request, state))
+    return {
+        "check": present.check_context,
+        "compute": present.compute_context,
+        "access": present.access_context,
+        "api": present.api_context,
+        "review": present.review_context,
+    }[slug](state)
+
+
+def _commit(request: HttpRequest, state: flow.State) -> str | None:
+    """The Hub's current commit of the draft's hf:// model, offered for pinning."""
+    uri = get(state.draft.manifest, f"{MODEL}.uri")
+    if not isinstance(uri, str) or not uri.startswith("hf://"):
+        return None
+    repo = uri[len("hf://") :].split(":", 1)[0]
+    profile = get(state.draft.manifest, "spec.profileName")
+    return flow.current_commit(request.membership, repo, profile) if repo else None
+
+
+def _go(request: HttpRequest, state: flow.State, slug: str) -> HttpResponse:
+    """Show step `slug`: htmx swaps it in and pushes its URL; a browser is redirected to it."""
+    url = present.step_url(state.draft, slug)
+    if not _fragment(request):
+        return redirect(url)
+    return push_url(_show(request, slug, _context(request, state, slug)), url)
+
+
+def _after_save(request: HttpRequest, state: flow.State, slug: str) -> HttpResponse:
+    """Back goes back whatever the inputs; Next goes on only when this step and every step
+    before it has no refusal pending, else the step that has one shows it beside its field."""
+    if request.POST.get("go") == "back":
+        back = steps.previous(slug)
+        return _go(request, state, back) if back else redirect("console:home")
+    blocked = state.blocked
+    if blocked is not None and steps.index(blocked) <= steps.index(slug):
+        if blocked != slug:
+            return _go(request, state, blocked)
+        return _show(request, slug, _context(request, state, slug), status=400)
+    return _go(request, state, steps.following(slug) or slug)
+
+
+@require_http_methods(["GET", "POST"])
+def start(request: HttpRequest) -> HttpResponse:
+    """Deploy model: the Model step of a new draft, with the member's drafts to resume."""
+    membership = request.membership
+    mine = drafts.drafts_of(membership)
+    if request.method == "POST":
+        return _after_save(request, flow.start(membership, request.POST), "model")
+    context = present.model_context(membership, None, drafts=mine)
+    return _show(request, "model", context)
+
+
+def _step(slug: str) -> Callable[[HttpRequest, str], HttpResponse]:
+    @require_http_methods(["GET", "POST"])
+    def step(request: HttpRequest, key: str) -> HttpResponse:
+        draft = drafts.get_draft(request.membership, key)
+        if request.method == "POST":
+            if slug == "model":
+                state = flow.save_model(draft, request.POST)
+            elif slug in ("compute", "access", "api"):
+                state = flow.save_step(draft, slug, request.POST)
+            else:
+                state = flow.look(draft)  # Check model and Review have nothing to save
+            return _after_save(request, state, slug)
+        state = flow.look(draft)
+        if not state.reachable(slug):  # a refusal pending earlier: show it there
+            return _go(request, state, state.blocked)
+        return _show(request, slug, _context(request, state, slug))
+
+    step.__name__ = f"{slug}_step"
+    return step
+
+
+model_step = _step("model")
+check_step = _step("check")
+compute_step = _step("compute")
+access_step = _step("access")
+api_step = _step("api")
+review_step = _step("review")
+
+
+@require_GET
+def resume(request: HttpRequest, key: str) -> HttpResponse:
+    """A draft opens at the first step with something to fix, else at Review."""
+    state = flow.look(drafts.get_draft(request.membership, key))
+    return redirect(present.step_url(state.draft, state.blocked or steps.LAST))
+
+
+@require_POST
+def discard(request: HttpRequest, key: str) -> HttpResponse:
+    draft = drafts.get_draft(request.membership, key)
+    what = draft.name or "untitled"
+    draft.delete()
+    messages.success(request, f"The draft {what} is discarded.")
+    return redirect("jobs:wizard")
+
+
+@require_GET
+def edit(request: HttpRequest, name: str) -> HttpResponse:
+    """Change a deployed model through the same steps: its manifest becomes the draft."""
+    application = get_application(request.membership, name, "deploy")
+    draft = drafts.edit_draft(request.membership, application)
+    return redirect(present.step_url(draft, steps.FIRST))
+
+
+@require_POST
+def deploy(request: HttpRequest, key: str) -> HttpResponse:
+    """Apply what Review showed; then the model's page, where its phase shows."""
+    draft = drafts.get_draft(request.membership, key)
+    try:
+        applied = flow.deploy(draft, request.membership, request.POST.get("reviewed", ""))
+    except flow.Blocked as blocked:
+        return _go(request, blocked.state, blocked.state.blocked)
+    except flow.Stale as stale:
+        context = present.review_context(stale.state) | {"stale": True}
+        return _show(request, "review", context, status=409)
+    except (verbs.Refused, verbs.ActionError) as error:
+        context = present.review_context(flow.look(draft)) | {"deploy_error": error}
+        return _show(request, "review", context, status=400)
+    name = applied.application.name
+    if applied.revision is None:
+        messages.info(request, f"Nothing changed: {name} runs this manifest already.")
+    elif applied.created:
+        messages.success(request, f"{name} is deployed: revision 1 is handed to its cluster.")
+    else:
+        messages.success(request, f"Revision {applied.revision.number} of {name} is deployed.")
+    url = reverse("jobs:application-detail", kwargs={"name": name})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@require_GET
+def download(request: HttpRequest, key: str) -> HttpResponse:
+    """The filled-in manifest Review shows, as a file."""
+    state = flow.look(drafts.get_draft(request.membership, key))
+    name = get(state.manifest, "spec.name") or "application"
+    response = HttpResponse(present.yaml_text(state.manifest), content_type="application/yaml")
+    response["Content-Disposition"] = f'attachment; filename="{name}.yaml"'
+    return response
+
+
+@require_GET
+def name_status(request: HttpRequest) -> HttpResponse:
+    """The name as it is typed: the manifest's rules for it, and whether a model has it."""
+    key = request.GET.get("draft")
+    draft = drafts.get_draft(request.membership, key) if key else None
+    drafts.drafts_of(request.membership)  # the role check for a new draft
+    name = request.GET.get("name", "").strip()
+    problems = flow.name_problems(request.membership, draft, name, request.GET.get("profile", ""))
+    context = {"name": name, "name_problems": problems}
+    return render(request, "jobs/wizard/_name_status.html", context)
+
+
+@require_GET
+def hub_search(request: HttpRequest) -> HttpResponse:
+    """The Hugging Face autocomplete: models whose id holds what is typed."""
+    drafts.drafts_of(request.membership)  # deployers only
+    query = request.GET.get("repo", "").strip()
+    context: dict = {"query": query, "models": [], "error": None}
+    try:
+        found = flow.search_hub(request.membership, query, request.GET.get("profile"))
+    except hub.HubError as error:
+        context["error"] = str(error)
+    else:
+        context["models"] = [present.hub_model(m) for m in found]
+    return render(request, "jobs/wizard/_hub_results.html", context)
+
+
+@require_GET
+def hub_pick(request: HttpRequest) -> HttpResponse:
+    """A model picked from the list: its repository, pinned to the Hub's current commit."""
+    drafts.drafts_of(request.membership)
+    repo = request.GET.get("repo", "").strip()
+    commit = flow.current_commit(request.membership, repo, request.GET.get("profile"))
+    context = {
+        "values": {"repo": repo, "revision": commit or ""},
+        "commit": None,
+        "picked": True,
+        "errors": {},
+        "cautions": {},
+        "locks": {},
+    }
+    return render(request, "jobs/wizard/_hub_source.html", context)
+
+
+@require_GET
+def compute_memory(request: HttpRequest, key: str) -> HttpResponse:
+    """Compute's GPU tiles and memory needed for the context being typed (saves nothing)."""
+    draft = drafts.get_draft(request.membership, key)
+    check = flow.memory_at(draft, request.GET)
+    return render(
+        request, "jobs/wizard/_sizing.html", present.sizing_context(draft, check, request.GET)
+    )
