@@ -219,9 +219,10 @@ def test_restart_stop_start_and_delete(prod, deployer, kube, follower):
 def test_rollback_applies_the_earlier_render(prod, deployer, kube):
     app = verbs.apply(MANIFEST, deployer).application
     verbs.apply(MANIFEST + "      resources:\n        memory: 6Gi\n", deployer)
-    limits = lambda: kube.get("InferenceService", "bge-embed", NS)["spec"]["predictor"]["model"][
-        "resources"
-    ]["limits"]  # noqa: E501, E731
+    def limits():
+        isvc = kube.get("InferenceService", "bge-embed", NS)
+        return isvc["spec"]["predictor"]["model"]["resources"]["limits"]
+
     assert limits()["memory"] == "6Gi"
     verbs.rollback(app, 1, deployer)
     assert limits()["memory"] == "4Gi"
