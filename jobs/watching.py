@@ -1,9 +1,11 @@
 """Following one Kubernetes cluster: watches on ServeDeck's InferenceServices, their pods and
-the namespace events mark applications dirty; `drain` observes each dirty application once and
-records what derive_status makes of it.
+the namespace events keep a copy of those objects and mark the applications they are about as
+dirty; `drain` derives each dirty application's status from the copy (no API call) and records
+it.
 
-A watch resumes from the last resourceVersion it saw, lists again on 410 Gone, and backs off
-while the API server cannot be reached. Tests call `relist`, `watch_round` and `drain` directly.
+A watch resumes from the last resourceVersion it saw, lists again on 410 Gone (replacing the
+copy, and marking every application, since changes may have been missed), and backs off while
+the API server cannot be reached. Tests call `relist`, `watch_round` and `drain` directly.
 """
 
 import logging
@@ -12,9 +14,9 @@ from collections import Counter
 
 from django.db import close_old_connections
 
-from jobs.backends.cluster import ClusterBackend, client_for
+from jobs.backends.cluster import client_for, status_of
 from jobs.backends.k8s_errors import BackendError, Gone, Unreachable
-from jobs.lifecycle import record_status
+from jobs.lifecycle import Observed, record_status
 from jobs.models import Application, Phase
 from jobs.render import APP_LABEL
 
@@ -32,6 +34,8 @@ class ClusterFollower:
         self.versions: dict[str, str | None] = dict.fromkeys(KINDS)
         self.dirty: set[tuple[str, str]] = set()
         self.known: dict[str, set[str]] = {}  # namespace -> application names on this cluster
+        # The cluster's objects as the watches last told: kind -> (namespace, name) -> object.
+        self.seen: dict[str, dict[tuple[str, str], dict]] = {kind: {} for kind in KINDS}
         self.lock = threading.Lock()
         self.wakeup = threading.Event()
         self.stopping = threading.Event()
@@ -81,8 +85,29 @@ class ClusterFollower:
         """List again (first start, after 410): every application may have changed meanwhile."""
         self.refresh_known()
         listing = getattr(self.client, f"list_{kind}")()
+        with self.lock:
+            self.seen[kind] = {_key(obj): obj for obj in listing.items}
         self.versions[kind] = listing.resource_version
         self.mark_all()
+
+    def remember(self, kind: str, event_type: str, obj: dict) -> None:
+        with self.lock:
+            if event_type == "DELETED":
+                self.seen[kind].pop(_key(obj), None)
+            else:
+                self.seen[kind][_key(obj)] = obj
+
+    def objects_of(self, namespace: str, app: str) -> tuple[dict | None, list, list]:
+        """The InferenceService, pods and namespace events of one application, from the copy."""
+        with self.lock:
+            isvc = self.seen["inference_services"].get((namespace, app))
+            pods = [
+                pod
+                for (ns, _), pod in self.seen["pods"].items()
+                if ns == namespace and _label(pod) == app
+            ]
+            events = [e for (ns, _), e in self.seen["events"].items() if ns == namespace]
+        return isvc, pods, events
 
     def watch_round(self, kind: str) -> int:
         """One watch call, from the last version seen, until the server ends it."""
@@ -97,6 +122,7 @@ class ClusterFollower:
                 self.versions[kind] = event.resource_version
             if event.type == "BOOKMARK":
                 continue
+            self.remember(kind, event.type, event.object)
             if kind == "inference_services" and event.type == "ADDED":
                 self.refresh_known()
             key = self.application_of(kind, event.object)
@@ -135,14 +161,13 @@ class ClusterFollower:
             keys, self.dirty = self.dirty, set()
         self.wakeup.clear()
         changed = 0
-        for namespace, name in sorted(keys):
-            for application in self._applications().filter(name=name):
-                if application.manifest["spec"]["namespace"] != namespace:
-                    continue
-                if application.phase == Phase.DELETING:
-                    continue
-                observed = ClusterBackend(application.profile).observe(application)
-                changed += record_status(application, observed)
+        names = {name for _, name in keys}
+        for application in self._applications().filter(name__in=names):
+            namespace = application.manifest["spec"]["namespace"]
+            if (namespace, application.name) not in keys or application.phase == Phase.DELETING:
+                continue
+            status = status_of(application, *self.objects_of(namespace, application.name))
+            changed += record_status(application, Observed.of(status))
         self.counts["drained"] += len(keys)
         return changed
 
@@ -178,3 +203,12 @@ class ClusterFollower:
     def stop(self) -> None:
         self.stopping.set()
         self.wakeup.set()
+
+
+def _key(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+def _label(obj: dict) -> str | None:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(APP_LABEL)
