@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import yaml  # noqa: E402
 
 from jobs.manifest import ManifestContext, ProfileFacts, load_document, parse  # noqa: E402
+from tests.jobs.manifest_support import FULL_YAML, SHORTEST_YAML  # noqa: E402
 
 CATALOG = (
     {"name": "l4", "vendor": "nvidia", "gpuMemory": "23034Mi", "gpusPerNode": 8,
@@ -39,78 +40,6 @@ CTX = ManifestContext(
     access_policies=frozenset({"partners"}),
 )
 
-FULL = """\
-apiVersion: servedeck.io/v1
-kind: Application
-spec:
-  name: qwen-chat
-  profileName: prod-inference
-  namespace: ml-serving
-  syncType: Manual
-  access:
-    exposure: Domain
-    domain: models.example.com
-    accessPolicy: partners
-  source:
-    type: Model
-    model:
-      uri: hf://Qwen/Qwen2.5-VL-7B-Instruct:5617a9f61b028005a4858fdac845db406aefb181
-      format: vLLM
-      runtime:
-        engine: vllm
-        isolation: Container
-      engine:
-        dtype: bfloat16
-        quantization: fp8
-        tensorParallelSize: 2
-        pipelineParallelSize: 1
-        reasoningParser: deepseek_r1
-        toolCallParser: hermes
-        gpuMemoryUtilization: 0.85
-        extraArgs: ["--enable-prefix-caching", "--max-num-batched-tokens=8192"]
-      serving:
-        apiFormat: OpenAI
-        maxContextTokens: 32768
-        kvCacheSize: 12Gi
-        maxConcurrentRequests: 64
-        multimodal:
-          maxImagesPerPrompt: 4
-          maxVideosPerPrompt: 1
-      resources:
-        cpu: "6"
-        memory: 64Gi
-        accelerator:
-          gpu:
-            vendor: nvidia
-            model: l4
-            countPerReplica: 2
-            capacityType: OnDemand
-        nodesPerReplica: 1
-      scaling:
-        minReplicas: 1
-        maxReplicas: 4
-        metric:
-          requestsWaiting: 3
-      queue:
-        name: gpu-queue
-      cache:
-        enabled: true
-        size: 17Gi
-        nodeGroup: gpu-l4
-"""
-
-SHORTEST = """\
-apiVersion: servedeck.io/v1
-kind: Application
-spec:
-  name: bge-embed
-  profileName: prod-inference
-  source:
-    type: Model
-    model:
-      uri: hf://BAAI/bge-m3
-"""
-
 
 def measure(label: str, doc: object, n: int) -> None:
     result = parse(doc, CTX)
@@ -131,9 +60,9 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
     loader = "CSafeLoader (libyaml)" if hasattr(yaml, "CSafeLoader") else "SafeLoader (pure)"
     print(f"manifest.parse, YAML via {loader}, Python {sys.version.split()[0]}")
-    measure("full manifest, YAML text", FULL, n)
-    measure("shortest manifest, YAML text", SHORTEST, n)
-    measure("full manifest, dict input", load_document(FULL), n)
+    measure("full manifest, YAML text", FULL_YAML, n)
+    measure("shortest manifest, YAML text", SHORTEST_YAML, n)
+    measure("full manifest, dict input", load_document(FULL_YAML), n)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,17 +65,14 @@ from accesspolicies.models import Membership, Organization, Role  # noqa: E402
 from jobs.backends.cluster import ClusterBackend, forget_clients, status_of  # noqa: E402
 from jobs.deploy import apply, dry_run  # noqa: E402
 from jobs.lifecycle import Observed, group_name, record_status  # noqa: E402
-from jobs.models import Application, Cluster, Phase, Profile  # noqa: E402
-from jobs.render import APP_LABEL, render, render_for_profile  # noqa: E402
+from jobs.models import Application, Phase, Profile  # noqa: E402
+from jobs.render import render, render_for_profile  # noqa: E402
 from jobs.watching import ClusterFollower  # noqa: E402
 from tests.fakes.hub import FakeHub  # noqa: E402
+from tests.fakes.kube_objects import emulator_profile, predictor_pod, with_status  # noqa: E402
 from tests.helpers import SHORTEST  # noqa: E402
 
 TARGET_LATENCY_MS = 1000.0
-
-
-def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -197,69 +193,6 @@ class RemoteKube:
         self.process.join(10)
 
 
-# --- objects as KServe and the kubelet would write them ------------------------------------
-
-
-def with_status(isvc: dict, ready: bool) -> dict:
-    obj = copy.deepcopy(isvc)
-    meta = obj["metadata"]
-    status = "True" if ready else "False"
-    obj["status"] = {
-        "observedGeneration": meta.get("generation", 1),
-        "url": f"http://{meta['name']}.{meta['namespace']}.svc.cluster.local",
-        "conditions": [
-            {"type": t, "status": status, "lastTransitionTime": now()}
-            for t in ("PredictorReady", "IngressReady", "Ready")
-        ],
-    }
-    return obj
-
-
-def pod_of(app: str, namespace: str, *, ready: bool = True, oom: bool = False) -> dict:
-    container = {
-        "name": "kserve-container",
-        "image": "kserve/huggingfaceserver:v0.15.2",
-        "ready": ready,
-        "restartCount": 3 if oom else 0,
-    }
-    if oom:
-        container["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}}
-        container["lastState"] = {
-            "terminated": {"reason": "OOMKilled", "exitCode": 137, "finishedAt": now()}
-        }
-    else:
-        container["state"] = {"running": {"startedAt": now()}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{app}-predictor-5d8f-x7k2p",
-            "namespace": namespace,
-            "creationTimestamp": now(),
-            "labels": {
-                APP_LABEL: app,
-                "serving.kserve.io/inferenceservice": app,
-                "component": "predictor",
-                "pod-template-hash": "5d8f",
-            },
-        },
-        "spec": {
-            "nodeName": "node-1",
-            "containers": [
-                {"name": "kserve-container", "resources": {"limits": {"memory": "4Gi"}}}
-            ],
-        },
-        "status": {
-            "phase": "Running",
-            "conditions": [
-                {"type": "PodScheduled", "status": "True"},
-                {"type": "Ready", "status": "True" if ready else "False"},
-            ],
-            "containerStatuses": [container],
-        },
-    }
-
-
 # --- the console's side ---------------------------------------------------------------------
 
 
@@ -359,18 +292,6 @@ class GroupListener:
         self.thread.join(5)
 
 
-def kubernetes_profile(org, name: str, namespace: str, kube: RemoteKube) -> Profile:
-    cluster = Cluster.objects.create(
-        organization=org,
-        name=name,
-        backend="kubernetes",
-        kubeconfig_path=str(kube.kubeconfig_path),
-        context="emulator",
-        addons=["kserve"],
-    )
-    return Profile.objects.create(organization=org, name=name, cluster=cluster, namespace=namespace)
-
-
 def manifest_named(name: str, profile: str) -> str:
     return SHORTEST.replace("name: bge-embed", f"name: {name}").replace(
         "profileName: local", f"profileName: {profile}"
@@ -413,14 +334,14 @@ def wait_until(condition, timeout: float, every: float = 0.05) -> float | None:
 
 def status_latency(membership, kube: RemoteKube, changes: int, started: list) -> None:
     namespace = "models"
-    kubernetes_profile(membership.organization, "prod", namespace, kube)
+    emulator_profile(membership.organization, kube, "prod", namespace)
     app = apply(manifest_named("bge-embed", "prod"), membership).application
     isvc = kube.get("InferenceService", "bge-embed", namespace)
     follower = TimedFollower(app.profile.cluster)
     started.append((follower, follower.start()))
     listener = GroupListener(group_name(app))
     shapes = {
-        ready: (with_status(isvc, ready), pod_of("bge-embed", namespace, ready=ready))
+        ready: (with_status(isvc, ready), predictor_pod("bge-embed", namespace, ready=ready))
         for ready in (True, False)
     }
     phases = {
@@ -510,7 +431,7 @@ def fleet(membership, kube: RemoteKube, count: int) -> tuple[Profile, list[dict]
     """`count` applications app-0000…: rows bulk-created from one real dry run's filled-in
     manifest; each one's rendered InferenceService (Ready) and one ready pod put directly."""
     org, namespace = membership.organization, "fleet"
-    profile = kubernetes_profile(org, "fleet", namespace, kube)
+    profile = emulator_profile(org, kube, "fleet", namespace)
     run = dry_run(manifest_named("app-0000", "fleet"), org)
     assert run.ok, [str(p) for p in run.refusals]
     start = time.perf_counter()
@@ -532,7 +453,7 @@ def fleet(membership, kube: RemoteKube, count: int) -> tuple[Profile, list[dict]
         (isvc,) = [
             o for o in render_for_profile(manifest, profile) if o["kind"] == "InferenceService"
         ]
-        objects += [with_status(isvc, ready=True), pod_of(name, namespace)]
+        objects += [with_status(isvc, ready=True), predictor_pod(name, namespace)]
     Application.objects.bulk_create(rows, batch_size=500)
     for first in range(0, len(objects), 500):
         kube.put(*objects[first : first + 500])
@@ -578,7 +499,7 @@ def follow_fleet(profile: Profile, kube: RemoteKube, count: int, started: list) 
 def burst(follower: TimedFollower, profile: Profile, kube: RemoteKube, count: int) -> None:
     """Every application's pod starts crash-looping (OOMKilled): `count` pod updates at once."""
     namespace = profile.namespace
-    pods = [pod_of(f"app-{i:04d}", namespace, ready=False, oom=True) for i in range(count)]
+    pods = [predictor_pod(f"app-{i:04d}", namespace, ready=False, oom=True) for i in range(count)]
     marked, drains = follower.marked, len(follower.passes)
     follower.most_dirty = 0
     cpu = CpuShare(kube)
@@ -626,7 +547,7 @@ def where_the_time_goes(profile: Profile, kube: RemoteKube, count: int, sample: 
     stopped), for `sample` of the `count` applications: every pod is ready again, so each
     status changes and record_status writes."""
     namespace = profile.namespace
-    kube.put(*[pod_of(f"app-{i:04d}", namespace) for i in range(count)])
+    kube.put(*[predictor_pod(f"app-{i:04d}", namespace) for i in range(count)])
     follower = ClusterFollower(profile.cluster)  # for its query; never started
     client = ClusterBackend(profile).client
     kube.service_times()  # count the emulator's time from here
@@ -687,10 +608,12 @@ def what_would_help(profile: Profile, isvcs: list[dict], count: int) -> None:
     follower = ClusterFollower(profile.cluster)
     names = [f"app-{i:04d}" for i in range(count)]
     shapes = {
-        o["metadata"]["name"]: (with_status(o, ready=False), [pod_of(o["metadata"]["name"],
-                                namespace, ready=False)])
+        o["metadata"]["name"]: (
+            with_status(o, ready=False),
+            [predictor_pod(o["metadata"]["name"], namespace, ready=False)],
+        )
         for o in isvcs
-    }  # fmt: skip
+    }
     start = time.perf_counter()
     applications = list(follower._applications().filter(name__in=names))
     read = time.perf_counter() - start

@@ -12,7 +12,7 @@ import logging
 import threading
 from collections import Counter
 
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 
 from jobs.backends.cluster import client_for, status_of
 from jobs.backends.k8s_errors import BackendError, Gone, Unreachable
@@ -162,12 +162,16 @@ class ClusterFollower:
         self.wakeup.clear()
         changed = 0
         names = {name for _, name in keys}
-        for application in self._applications().filter(name__in=names):
-            namespace = application.manifest["spec"]["namespace"]
-            if (namespace, application.name) not in keys or application.phase == Phase.DELETING:
-                continue
-            status = status_of(application, *self.objects_of(namespace, application.name))
-            changed += record_status(application, Observed.of(status))
+        # One transaction for the pass: a thousand statuses are one commit, not two thousand.
+        with transaction.atomic():
+            for application in self._applications().filter(name__in=names):
+                namespace = application.manifest["spec"]["namespace"]
+                if (namespace, application.name) not in keys:
+                    continue
+                if application.phase == Phase.DELETING:
+                    continue
+                status = status_of(application, *self.objects_of(namespace, application.name))
+                changed += record_status(application, Observed.of(status))
         self.counts["drained"] += len(keys)
         return changed
 

@@ -3,101 +3,32 @@ and applies, the reconciler's watches follow the cluster from Pending to Running
 with the right reason and back; a 410 and an API server that goes away are survived; the dry
 run asks the cluster; restart, stop, start, delete and discovery do what they say."""
 
-from datetime import UTC, datetime
-
 import pytest
 
 from jobs import deploy as verbs
 from jobs.backends.cluster import discover, forget_clients
 from jobs.backends.k8s_errors import Gone, Unreachable
-from jobs.models import Application, Cluster, Event, Profile
+from jobs.models import Application, Event
 from jobs.watching import KINDS, ClusterFollower
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
+from tests.fakes.kube_objects import (
+    PROD_NAMESPACE,
+    predictor_pod,
+    prod_fixture,  # noqa: F401
+    with_status,
+)
 from tests.helpers import SHORTEST
 
-NS = "models"
+NS = PROD_NAMESPACE
 MANIFEST = SHORTEST.replace("profileName: local", "profileName: prod")
 
 
-def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def ready_isvc(kube, name="bge-embed", ready=True):
-    obj = kube.get("InferenceService", name, NS)
-    status = "True" if ready else "False"
-    obj["status"] = {
-        "observedGeneration": obj["metadata"].get("generation", 1),
-        "url": f"http://{name}.{NS}.svc.cluster.local",
-        "conditions": [
-            {"type": t, "status": status, "lastTransitionTime": now()}
-            for t in ("PredictorReady", "IngressReady", "Ready")
-        ],
-    }
-    return kube.put(obj)
+    return kube.put(with_status(kube.get("InferenceService", name, NS), ready))
 
 
 def pod(kube, name="bge-embed-predictor-5d8f-x7k2p", *, ready=True, oom=False):
-    container = {
-        "name": "kserve-container",
-        "image": "kserve/huggingfaceserver:v0.15.2",
-        "ready": ready,
-        "restartCount": 3 if oom else 0,
-    }
-    if oom:
-        container["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}}
-        container["lastState"] = {
-            "terminated": {"reason": "OOMKilled", "exitCode": 137, "finishedAt": now()}
-        }
-    else:
-        container["state"] = {"running": {"startedAt": now()}}
-    return kube.put(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": NS,
-                "creationTimestamp": now(),
-                "labels": {
-                    "servedeck.io/application": "bge-embed",
-                    "serving.kserve.io/inferenceservice": "bge-embed",
-                    "component": "predictor",
-                    "pod-template-hash": "5d8f",
-                },
-            },
-            "spec": {
-                "nodeName": "node-1",
-                "containers": [
-                    {"name": "kserve-container", "resources": {"limits": {"memory": "4Gi"}}}
-                ],
-            },
-            "status": {
-                "phase": "Running",
-                "conditions": [
-                    {"type": "PodScheduled", "status": "True"},
-                    {"type": "Ready", "status": "True" if ready else "False"},
-                ],
-                "containerStatuses": [container],
-            },
-        }
-    )
-
-
-@pytest.fixture
-def prod(org, kube):
-    forget_clients()
-    cluster = Cluster.objects.create(
-        organization=org,
-        name="prod",
-        backend="kubernetes",
-        kubeconfig_path=str(kube.kubeconfig_path),
-        context="emulator",
-        addons=["kserve"],
-    )
-    Profile.objects.create(organization=org, name="prod", cluster=cluster, namespace=NS)
-    yield cluster
-    forget_clients()
+    return kube.put(predictor_pod("bge-embed", NS, name=name, ready=ready, oom=oom))
 
 
 @pytest.fixture
@@ -219,6 +150,7 @@ def test_restart_stop_start_and_delete(prod, deployer, kube, follower):
 def test_rollback_applies_the_earlier_render(prod, deployer, kube):
     app = verbs.apply(MANIFEST, deployer).application
     verbs.apply(MANIFEST + "      resources:\n        memory: 6Gi\n", deployer)
+
     def limits():
         isvc = kube.get("InferenceService", "bge-embed", NS)
         return isvc["spec"]["predictor"]["model"]["resources"]["limits"]
