@@ -216,3 +216,58 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.application.name}: {self.reason}"
+
+
+def new_draft_key() -> str:
+    """A draft's public id in URLs: random, never the primary key."""
+    import secrets
+
+    return secrets.token_urlsafe(9)
+
+
+class Draft(models.Model):
+    """A deploy wizard's manifest in progress, private to its author in one organisation.
+
+    The manifest is the only state: each wizard step edits it, and the step a draft resumes at
+    is worked out from it. `application` is set when the draft changes a deployed model.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="drafts")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="deploy_drafts"
+    )
+    key = models.CharField(max_length=16, unique=True, default=new_draft_key, editable=False)
+    application = models.ForeignKey(
+        Application, null=True, blank=True, on_delete=models.CASCADE, related_name="drafts"
+    )
+    manifest = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["author", "application"],
+                condition=models.Q(application__isnull=False),
+                name="one_edit_draft_per_author_and_application",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"draft {self.key} of {self.author}"
+
+    @property
+    def name(self) -> str:
+        """The application name written so far ("" when none yet)."""
+        spec = self.manifest.get("spec") if isinstance(self.manifest, dict) else None
+        name = spec.get("name") if isinstance(spec, dict) else None
+        return name if isinstance(name, str) else ""
+
+    @property
+    def model_uri(self) -> str:
+        spec = self.manifest.get("spec") if isinstance(self.manifest, dict) else None
+        source = spec.get("source") if isinstance(spec, dict) else None
+        model = source.get("model") if isinstance(source, dict) else None
+        uri = model.get("uri") if isinstance(model, dict) else None
+        return uri if isinstance(uri, str) else ""

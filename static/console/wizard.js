@@ -49,6 +49,20 @@
     }
   });
 
+  // The memory figures are refreshed while the user may be picking another tile: keep the
+  // tile they picked, whatever the answer (a request may have left before the pick).
+  let picked = null;
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    if (event.detail.target?.id !== "gpu-tiles") return;
+    picked = document.querySelector("#gpu-tiles input[name=gpu_kind]:checked")?.value ?? null;
+  });
+  document.addEventListener("htmx:afterSettle", (event) => {
+    if (event.detail.target?.id !== "gpu-tiles" || picked === null) return;
+    const tile = document.querySelector(`#gpu-tiles input[name=gpu_kind][value="${CSS.escape(picked)}"]`);
+    if (tile) tile.checked = true;
+    picked = null;
+  });
+
   // Picking a GPU kind takes its smallest size that holds the model (the tile says it);
   // capture phase, so the inputs are set before htmx asks for the memory figures.
   document.addEventListener(
@@ -62,6 +76,9 @@
       if (nodes && Number(tile.dataset.gpus) > 0) {
         nodes.value = Number(tile.dataset.nodes) > 1 ? tile.dataset.nodes : "";
       }
+      // The CPU holds the model in the replica's memory: fill in what it needs, if empty.
+      const memory = document.getElementById("wz-memory");
+      if (memory && tile.dataset.memory && !memory.value) memory.value = tile.dataset.memory;
     },
     true,
   );

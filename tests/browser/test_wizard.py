@@ -2,76 +2,50 @@
 the CPU, both picked with the Hugging Face autocomplete, Back and Next, Review and Deploy; a
 gated model without a token stopped at Check model; keyboard only on a phone-sized screen.
 
-This module runs its own live server: a machine with one NVIDIA GPU (a fake nvidia-smi on its
-PATH) whose local backend runs the stand-in model server, so a GPU model deploys here.
+The live server runs on a machine with one NVIDIA GPU (a fake nvidia-smi on its PATH), and its
+local backend runs the stand-in model server, so a GPU model deploys on the local profile.
 """
 
 import os
 import re
-import shlex
 import stat
-import sys
-from functools import partial
 from types import SimpleNamespace
 
 import pytest
 import yaml
-from django.test import override_settings
 from playwright.sync_api import Page, expect
 
+from jobs import deploy as verbs
 from jobs.backends.local import LocalRunner
 from jobs.models import Application, Draft
-from tests.browser.conftest import _accept_the_suites_password_hashes
-from tests.conftest import STAND_IN
+from tests.helpers import SHORTEST
 
 pytestmark = pytest.mark.browser
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
-@pytest.fixture(scope="module")
-def channels_live_server(django_db_setup, django_db_blocker, tmp_path_factory):
-    """Daphne serving the console, forked with one fake GPU on PATH and the stand-in model
-    server as the local backend's command; every model server it started is stopped after."""
-    from channels.testing.live import make_application
-    from daphne.testing import DaphneProcess
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-    from django.db import connections
-
-    folder = tmp_path_factory.mktemp("one-gpu")
+@pytest.fixture
+def one_gpu(tmp_path, monkeypatch, settings):
+    """This machine has one NVIDIA GPU (a fake nvidia-smi first on PATH) for the live server
+    forked after it; the model servers the server started are stopped after the test."""
+    folder = tmp_path / "one-gpu"
+    folder.mkdir()
     smi = folder / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA L4 (UUID: GPU-00000000)'\n")
     smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
-    state = tmp_path_factory.mktemp("local-backend")
-    command = (
-        f"{shlex.quote(sys.executable)} {shlex.quote(str(STAND_IN))} --port {{port}} "
-        "--served-model-name {name} --startup-delay 0.1 {args}"
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    yield
+    runner = LocalRunner(
+        settings.SERVEDECK_LOCAL_STATE_DIR, template=settings.SERVEDECK_LOCAL_COMMAND
     )
-    path = os.environ["PATH"]
-    with (
-        django_db_blocker.unblock(),
-        override_settings(SERVEDECK_LOCAL_COMMAND=command, SERVEDECK_LOCAL_STATE_DIR=state),
-    ):
-        connections.close_all()  # never share a database handle across fork
-        os.environ["PATH"] = f"{folder}{os.pathsep}{path}"
-        try:
-            server = DaphneProcess(
-                host="127.0.0.1",
-                get_application=partial(make_application, static_wrapper=ASGIStaticFilesHandler),
-                setup=_accept_the_suites_password_hashes,
-            )
-            server.start()
-        finally:
-            os.environ["PATH"] = path
-    if not server.ready.wait(timeout=30):
-        server.terminate()
-        raise RuntimeError("Daphne did not start")
-    port = server.port.value
-    yield SimpleNamespace(url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}")
-    server.terminate()
-    server.join(10)
-    runner = LocalRunner(state, template=command)
     for name in runner.applications():
         runner.delete(name)
+
+
+@pytest.fixture
+def channels_live_server(one_gpu, channels_live_server):
+    """The suite's live server, forked once this machine has its GPU."""
+    return channels_live_server
 
 
 @pytest.fixture
@@ -93,6 +67,11 @@ def step_heading(page: Page):
 
 def tile(page: Page, kind: str):
     return page.locator("label.tile", has=page.locator(f"input[value='{kind}']"))
+
+
+def hub_result(page: Page, repo: str):
+    exact = page.locator(".hub-id", has_text=re.compile(rf"^{re.escape(repo)}$"))
+    return page.locator("#hub-results .hub-pick").filter(has=exact)
 
 
 def next_step(page: Page, title: str) -> None:
@@ -119,7 +98,7 @@ def test_chat_model_on_a_gpu(page: Page, people, shoot):
     repo.press_sequentially("qwen", delay=30)
     results = page.locator("#hub-results")
     expect(results).to_contain_text("match “qwen”")
-    qwen = results.get_by_role("button", name=re.compile(r"^Qwen/Qwen2\.5-7B-Instruct\b"))
+    qwen = hub_result(page, "Qwen/Qwen2.5-7B-Instruct")
     expect(qwen).to_contain_text("text-generation")
     expect(qwen).to_contain_text("2.3M downloads")
     expect(qwen.locator(".badge.gated")).to_have_count(0)
@@ -242,13 +221,19 @@ def test_embedding_model_on_the_cpu_keyboard_only_on_a_phone(page: Page, people,
         page.keyboard.press("Tab")
     page.keyboard.press("Enter")
     expect(step_heading(page)).to_have_text("Compute")
-    # Arrow keys move through the tiles: up to the CPU, then the context window.
-    page.locator("input[name=gpu_kind]:checked").focus()
-    for _ in range(3):
-        page.keyboard.press("ArrowUp")
-    expect(page.locator("input[name=gpu_kind]:checked")).to_have_value("cpu")
+    # Arrow keys move through the tiles: ServeDeck's choice, a t4, then up to the CPU.
+    chosen = page.locator("input[name=gpu_kind]:checked")
+    expect(chosen).to_have_value("t4")
+    chosen.focus()
+    page.keyboard.press("ArrowDown")
+    expect(chosen).to_have_value("l4")
+    expect(page.locator("#tile-l4")).to_be_focused()  # still there after the tiles refresh
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")
+    expect(chosen).to_have_value("cpu")
     expect(page.get_by_label("GPUs per replica")).to_be_hidden()
     page.get_by_label("Context window (tokens)").focus()
+    page.keyboard.press("Control+A")  # the model master's 8192 is filled in
     page.keyboard.type("4096")
     expect(page.locator("#memory-needed")).to_contain_text("at 4096 tokens")
     shoot(page, "03-compute-cpu-phone")
@@ -279,12 +264,13 @@ def test_a_gated_model_without_a_token_stops_at_check_model(page: Page, people, 
     page.goto("/deploy/")
     page.get_by_label("Name").fill("llama-chat")
     page.get_by_label("Hugging Face model").press_sequentially("llama-3.1-8b", delay=20)
-    llama = page.locator("#hub-results").get_by_role(
-        "button", name=re.compile(r"^meta-llama/Llama-3\.1-8B-Instruct\b")
-    )
+    llama = hub_result(page, "meta-llama/Llama-3.1-8B-Instruct")
     expect(llama.locator(".badge.gated")).to_have_text("Gated")
     shoot(page, "01-gated-in-the-list")
     llama.click()
+    expect(page.get_by_label("Hugging Face model")).to_have_value(
+        "meta-llama/Llama-3.1-8B-Instruct"
+    )
     next_step(page, "Check model")
     result = page.get_by_role("region", name="Check model result")
     expect(result).to_contain_text("gated")
@@ -307,3 +293,46 @@ def test_a_viewer_cannot_use_the_wizard(page: Page, page_problems, people, shoot
     assert response.status == 403
     expect(page.locator("main")).to_contain_text("Your role in Acme is viewer")
     shoot(page, "01-viewer-403")
+
+
+def test_drafts_resume_and_discard_and_a_running_model_is_edited(page: Page, people, shoot):
+    verbs.apply(SHORTEST, people.deployer)
+    log_in(page, "dan")
+    page.goto("/deploy/")
+    page.get_by_label("Name").fill("smol-chat")
+    page.get_by_label("Hugging Face model").fill("HuggingFaceTB/SmolLM3-3B")
+    next_step(page, "Check model")
+    page.locator("nav.nav").get_by_role("link", name="Deploy model").click()
+    drafts = page.get_by_role("region", name="Your drafts")
+    expect(drafts).to_contain_text("smol-chat")
+    expect(drafts).to_contain_text("hf://HuggingFaceTB/SmolLM3-3B")
+    expect(page.get_by_role("region", name="Edit a model that runs")).to_contain_text("bge-embed")
+    shoot(page, "01-drafts")
+
+    drafts.get_by_role("link", name="smol-chat").click()
+    expect(step_heading(page)).to_have_text("Review")  # nothing to fix: straight to Review
+    page.goto("/deploy/")
+    page.get_by_role("region", name="Your drafts").get_by_role("button", name="Discard").click()
+    expect(page.get_by_role("status")).to_contain_text("The draft smol-chat is discarded.")
+    expect(page.get_by_role("region", name="Your drafts")).to_have_count(0)
+
+    page.get_by_role("link", name="Edit bge-embed").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Edit bge-embed")
+    expect(page.get_by_label("Name")).to_have_attribute("readonly", "")
+    expect(page.get_by_label("Profile")).to_be_disabled()
+    expect(page.locator("#wz-name-fixed")).to_contain_text("the name is the application")
+    shoot(page, "02-edit-model")
+    next_step(page, "Check model")
+    next_step(page, "Compute")
+    page.get_by_label("Min replicas").fill("2")
+    page.get_by_label("Max replicas").fill("2")
+    next_step(page, "Access")
+    next_step(page, "API")
+    next_step(page, "Review")
+    expect(page.locator(".dry-run")).to_contain_text("Deploy saves a new revision of bge-embed.")
+    expect(page.locator(".dry-run")).to_contain_text("fixed at 2 replicas")
+    shoot(page, "03-edit-review")
+    page.get_by_role("button", name="Deploy revision").click()
+    expect(page).to_have_url(re.compile(r"/models/bge-embed/$"))
+    expect(page.get_by_role("status")).to_contain_text("Revision 2 of bge-embed is deployed.")
+    shoot(page, "04-edit-deployed")

@@ -1,0 +1,352 @@
+"""The wizard's verbs: where a draft stands (one dry run, its problems sorted to the steps),
+saving a step's inputs into the draft, and deploying it. Views call these and render.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from jobs import deploy as verbs
+from jobs import manifest as mf
+from jobs.deploy import DryRun, manifest_context
+from jobs.models import Application, Draft, Profile
+from jobs.wizard import drafts, steps
+from jobs.wizard.fields import (
+    GPU,
+    apply_access,
+    apply_api,
+    apply_compute,
+    apply_model,
+    apply_size,
+    reset_sizing,
+    sizing_key,
+    skeleton,
+)
+from jobs.wizard.paths import MODEL, copied, get, put, remove
+from jobs.wizard.sizing import chosen_size, cpu_memory, layout_refusal
+from models_catalog import hub
+from models_catalog.check import CheckResult
+from models_catalog.models import ModelMaster
+from models_catalog.service import check_for_profile, hf_token_for
+
+CONTEXT = f"{MODEL}.serving.maxContextTokens"
+URI = f"{MODEL}.uri"
+SEARCH_LIMIT = 8
+SEARCH_MIN_CHARS = 2
+
+
+@dataclass
+class State:
+    """Where a draft stands: its dry run, and each step's refusals and warnings."""
+
+    draft: Draft
+    run: DryRun
+    refusals: dict[str, list[mf.Problem]]
+    warnings: dict[str, list[mf.Problem]]
+    fixed: dict[str, str] = field(default_factory=dict)  # path -> why it cannot change
+
+    @property
+    def check(self) -> CheckResult | None:
+        return self.run.check
+
+    @property
+    def manifest(self) -> dict:
+        """The filled-in manifest (every default), else the draft as written."""
+        return self.run.manifest or self.draft.manifest
+
+    @cached_property
+    def blocked(self) -> str | None:
+        """The first step with a refusal pending; None when the draft may be deployed."""
+        blocked = steps.first_blocked(self.refusals)
+        if blocked is None and self.run.manifest is not None and self.check is None:
+            return "check"  # nothing refused, yet Check model could not run: never skip it
+        return blocked
+
+    def reachable(self, slug: str) -> bool:
+        return self.blocked is None or steps.index(slug) <= steps.index(self.blocked)
+
+    @property
+    def digest(self) -> str:
+        return digest(self.run.manifest)
+
+
+def digest(manifest: Mapping | None) -> str:
+    """A fingerprint of the manifest Review showed, so Deploy applies exactly that."""
+    text = json.dumps(manifest, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def fixed_fields(application: Application | None) -> dict[str, str]:
+    """What cannot change on an application that exists, and why (MANIFEST.md's fixed fields)."""
+    if application is None:
+        return {}
+    created = f"Fixed since the application was created on {application.created_at:%Y-%m-%d}"
+    fixed = {
+        "spec.name": "Fixed: the name is the application. To serve under another name, deploy "
+        "a new model.",
+        "spec.profileName": f"{created}. To move it, deploy it again under a new name.",
+        "spec.namespace": f"{created}.",
+        f"{MODEL}.queue.name": f"{created}.",
+    }
+    if application.served_at is not None:
+        served = (
+            f"Fixed since the model first served on {application.served_at:%Y-%m-%d}. To serve "
+            "other bytes, deploy a new model under a new name."
+        )
+        for path in ("uri", "format", "runtime.engine", "runtime.isolation"):
+            fixed[f"{MODEL}.{path}"] = served
+    return fixed
+
+
+def name_clash(organization, draft: Draft, name: object) -> mf.Problem | None:
+    """A new model may not take the name of one that exists: Deploy would change that one."""
+    if draft.application_id is not None or not isinstance(name, str) or not name:
+        return None
+    if not Application.objects.filter(organization=organization, name=name).exists():
+        return None
+    return mf.Problem(
+        "spec.name",
+        f"{name!r} is taken: a model of that name runs already; accepts a name no model has. "
+        f"Pick another name, or change {name} itself with its Edit.",
+    )
+
+
+def look(draft: Draft, run: DryRun | None = None) -> State:
+    """Dry-run the draft (or take the dry run just made of it) and sort its problems."""
+    application = draft.application
+    if run is None:
+        run = verbs.dry_run(
+            draft.manifest,
+            draft.organization,
+            expect_name=application.name if application else None,
+        )
+    extra = [name_clash(draft.organization, draft, get(draft.manifest, "spec.name"))]
+    if run.manifest is not None:
+        extra.append(
+            layout_refusal(
+                run.check,
+                get(run.manifest, f"{GPU}.model"),
+                get(run.manifest, f"{GPU}.countPerReplica"),
+                get(run.manifest, f"{MODEL}.resources.nodesPerReplica"),
+            )
+        )
+    refusals = [p for p in extra if p is not None] + _once(run.refusals)
+    known = _profile_exists(draft, run)
+    by_step = steps.by_step([p for p in refusals if not _on_target(p, known)], run.check)
+    by_step[steps.LAST] += [p for p in refusals if _on_target(p, known)]
+    return State(
+        draft=draft,
+        run=run,
+        refusals=by_step,
+        warnings=steps.by_step(run.warnings, run.check),
+        fixed=fixed_fields(application),
+    )
+
+
+def _profile_exists(draft: Draft, run: DryRun) -> bool:
+    name = get(run.manifest, "spec.profileName")
+    return isinstance(name, str) and (
+        Profile.objects.filter(organization=draft.organization, name=name).exists()
+    )
+
+
+def _on_target(problem: mf.Problem, profile_known: bool) -> bool:
+    """The target's own answer (the cluster's server-side dry run, or what this machine lacks
+    for the local backend), about no field in particular: Review shows it, as the outcome of
+    the dry run on the profile's cluster. The manifest rules speak at spec.profileName only
+    of a profile that does not exist, or of a fixed one."""
+    return (
+        profile_known
+        and problem.path == "spec.profileName"
+        and steps.field_path(problem) == problem.path
+        and not problem.message.startswith("is fixed")
+    )
+
+
+def _once(refusals: list[mf.Problem]) -> list[mf.Problem]:
+    """The dry run's refusals, the context limit said once: Check model refuses a context
+    above the model's own limit at the uri too, and the manifest rule says it at its field."""
+    if not any(p.path == CONTEXT for p in refusals):
+        return list(refusals)
+    echo = "serving.maxContextTokens "
+    return [p for p in refusals if not (p.path == URI and p.message.startswith(echo))]
+
+
+def start(membership, data: Mapping) -> State:
+    """The first Model step of a new draft: the draft exists from here on."""
+    draft = drafts.new_draft(membership, skeleton({}))
+    return save_model(draft, data)
+
+
+def save_model(draft: Draft, data: Mapping) -> State:
+    """The Model step's inputs into the draft. Another model or profile than before is sized
+    afresh: the model master's context window, then the size Check model chooses for it."""
+    doc = copied(draft.manifest)
+    before = sizing_key(doc)
+    apply_model(doc, data, fixed_fields(draft.application))
+    if sizing_key(doc) == before:
+        return look(drafts.save(draft, doc))
+    reset_sizing(doc)
+    master = ModelMaster.objects.for_uri(draft.organization, get(doc, f"{MODEL}.uri"))
+    if master is not None and master.max_context_tokens:
+        put(doc, CONTEXT, master.max_context_tokens)
+    run = _dry_run(draft, doc)
+    if any(p.path == CONTEXT for p in run.refusals):  # the master asks more than the model has
+        remove(doc, CONTEXT)
+        run = _dry_run(draft, doc)
+    doc, run = _sized(draft, doc, run)
+    return look(drafts.save(draft, doc), run)
+
+
+def _dry_run(draft: Draft, doc: dict) -> DryRun:
+    application = draft.application
+    return verbs.dry_run(
+        doc, draft.organization, expect_name=application.name if application else None
+    )
+
+
+def _sized(draft: Draft, doc: dict, run: DryRun) -> tuple[dict, DryRun]:
+    """Keep the size ServeDeck chose: Check model's suggestion when the profile's cluster can
+    run it (this machine may have no GPU), else the CPU."""
+    kind, gpus, nodes = chosen_size(run.check)
+    if kind is not None:
+        trial = apply_size(copied(doc), kind, gpus, nodes)
+        trial_run = _dry_run(draft, trial)
+        if not steps.by_step(trial_run.refusals, trial_run.check)["compute"]:
+            return trial, trial_run
+    memory = cpu_memory(run.check)
+    if memory is None:
+        return doc, run
+    put(doc, f"{MODEL}.resources.memory", memory)
+    return doc, _dry_run(draft, doc)
+
+
+def save_step(draft: Draft, slug: str, data: Mapping) -> State:
+    """Compute, Access or API inputs into the draft (saved whether or not they pass)."""
+    doc = copied(draft.manifest)
+    if slug == "compute":
+        apply_compute(doc, data, fixed_fields(draft.application))
+    elif slug == "access":
+        apply_access(doc, data)
+    elif slug == "api":
+        apply_api(doc, data, media=("image", "video", "audio"))
+    return look(drafts.save(draft, doc))
+
+
+def memory_at(draft: Draft, data: Mapping) -> CheckResult | None:
+    """Check model again for the context and requests-at-once being typed on Compute (the Hub's
+    answers are cached, so this is sizing arithmetic), before anything is saved."""
+    uri = get(draft.manifest, f"{MODEL}.uri")
+    profile = Profile.objects.filter(
+        organization=draft.organization, name=get(draft.manifest, "spec.profileName")
+    ).first()
+    if not isinstance(uri, str) or profile is None:
+        return None
+    context = _whole(data.get("context"))
+    concurrency = _whole(data.get("concurrency")) or 1
+    return check_for_profile(
+        uri,
+        profile,
+        context_tokens=context,
+        concurrency=concurrency,
+        format=get(draft.manifest, f"{MODEL}.format"),
+        gpu_memory_utilization=_fraction(data.get("gpu_memory_utilization")),
+    )
+
+
+def _whole(text: object) -> int | None:
+    text = str(text or "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def _fraction(text: object) -> float | None:
+    try:
+        value = float(str(text or "").strip())
+    except ValueError:
+        return None
+    return value if 0.1 <= value <= 0.99 else None
+
+
+# ---- the Model step's helpers: name as typed, Hub search, current commit ----
+
+
+def name_problems(membership, draft: Draft | None, name: str, profile: str) -> list[mf.Problem]:
+    """The manifest's rules on spec.name for `name` on `profile`, and the name-taken check."""
+    doc = {
+        "apiVersion": mf.API_VERSION,
+        "kind": mf.KIND,
+        "spec": {
+            "name": name,
+            "profileName": profile,
+            "source": {"type": "Model", "model": {"uri": "hf://org/model"}},
+        },
+    }
+    result = mf.parse(doc, manifest_context(membership.organization, None))
+    problems = [p for p in result.refusals if p.path == "spec.name"]
+    clash = name_clash(membership.organization, draft or Draft(), name)
+    return problems + ([clash] if clash else [])
+
+
+def _token(membership, profile_name: str | None) -> str | None:
+    profile = Profile.objects.filter(
+        organization=membership.organization, name=profile_name or ""
+    ).first()
+    return hf_token_for(profile) if profile else None
+
+
+def search_hub(membership, query: str, profile_name: str | None) -> list[hub.HubModel]:
+    """Hugging Face models whose id contains `query`, most downloaded first (with the
+    profile's token, so gated models it opens are found as it sees them)."""
+    query = query.strip()
+    if len(query) < SEARCH_MIN_CHARS:
+        return []
+    return hub.search(query, limit=SEARCH_LIMIT, token=_token(membership, profile_name))
+
+
+def current_commit(membership, repo: str, profile_name: str | None) -> str | None:
+    """The commit the repository's main branch points at now, to pin; None when unknown."""
+    try:
+        return hub.model_info(repo, None, _token(membership, profile_name)).sha or None
+    except hub.HubError:
+        return None
+
+
+# ---- Deploy ----
+
+
+class Stale(Exception):
+    """The manifest is no longer the one Review showed (changed in another tab, or a default
+    moved); `state` is where the draft stands now."""
+
+    def __init__(self, state: State):
+        super().__init__("the manifest changed since Review")
+        self.state = state
+
+
+class Blocked(Exception):
+    def __init__(self, state: State):
+        super().__init__(f"the {state.blocked} step has a refusal pending")
+        self.state = state
+
+
+def deploy(draft: Draft, membership, reviewed: str) -> verbs.Applied:
+    """Apply exactly the manifest Review showed: a new application, or a new revision of the
+    one the draft edits; the draft is done with then."""
+    state = look(draft)
+    if state.blocked:
+        raise Blocked(state)
+    if state.digest != reviewed:
+        raise Stale(state)
+    application = draft.application
+    applied = verbs.apply(
+        draft.manifest,
+        membership,
+        expect_name=application.name if application else None,
+        create_only=application is None,
+    )
+    draft.delete()
+    return applied

@@ -1,0 +1,413 @@
+"""What each step's template shows, from where the draft stands (jobs.wizard.flow.State)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+from django.urls import reverse
+
+from jobs import manifest as mf
+from jobs.manifest.schema import api_formats
+from jobs.models import Application, Profile
+from jobs.render import to_yaml
+from jobs.wizard import steps
+from jobs.wizard.fields import (
+    COMPUTE_FIELDS,
+    CPU_KIND,
+    GPU,
+    MEDIA_FIELDS,
+    MEDIA_MODALITY,
+    STEP_FIELDS,
+    coerce,
+    errors_by_field,
+    shown,
+    split_hub,
+    values,
+)
+from jobs.wizard.flow import State, fixed_fields
+from jobs.wizard.paths import MODEL, get
+from jobs.wizard.sizing import layout_refusal, tiles
+from models_catalog.models import ModelMaster
+from models_catalog.sizing import human_bytes
+
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+OPENAI_ROUTES = {
+    "generate": ["/v1/chat/completions", "/v1/completions"],
+    "embed": ["/v1/embeddings"],
+    "score": ["/v1/score", "/v1/rerank"],
+    "transcribe": ["/v1/audio/transcriptions"],
+}
+METRIC_CHOICES = [("cpu", "CPU use (percent)"), ("requestsWaiting", "Requests waiting")]
+CAPACITY_CHOICES = [
+    ("OnDemand", "On-Demand: never Spot"),
+    ("Spot", "Spot: cheaper, can be reclaimed"),
+    ("Any", "Any capacity"),
+]
+STEP_LEADS = {
+    "model": "Name the model, pick its profile, and choose the model: from Hugging Face or "
+    "from your own storage.",
+    "check": "ServeDeck read the model's metadata: whether it can be served, on what, and how "
+    "much memory it needs. Nothing runs yet.",
+    "compute": "Keep the size ServeDeck chose, or change it. Empty fields take the default "
+    "shown in them.",
+    "access": "Who may call the model.",
+    "api": "The API the endpoint speaks, and what one request may carry.",
+    "review": "The dry run of the manifest: exactly what Deploy applies.",
+}
+
+
+def step_url(draft, slug: str) -> str:
+    """The address of a draft's step."""
+    return reverse(f"jobs:wizard-{slug}", kwargs={"key": draft.key})
+
+
+def yaml_text(data: Any) -> str:
+    """A manifest as the application page and `app get` print it."""
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def stepper(state: State | None, current: str) -> list[dict]:
+    """Each step: done, current, or not yet; a link once it can be reached; flagged when it
+    has a refusal pending."""
+    out = []
+    for step in steps.STEPS:
+        reachable = state is not None and state.reachable(step.slug)
+        out.append(
+            {
+                "slug": step.slug,
+                "title": step.title,
+                "number": steps.index(step.slug) + 1,
+                "current": step.slug == current,
+                "done": steps.index(step.slug) < steps.index(current),
+                "url": step_url(state.draft, step.slug) if reachable else None,
+                "attention": bool(state and state.refusals.get(step.slug)),
+            }
+        )
+    return out
+
+
+def common(state: State | None, slug: str) -> dict:
+    """What every step shows: the stepper, its problems beside fields and above the form,
+    Back and Next."""
+    step = steps.BY_SLUG[slug]
+    refusals = state.refusals.get(slug, []) if state else []
+    warnings = state.warnings.get(slug, []) if state else []
+    fields = STEP_FIELDS.get(slug, ())
+    errors, general = errors_by_field(refusals, fields)
+    cautions, general_warnings = errors_by_field(warnings, fields)
+    back, forward = steps.previous(slug), steps.following(slug)
+    draft = state.draft if state else None
+    return {
+        "step": step,
+        "lead": STEP_LEADS[slug],
+        "draft": draft,
+        "editing": draft.application if draft else None,
+        "stepper": stepper(state, slug),
+        "errors": errors,
+        "general_errors": general,
+        "cautions": cautions,
+        "general_warnings": general_warnings,
+        "action": step_url(draft, slug) if draft else reverse("jobs:wizard"),
+        "next_title": steps.BY_SLUG[forward].title if forward else None,
+        "locks": locks(state.fixed, fields) if state else {},
+        "back_url": step_url(draft, back) if draft and back else reverse("console:home"),
+    }
+
+
+def model_context(
+    membership, state: State | None, drafts: Iterable = (), commit: str | None = None
+) -> dict:
+    """The Model step: name, profile, the model from the Hub or storage, its format; for a new
+    draft also the member's drafts and the models they may edit."""
+    doc = state.draft.manifest if state else {}
+    uri = get(doc, f"{MODEL}.uri") or ""
+    hub = split_hub(uri) if uri else None
+    source = "storage" if uri and hub is None else "hub"
+    application = state.draft.application if state else None
+    context = common(state, "model") | {
+        "values": values(doc, STEP_FIELDS["model"])
+        | {
+            "source": source,
+            "repo": hub.repo if hub else "",
+            "revision": hub.revision if hub else "",
+            "storage_uri": uri if source == "storage" else "",
+        },
+        "profiles": Profile.objects.filter(organization=membership.organization),
+        "formats": mf.FORMATS,
+        "drafts": drafts,
+        "running": (
+            Application.objects.filter(organization=membership.organization).only("name")
+            if state is None
+            else ()
+        ),
+        "commit": commit if hub and not COMMIT.match(hub.revision or "") else None,
+        "locks": locks(fixed_fields(application), STEP_FIELDS["model"]),
+    }
+    return context
+
+
+def check_context(state: State) -> dict:
+    """Check model's answer, and whether the model may go on to Compute."""
+    check = state.check
+    can_go_on = state.reachable("compute") and check is not None
+    return common(state, "check") | {"result": check, "can_go_on": can_go_on}
+
+
+def _profile(state: State) -> Profile | None:
+    return (
+        Profile.objects.filter(
+            organization=state.draft.organization, name=get(state.manifest, "spec.profileName")
+        )
+        .select_related("cluster")
+        .first()
+    )
+
+
+def memory_summary(check) -> dict:
+    """Check model's memory figure for the context asked, or why it has none."""
+    if check is None:
+        return {"text": "", "bad": False}
+    if not check.can_serve and not check.inconclusive:
+        return {"text": f"{check.verdict} {check.next_step}".strip(), "bad": True}
+    if not check.memory_needed_bytes:
+        return {"text": "", "bad": False}
+    requests = f" × {check.concurrency} requests at once" if check.concurrency > 1 else ""
+    kv = check.kv_bytes_per_token
+    kv_text = f", KV cache {small_bytes(kv)} per token" if kv else ""
+    return {
+        "text": f"Memory needed: {human_bytes(check.memory_needed_bytes)} on one GPU at "
+        f"{check.context_tokens} tokens{requests} (weights {human_bytes(check.weight_bytes)}"
+        f"{kv_text}).",
+        "bad": False,
+    }
+
+
+def small_bytes(number: int | None) -> str:
+    """KV cache per token is KiB-sized: 131072 -> "128 KiB"."""
+    if number is not None and number < 2**20:
+        return f"{number / 1024:.0f} KiB"
+    return human_bytes(number)
+
+
+def sizing_context(draft, check, data) -> dict:
+    """The GPU tiles and the memory figure for what Compute's inputs say now (unsaved)."""
+    profile = (
+        Profile.objects.filter(
+            organization=draft.organization, name=get(draft.manifest, "spec.profileName")
+        )
+        .only("machine_catalog")
+        .first()
+    )
+    chosen = data.get("gpu_kind") or ""
+    layout = layout_refusal(
+        check,
+        chosen if chosen != CPU_KIND else None,
+        coerce("int", data.get("gpus")),
+        coerce("int", data.get("nodes")),
+    )
+    return {
+        "tiles": tiles(check, profile.machine_catalog if profile else [], chosen),
+        "memory": memory_summary(check),
+        "layout_errs": [layout] if layout else [],
+        "live": True,
+    }
+
+
+def compact(number: int | None) -> str:
+    """5432101 -> "5.4M", for download counts."""
+    if number is None:
+        return "?"
+    for size, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "k")):
+        if number >= size:
+            return f"{number / size:.1f}".rstrip("0").rstrip(".") + suffix
+    return str(number)
+
+
+def hub_model(model) -> dict:
+    """A Hub search result as the autocomplete shows it."""
+    return {
+        "id": model.id,
+        "downloads": compact(model.downloads),
+        "task": model.pipeline_tag,
+        "gated": model.gated not in (None, False, "false"),
+    }
+
+
+def locks(fixed: dict[str, str], fields) -> dict[str, str]:
+    """Why an input cannot change, by input name (fixed fields of a deployed model)."""
+    return {f.name: fixed[f.path] for f in fields if f.path in fixed}
+
+
+def compute_context(state: State, check=None, data=None) -> dict:
+    """Compute's fields, the GPU tiles against Check model's sizing, and each default."""
+    check = check if check is not None else state.check
+    doc, filled = state.draft.manifest, state.manifest
+    profile = _profile(state)
+    cluster = profile.cluster if profile else None
+    shown_values = values(doc, COMPUTE_FIELDS)
+    on_gpu = get(doc, f"{MODEL}.resources.accelerator") is not None
+    chosen = (get(doc, f"{GPU}.model") or "") if on_gpu else CPU_KIND
+    metric = get(doc, f"{MODEL}.scaling.metric")
+    metric_kind = next(iter(metric), "") if isinstance(metric, dict) and metric else ""
+    if data is not None:  # the memory preview: what is being typed, not yet saved
+        shown_values |= {k: data.get(k, "") for k in ("context", "concurrency", "gpus", "nodes")}
+        chosen = data.get("gpu_kind", chosen)
+    master = ModelMaster.objects.for_uri(state.draft.organization, get(doc, f"{MODEL}.uri"))
+    defaults = {f.name: shown(get(filled, f.path)) for f in COMPUTE_FIELDS}
+    return common(state, "compute") | {
+        "values": shown_values
+        | {
+            "gpu_kind": chosen,
+            "metric": metric_kind,
+            "metric_target": shown(metric.get(metric_kind)) if metric_kind else "",
+            "cache_enabled": bool(get(doc, f"{MODEL}.cache.enabled")),
+            "cache_size": shown(get(doc, f"{MODEL}.cache.size"))
+            or (check.cache_size if check and check.cache_size else ""),
+        },
+        "defaults": defaults,
+        "default_metric": mf.scaling_of(filled),
+        "tiles": tiles(check, profile.machine_catalog if profile else [], chosen),
+        "memory": memory_summary(check),
+        "check": check,
+        "generative": mf.is_generative(filled),
+        "vllm": get(filled, f"{MODEL}.runtime.engine") == "vllm",
+        "queues": cluster.queues if cluster else [],
+        "queueing": bool(cluster and "kueue" in cluster.addons),
+        "cache_groups": sorted(cluster.cache_node_groups) if cluster else [],
+        "caching": bool(cluster and "localModelCache" in cluster.addons),
+        "cacheable": not str(get(doc, f"{MODEL}.uri") or "").startswith(("pvc://", "oci://")),
+        "capacity_choices": CAPACITY_CHOICES,
+        "metric_choices": METRIC_CHOICES,
+        "dtypes": mf.DTYPES,
+        "master": master,
+        "tensor_parallel": get(filled, f"{MODEL}.engine.tensorParallelSize"),
+        "cpu_instead": (
+            check.suggestion.describe()
+            if chosen == CPU_KIND
+            and check is not None
+            and check.suggestion is not None
+            and check.suggestion.accelerator == "gpu"
+            and cluster is not None
+            and cluster.backend == cluster.Backend.LOCAL
+            else None
+        ),
+        "pipeline_parallel": get(filled, f"{MODEL}.engine.pipelineParallelSize"),
+    }
+
+
+def access_context(state: State) -> dict:
+    """Internal only, or On your domain (disabled until verified domains exist)."""
+    exposure = get(state.manifest, "spec.access.exposure") or "Internal"
+    return common(state, "access") | {"exposure": exposure}
+
+
+def endpoint_paths(state: State, api_format: str) -> list[str]:
+    name = get(state.manifest, "spec.name") or "<name>"
+    if api_format == "V2":
+        return [f"/v2/models/{name}/infer"]
+    if api_format == "V1":
+        return [f"/v1/models/{name}:predict"]
+    task = state.check.task if state.check else None
+    return OPENAI_ROUTES.get(task or "generate", ["/v1/chat/completions"]) + ["/v1/models"]
+
+
+def api_context(state: State) -> dict:
+    """The API formats the runtime speaks with their paths, and media per request for the
+    inputs a vision, video or audio model on vLLM takes."""
+    filled = state.manifest
+    engine = get(filled, f"{MODEL}.runtime.engine")
+    generative = mf.is_generative(filled)
+    # The protocols the runtime speaks, its default first; any for a runtime of the user's.
+    spoken = api_formats(engine, generative) or (("OpenAI", "V2") if generative else ("V1", "V2"))
+    chosen = get(filled, f"{MODEL}.serving.apiFormat") or spoken[0]
+    modalities = set(state.check.modalities) if state.check else set()
+    media = [f for f in MEDIA_FIELDS if MEDIA_MODALITY[f.name] in modalities and engine == "vllm"]
+    doc = state.draft.manifest
+    return common(state, "api") | {
+        "formats": [
+            {"value": f, "paths": endpoint_paths(state, f), "default": f == spoken[0]}
+            for f in spoken
+        ],
+        "chosen": chosen,
+        "media": [
+            {"field": f, "modality": MEDIA_MODALITY[f.name], "value": shown(get(doc, f.path))}
+            for f in media
+        ],
+        "values": values(doc, MEDIA_FIELDS),
+    }
+
+
+def placement(manifest: dict) -> str:
+    """Where one replica runs, in words: "1 × l4 GPU, 3 CPU, 8Gi memory"."""
+    resources = get(manifest, f"{MODEL}.resources") or {}
+    gpu = get(resources, "accelerator.gpu")
+    parts = []
+    if isinstance(gpu, dict):
+        count = gpu.get("countPerReplica")
+        parts.append(f"{count} × {gpu.get('model') or 'any ' + str(gpu.get('vendor'))} GPU")
+        nodes = resources.get("nodesPerReplica") or 1
+        if nodes > 1:
+            parts[-1] += f" on each of {nodes} nodes"
+    else:
+        parts.append("CPU")
+    if resources.get("cpu"):
+        parts.append(f"{resources['cpu']} CPU")
+    if resources.get("memory"):
+        parts.append(f"{resources['memory']} memory")
+    return ", ".join(parts)
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict) or not data:
+        return {prefix: data} if prefix else {}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out |= _flat(value, f"{prefix}.{key}" if prefix else str(key))
+    return out
+
+
+def changes(before: Any, after: Any) -> list[dict]:
+    """What a new revision changes, field by field: path, from, to (as YAML text)."""
+    old, new = _flat(before), _flat(after)
+    return [
+        {"path": path, "before": _short(old.get(path)), "after": _short(new.get(path))}
+        for path in sorted(old.keys() | new.keys())
+        if old.get(path) != new.get(path)
+    ]
+
+
+def _short(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def review_context(state: State) -> dict:
+    """The dry run: the filled-in manifest, runtime, scaling, warnings, rendered objects and
+    the outcome on the profile's target."""
+    run = state.run
+    profile = _profile(state)
+    kubernetes = bool(profile and profile.cluster.backend == profile.cluster.Backend.KUBERNETES)
+    warnings = [p for slug in steps.SLUGS for p in state.warnings.get(slug, [])]
+    return common(state, "review") | {
+        "run": run,
+        "manifest_yaml": yaml_text(run.manifest) if run.manifest else "",
+        "objects_yaml": to_yaml(run.objects) if run.objects else "",
+        "kubernetes": kubernetes,
+        "profile": profile,
+        "all_warnings": warnings,
+        "target": [p for p in warnings if p.path == "spec.profileName"],
+        "target_refusals": state.refusals.get("review", []),
+        "placement": placement(state.manifest),
+        "changes": (
+            changes(state.draft.application.manifest, run.manifest)
+            if state.draft.application and run.manifest
+            else []
+        ),
+        "reviewed": state.digest,
+        "download": reverse("jobs:wizard-download", kwargs={"key": state.draft.key}),
+    }

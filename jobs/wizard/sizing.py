@@ -1,0 +1,155 @@
+"""Compute step sizing from Check model's answer (pure): a tile per GPU kind of the profile's
+catalog with its memory and what the model needs on it, and whether a chosen layout holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from jobs.manifest import MEMORY_DEFAULTS, Problem
+from jobs.wizard.fields import CPU_KIND, GPU
+from models_catalog.check import CheckResult
+from models_catalog.sizing import Suggestion, human_bytes, parse_bytes
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One choice of where a replica runs: the CPU, or a GPU kind of the catalog."""
+
+    kind: str  # a catalog name, or "cpu"
+    memory: str  # "22.5 GiB per GPU, 8 per node"
+    fits: bool  # False: greyed out, `reason` says why
+    reason: str = ""
+    needed: str = ""  # what the model needs on it, "19.8 GiB per GPU on 1 GPU"
+    gpus: int = 0  # the smallest layout that holds it (GPUs per node, nodes)
+    nodes: int = 1
+    suggested: bool = False  # Check model's choice
+    chosen: bool = False
+    memory_needed: str = ""  # the CPU's: the replica memory that holds the model
+
+
+def _sized(check: CheckResult | None) -> bool:
+    """Check model sized the model for GPUs (vLLM or parakeet, not a predictive format)."""
+    return check is not None and check.task != "predict" and bool(check.options or check.unfit)
+
+
+def _kind_memory(kind: Mapping) -> str:
+    try:
+        memory = human_bytes(parse_bytes(kind.get("gpuMemory", 0)))
+    except (TypeError, ValueError):
+        memory = "unknown memory"
+    per_node = kind.get("gpusPerNode")
+    return f"{memory} per GPU" + (f", {per_node} per node" if per_node else "")
+
+
+def _needed(option: Suggestion) -> str:
+    spread = f"{option.gpus_per_replica} GPU{'s' if option.gpus_per_replica > 1 else ''}"
+    if option.nodes_per_replica > 1:
+        spread += f" on each of {option.nodes_per_replica} nodes"
+    return f"needs {human_bytes(option.needed_per_gpu_bytes)} per GPU on {spread}"
+
+
+def tiles(check: CheckResult | None, catalog: Sequence[Mapping], chosen: str | None) -> list[Tile]:
+    """The CPU first, then every GPU kind of the catalog: too small ones greyed with why."""
+    sized = _sized(check)
+    options = {o.gpu_kind: o for o in (check.options if check else [])}
+    unfit = dict(check.unfit) if check else {}
+    suggested = check.suggestion if check else None
+    suggested_kind = suggested.gpu_kind if suggested and suggested.accelerator == "gpu" else None
+    on_cpu = cpu_memory(check)
+    out = [
+        Tile(
+            kind=CPU_KIND,
+            memory="no GPU: the replica's CPU and memory",
+            fits=True,
+            needed=(f"needs about {on_cpu} of memory; " if on_cpu else "")
+            + "for small or predictive models, large language models run slowly",
+            suggested=bool(suggested and suggested.accelerator == "cpu"),
+            chosen=chosen == CPU_KIND,
+            memory_needed=on_cpu or "",
+        )
+    ]
+    for kind in catalog:
+        name = kind.get("name")
+        if not isinstance(name, str):
+            continue
+        option = options.get(name)
+        if sized and option is None:
+            reason = unfit.get(name, "Check model found no layout of it that holds the model")
+            reason = ("Too small: " if reason.startswith("needs") else "Cannot run it: ") + reason
+            out.append(
+                Tile(name, _kind_memory(kind), fits=False, reason=reason, chosen=name == chosen)
+            )
+            continue
+        out.append(
+            Tile(
+                kind=name,
+                memory=_kind_memory(kind),
+                fits=True,
+                needed=_needed(option) if option else "Check model could not size it here",
+                gpus=option.gpus_per_replica if option else 1,
+                nodes=option.nodes_per_replica if option else 1,
+                suggested=name == suggested_kind,
+                chosen=name == chosen,
+            )
+        )
+    return out
+
+
+def chosen_size(check: CheckResult | None) -> tuple[str | None, int, int]:
+    """The size ServeDeck chooses: Check model's suggestion, else the CPU (kind None)."""
+    suggestion = check.suggestion if check and check.can_serve else None
+    if suggestion is None or suggestion.accelerator != "gpu" or not suggestion.gpu_kind:
+        return None, 0, 1
+    return suggestion.gpu_kind, suggestion.gpus_per_replica, suggestion.nodes_per_replica
+
+
+GIB = 2**30
+RUNTIME_BYTES = GIB  # the runtime itself, beside the weights
+CPU_KV_SHARE = 4  # on CPU the KV cache defaults to a quarter of the replica's memory
+
+
+def cpu_memory(check: CheckResult | None) -> str | None:
+    """Memory for a generative model on CPU that holds its weights and the runtime in three
+    quarters of it (the default KV cache takes the rest); None when the default holds it."""
+    if check is None or not check.weight_bytes or check.task == "predict":
+        return None
+    needed = (check.weight_bytes + RUNTIME_BYTES) * CPU_KV_SHARE / (CPU_KV_SHARE - 1)
+    gib = -(-int(needed) // GIB)
+    return f"{gib}Gi" if gib * GIB > MEMORY_DEFAULTS["generative-cpu"] else None
+
+
+def layout_refusal(
+    check: CheckResult | None, kind: str | None, gpus: object, nodes: object
+) -> Problem | None:
+    """Whether `gpus` x `kind` on `nodes` nodes holds the model, by Check model's sizing at
+    the draft's context. The manifest rules cannot know this: only Check model read the model.
+    """
+    if not _sized(check) or not kind or not isinstance(gpus, int) or gpus < 1:
+        return None
+    assert check is not None
+    nodes = nodes if isinstance(nodes, int) and nodes >= 1 else 1
+    unfit = dict(check.unfit)
+    if kind in unfit:
+        return Problem(
+            f"{GPU}.model",
+            f"{kind!r} cannot hold this model: {unfit[kind]}. Pick a GPU kind that is not greyed "
+            "out, or lower the context window.",
+        )
+    option = next((o for o in check.options if o.gpu_kind == kind), None)
+    if option is None or gpus * nodes >= option.total_gpus:
+        return None
+    spread = f"{gpus} {kind} GPU{'s' if gpus > 1 else ''}"
+    if nodes > 1:
+        spread += f" on each of {nodes} nodes"
+    return Problem(
+        f"{GPU}.countPerReplica",
+        f"{gpus} is too few: {spread} cannot hold the model at "
+        f"{check.context_tokens} tokens of context; the smallest that can is "
+        f"{option.describe()} ({human_bytes(option.needed_per_gpu_bytes)} per GPU, each "
+        f"{kind} has {human_bytes(option.gpu_memory_bytes)}). Set GPUs per replica to "
+        f"{option.gpus_per_replica}"
+        + (f" and nodes to {option.nodes_per_replica}" if option.nodes_per_replica > 1 else "")
+        + ", pick a larger GPU kind, or lower the context window.",
+    )

@@ -1,0 +1,136 @@
+"""The wizard's steps, and which step owns each problem of a dry run (pure).
+
+Rules live in the manifest core and Check model; a step only shows, beside its fields, the
+dry run's problems at the paths it owns. A problem is never lost: what no step names belongs
+to the first step, so the user cannot reach Review with a refusal pending anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from jobs.manifest import Problem
+from jobs.wizard.paths import MODEL, under
+from models_catalog.check import CheckResult
+
+URI = f"{MODEL}.uri"
+
+
+@dataclass(frozen=True)
+class Step:
+    slug: str
+    title: str
+    owns: tuple[str, ...]  # manifest paths (and everything under them)
+
+
+STEPS: tuple[Step, ...] = (
+    Step(
+        "model",
+        "Model",
+        (
+            "document",
+            "apiVersion",
+            "kind",
+            "spec.name",
+            "spec.profileName",
+            "spec.namespace",
+            "spec.syncType",
+            "spec.source.type",
+            "spec.source.inferenceService",
+            URI,
+            f"{MODEL}.format",
+            f"{MODEL}.runtime",
+        ),
+    ),
+    Step("check", "Check model", ()),  # Check model's own answer; see owner()
+    Step(
+        "compute",
+        "Compute",
+        (
+            f"{MODEL}.resources",
+            f"{MODEL}.engine",
+            f"{MODEL}.serving.maxContextTokens",
+            f"{MODEL}.serving.kvCacheSize",
+            f"{MODEL}.serving.maxConcurrentRequests",
+            f"{MODEL}.scaling",
+            f"{MODEL}.queue",
+            f"{MODEL}.cache",
+        ),
+    ),
+    Step("access", "Access", ("spec.access",)),
+    Step("api", "API", (f"{MODEL}.serving.apiFormat", f"{MODEL}.serving.multimodal")),
+    Step("review", "Review", ()),
+)
+BY_SLUG = {step.slug: step for step in STEPS}
+SLUGS = tuple(step.slug for step in STEPS)
+FIRST, LAST = SLUGS[0], SLUGS[-1]
+# A whole group refused at once (rare) goes where most of its fields are edited.
+GROUP_OWNERS = {f"{MODEL}.serving": "compute"}
+
+# The cluster backend's preflight answers at spec.profileName but names the field it is about
+# first ("spec.source.model.resources.accelerator.gpu.countPerReplica asks for 1 GPU ...").
+_NAMED_FIELD = re.compile(r"^(spec(?:\.[A-Za-z]+)+)(?:\[\d+\])?[ :]")
+
+
+def index(slug: str) -> int:
+    return SLUGS.index(slug)
+
+
+def previous(slug: str) -> str | None:
+    at = index(slug)
+    return SLUGS[at - 1] if at > 0 else None
+
+
+def following(slug: str) -> str | None:
+    at = index(slug)
+    return SLUGS[at + 1] if at + 1 < len(SLUGS) else None
+
+
+def field_path(problem: Problem) -> str:
+    """The field a problem is about: its path, or the field a preflight message names."""
+    if problem.path == "spec.profileName":
+        named = _NAMED_FIELD.match(problem.message)
+        if named and named.group(1) != problem.path:
+            return named.group(1)
+    return problem.path
+
+
+def from_check(problem: Problem, check: CheckResult | None) -> bool:
+    """Check model's own verdict or warnings, which the dry run reports at the uri."""
+    if check is None or problem.path != URI:
+        return False
+    if problem.message in check.warnings:
+        return True
+    verdict = check.verdict.rstrip(".!? ")
+    return bool(verdict) and problem.message.startswith(verdict)
+
+
+def owner(problem: Problem, check: CheckResult | None) -> str:
+    """The slug of the step whose fields can fix (or whose answer is) this problem."""
+    if from_check(problem, check):
+        return "check"
+    path = field_path(problem)
+    best, best_length = None, -1
+    for step in STEPS:
+        for owned in step.owns:
+            if under(path, owned) and len(owned) > best_length:
+                best, best_length = step.slug, len(owned)
+    return best or GROUP_OWNERS.get(path, FIRST)
+
+
+def by_step(problems: Iterable[Problem], check: CheckResult | None) -> dict[str, list[Problem]]:
+    """Problems sorted to the step that owns each, every step present (maybe empty)."""
+    sorted_: dict[str, list[Problem]] = {slug: [] for slug in SLUGS}
+    for problem in problems:
+        sorted_[owner(problem, check)].append(problem)
+    return sorted_
+
+
+def first_blocked(refusals_by_step: dict[str, list[Problem]]) -> str | None:
+    """The first step with a refusal pending; None when Review may be reached."""
+    for slug in SLUGS:
+        if refusals_by_step.get(slug):
+            return slug
+    return None
