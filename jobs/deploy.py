@@ -17,7 +17,12 @@ from jobs.models import Application, Event, Phase, Profile, Revision
 from jobs.render import RenderError, render_for_profile
 from models_catalog.check import CheckResult
 from models_catalog.models import ModelMaster
-from models_catalog.service import check_for_profile, context_over_limit, model_facts
+from models_catalog.service import (
+    check_for_profile,
+    context_over_limit,
+    layout_refusal,
+    model_facts,
+)
 
 # Problems at these paths make Check model pointless: it would only repeat them.
 CHECK_INPUTS = ("spec.profileName", "spec.source.model.uri", "spec.source.model.format")
@@ -149,6 +154,9 @@ def dry_run(doc, organization, *, expect_name: str | None = None) -> DryRun:
     )
     if checked is not None:
         _add_check_problems(run, checked)
+        layout = _layout_refusal(result.manifest, checked)
+        if layout is not None:
+            run.refusals.append(layout)
     if result.manifest is not None and run.ok:
         _on_target(run, organization)
     if result.manifest is not None and run.ok:
@@ -200,6 +208,16 @@ def _on_target(run: DryRun, organization) -> None:
     run.warnings += [mf.Problem("spec.profileName", text, "warning") for text in preflight.warnings]
 
 
+def _layout_refusal(manifest: dict | None, checked: CheckResult):
+    """Whether the GPUs the manifest reserves hold the model, by Check model's sizing."""
+    model = (manifest or {}).get("spec", {}).get("source", {}).get("model") or {}
+    resources = model.get("resources") or {}
+    gpu = (resources.get("accelerator") or {}).get("gpu") or {}
+    return layout_refusal(
+        checked, gpu.get("model"), gpu.get("countPerReplica"), resources.get("nodesPerReplica")
+    )
+
+
 def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
     path = "spec.source.model.uri"
     verdict = (
@@ -208,7 +226,7 @@ def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
     said = f"{verdict} {checked.next_step}".strip()
     if checked.inconclusive:
         run.warnings.append(mf.Problem(path, said, "warning"))
-    elif not checked.can_serve and not context_over_limit(checked):
+    elif not checked.can_serve and not context_over_limit(checked, run.manifest):
         run.refusals.append(mf.Problem(path, said, "refusal"))
     said = {p.message for p in run.warnings}
     pinned_already = any(p.path == path and "pin" in p.message for p in run.warnings)

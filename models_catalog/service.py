@@ -3,10 +3,12 @@ the manifest rules learn from the answer."""
 
 import os
 
-from jobs.manifest import ModelFacts
+from jobs.manifest import ModelFacts, Problem
 from models_catalog.check import CheckResult, check_model
+from models_catalog.sizing import human_bytes
 
 GENERATIVE_TASKS = {"generate", "embed", "score", "transcribe"}
+GPU = "spec.source.model.resources.accelerator.gpu"
 
 
 def hf_token_for(profile) -> str | None:
@@ -61,8 +63,45 @@ def model_facts(result: CheckResult) -> ModelFacts | None:
     )
 
 
-def context_over_limit(result: CheckResult) -> bool:
-    """The check refused only because the asked context exceeds the model's own limit: the
+def context_over_limit(result: CheckResult, manifest: dict | None) -> bool:
+    """The check refused because the manifest's context exceeds the model's own limit: the
     manifest rule on serving.maxContextTokens reports that, at its field."""
-    asked, limit = result.context_tokens, result.max_context_tokens
-    return asked is not None and limit is not None and asked > limit
+    model = (manifest or {}).get("spec", {}).get("source", {}).get("model") or {}
+    asked = (model.get("serving") or {}).get("maxContextTokens")
+    limit = result.max_context_tokens
+    return isinstance(asked, int) and limit is not None and asked > limit
+
+
+def layout_refusal(
+    check: CheckResult | None, kind: str | None, gpus: object, nodes: object
+) -> Problem | None:
+    """Whether `gpus` x `kind` on `nodes` nodes holds the model, by Check model's sizing at
+    the draft's context. The manifest rules cannot know this: only Check model read the model.
+    """
+    sized = check is not None and check.task != "predict" and bool(check.options or check.unfit)
+    if not sized or not kind or not isinstance(gpus, int) or gpus < 1:
+        return None
+    nodes = nodes if isinstance(nodes, int) and nodes >= 1 else 1
+    unfit = dict(check.unfit)
+    if kind in unfit:
+        return Problem(
+            f"{GPU}.model",
+            f"{kind!r} cannot hold this model: {unfit[kind]}. Pick a GPU kind that is not greyed "
+            "out, or lower the context window.",
+        )
+    option = next((o for o in check.options if o.gpu_kind == kind), None)
+    if option is None or gpus * nodes >= option.total_gpus:
+        return None
+    spread = f"{gpus} {kind} GPU{'s' if gpus > 1 else ''}"
+    if nodes > 1:
+        spread += f" on each of {nodes} nodes"
+    return Problem(
+        f"{GPU}.countPerReplica",
+        f"{gpus} is too few: {spread} cannot hold the model at "
+        f"{check.context_tokens} tokens of context; the smallest that can is "
+        f"{option.describe()} ({human_bytes(option.needed_per_gpu_bytes)} per GPU, each "
+        f"{kind} has {human_bytes(option.gpu_memory_bytes)}). Set GPUs per replica to "
+        f"{option.gpus_per_replica}"
+        + (f" and nodes to {option.nodes_per_replica}" if option.nodes_per_replica > 1 else "")
+        + ", pick a larger GPU kind, or lower the context window.",
+    )

@@ -16,7 +16,6 @@ from jobs.deploy import DryRun, manifest_context
 from jobs.models import Application, Draft, Profile
 from jobs.wizard import drafts, steps
 from jobs.wizard.fields import (
-    GPU,
     apply_access,
     apply_api,
     apply_compute,
@@ -27,7 +26,7 @@ from jobs.wizard.fields import (
     skeleton,
 )
 from jobs.wizard.paths import MODEL, copied, get, put, remove
-from jobs.wizard.sizing import chosen_size, cpu_memory, layout_refusal
+from jobs.wizard.sizing import chosen_size, cpu_memory
 from models_catalog import hub
 from models_catalog.check import CheckResult
 from models_catalog.models import ModelMaster
@@ -124,17 +123,8 @@ def look(draft: Draft, run: DryRun | None = None) -> State:
             draft.organization,
             expect_name=application.name if application else None,
         )
-    extra = [name_clash(draft.organization, draft, get(draft.manifest, "spec.name"))]
-    if run.manifest is not None:
-        extra.append(
-            layout_refusal(
-                run.check,
-                get(run.manifest, f"{GPU}.model"),
-                get(run.manifest, f"{GPU}.countPerReplica"),
-                get(run.manifest, f"{MODEL}.resources.nodesPerReplica"),
-            )
-        )
-    refusals = [p for p in extra if p is not None] + _once(run.refusals)
+    clash = name_clash(draft.organization, draft, get(draft.manifest, "spec.name"))
+    refusals = ([clash] if clash else []) + list(run.refusals)
     known = _profile_exists(draft, run)
     by_step = steps.by_step([p for p in refusals if not _on_target(p, known)], run.check)
     by_step[steps.LAST] += [p for p in refusals if _on_target(p, known)]
@@ -165,15 +155,6 @@ def _on_target(problem: mf.Problem, profile_known: bool) -> bool:
         and steps.field_path(problem) == problem.path
         and not problem.message.startswith("is fixed")
     )
-
-
-def _once(refusals: list[mf.Problem]) -> list[mf.Problem]:
-    """The dry run's refusals, the context limit said once: Check model refuses a context
-    above the model's own limit at the uri too, and the manifest rule says it at its field."""
-    if not any(p.path == CONTEXT for p in refusals):
-        return list(refusals)
-    echo = "serving.maxContextTokens "
-    return [p for p in refusals if not (p.path == URI and p.message.startswith(echo))]
 
 
 def start(membership, data: Mapping) -> State:

@@ -30,8 +30,9 @@ from jobs.wizard.fields import (
 )
 from jobs.wizard.flow import State, fixed_fields
 from jobs.wizard.paths import MODEL, get
-from jobs.wizard.sizing import layout_refusal, tiles
+from jobs.wizard.sizing import tiles
 from models_catalog.models import ModelMaster
+from models_catalog.service import layout_refusal
 from models_catalog.sizing import human_bytes
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")

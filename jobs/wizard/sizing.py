@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from jobs.manifest import MEMORY_DEFAULTS, Problem
-from jobs.wizard.fields import CPU_KIND, GPU
+from jobs.manifest import MEMORY_DEFAULTS
+from jobs.wizard.fields import CPU_KIND
 from models_catalog.check import CheckResult
 from models_catalog.sizing import Suggestion, human_bytes, parse_bytes
 
@@ -118,38 +118,3 @@ def cpu_memory(check: CheckResult | None) -> str | None:
     needed = (check.weight_bytes + RUNTIME_BYTES) * CPU_KV_SHARE / (CPU_KV_SHARE - 1)
     gib = -(-int(needed) // GIB)
     return f"{gib}Gi" if gib * GIB > MEMORY_DEFAULTS["generative-cpu"] else None
-
-
-def layout_refusal(
-    check: CheckResult | None, kind: str | None, gpus: object, nodes: object
-) -> Problem | None:
-    """Whether `gpus` x `kind` on `nodes` nodes holds the model, by Check model's sizing at
-    the draft's context. The manifest rules cannot know this: only Check model read the model.
-    """
-    if not _sized(check) or not kind or not isinstance(gpus, int) or gpus < 1:
-        return None
-    assert check is not None
-    nodes = nodes if isinstance(nodes, int) and nodes >= 1 else 1
-    unfit = dict(check.unfit)
-    if kind in unfit:
-        return Problem(
-            f"{GPU}.model",
-            f"{kind!r} cannot hold this model: {unfit[kind]}. Pick a GPU kind that is not greyed "
-            "out, or lower the context window.",
-        )
-    option = next((o for o in check.options if o.gpu_kind == kind), None)
-    if option is None or gpus * nodes >= option.total_gpus:
-        return None
-    spread = f"{gpus} {kind} GPU{'s' if gpus > 1 else ''}"
-    if nodes > 1:
-        spread += f" on each of {nodes} nodes"
-    return Problem(
-        f"{GPU}.countPerReplica",
-        f"{gpus} is too few: {spread} cannot hold the model at "
-        f"{check.context_tokens} tokens of context; the smallest that can is "
-        f"{option.describe()} ({human_bytes(option.needed_per_gpu_bytes)} per GPU, each "
-        f"{kind} has {human_bytes(option.gpu_memory_bytes)}). Set GPUs per replica to "
-        f"{option.gpus_per_replica}"
-        + (f" and nodes to {option.nodes_per_replica}" if option.nodes_per_replica > 1 else "")
-        + ", pick a larger GPU kind, or lower the context window.",
-    )

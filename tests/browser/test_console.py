@@ -183,7 +183,7 @@ def test_log_in_dashboard_sort_application_page_log_out(page: Page, applications
 
 def test_deploy_model_from_yaml(page: Page, applications, shoot):
     log_in(page, "ada", "pw-ada")
-    page.locator(".page-head").get_by_role("link", name="Deploy model").click()
+    page.locator(".page-head").get_by_role("link", name="Deploy from YAML").click()
     expect(page).to_have_url(re.compile(r"/deploy/yaml/$"))
     expect(page.get_by_role("heading", name="Deploy model from YAML")).to_be_visible()
     shoot(page, "01-deploy-empty")

@@ -88,3 +88,18 @@ def test_storage_uris_are_answered_from_the_format(org, uri):
     assert any(
         "cannot" in w.message.lower() or "inspect" in w.message.lower() for w in run.warnings
     )
+
+
+def test_too_few_gpus_for_the_model_is_refused_on_the_count(org):
+    gpu = "      resources:\n        accelerator:\n          gpu: {model: t4, countPerReplica: 1}\n"
+    run = dry_run(manifest("hf://Qwen/Qwen3-30B-A3B", gpu), org)
+    (message,) = refusals_at(run, "spec.source.model.resources.accelerator.gpu.countPerReplica")
+    assert "too few" in message and "t4" in message
+
+
+def test_a_context_above_the_limit_is_said_once(org):
+    text = manifest(
+        "hf://Qwen/Qwen2.5-7B-Instruct", "      serving:\n        maxContextTokens: 999999\n"
+    )
+    run = dry_run(text, org)
+    assert [p.path for p in run.refusals] == ["spec.source.model.serving.maxContextTokens"]

@@ -6,6 +6,7 @@ import pytest
 from jobs.manifest import Problem
 from jobs.wizard import fields, paths, sizing, steps
 from models_catalog.check import SERVABLE, CheckResult
+from models_catalog.service import layout_refusal
 from models_catalog.sizing import Suggestion
 
 M = "spec.source.model"
@@ -324,12 +325,12 @@ def test_tiles_without_sizing_leave_every_kind_open():
     ],
 )
 def test_layout_refusal(kind, gpus, nodes, path):
-    problem = sizing.layout_refusal(SIZED, kind, gpus, nodes)
+    problem = layout_refusal(SIZED, kind, gpus, nodes)
     assert (problem.path if problem else None) == path
 
 
 def test_layout_refusal_says_the_smallest_that_holds_it():
-    problem = sizing.layout_refusal(SIZED, "t4", 1, 1)
+    problem = layout_refusal(SIZED, "t4", 1, 1)
     assert problem.message.startswith("1 is too few: 1 t4 GPU cannot hold the model at 32768")
     assert "Set GPUs per replica to 2" in problem.message
 
