@@ -3,7 +3,6 @@ reads, the errors it maps, its time budget, and its cache."""
 
 import json
 import threading
-import time
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -143,16 +142,15 @@ def test_shards_named_only_by_the_index(tmp_path):
 
 def test_a_server_that_ignores_range_is_cut_off(hub_env, headers_hub_server):
     headers_hub_server.ignore_ranges = True
+    headers_hub_server.reset_log()
     try:
-        started = time.monotonic()
         read = hub.safetensors_summary(
             "openai/whisper-large-v3", endpoint=headers_hub_server.url, use_hub_summary=False
         )
-        elapsed = time.monotonic() - started
     finally:
         headers_hub_server.ignore_ranges = False
     assert read.parameters_by_dtype == {"F16": 1_543_490_560}
-    assert elapsed < 3  # the 3 GB file was not downloaded
+    assert headers_hub_server.bytes_sent() < 10 * 2**20  # the 3 GB file was not downloaded
 
 
 @pytest.mark.parametrize(
@@ -238,31 +236,29 @@ def test_a_hub_that_never_answers_fails_within_the_budget(monkeypatch):
     hub.clear_cache()
     with silent_endpoint() as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
-        started = time.monotonic()
         with hub.time_budget(0.5), pytest.raises(hub.HubUnavailable) as raised:
             hub.model_info(QWEN)
-        elapsed = time.monotonic() - started
-    assert 0.4 < elapsed < 2.5
     assert raised.value.endpoint == endpoint
     assert "no answer within 0.5 s" in str(raised.value)
 
 
 def test_the_default_budget_never_hangs(monkeypatch):
     hub.clear_cache()
-    with silent_endpoint() as endpoint:
-        started = time.monotonic()
-        with pytest.raises(hub.HubUnavailable, match=f"no answer within {hub.TIME_BUDGET:g} s"):
-            hub.search("llama", endpoint=endpoint)
-        assert time.monotonic() - started < hub.TIME_BUDGET + 2
+    said = f"no answer within {hub.TIME_BUDGET:g} s"
+    with silent_endpoint() as endpoint, pytest.raises(hub.HubUnavailable, match=said):
+        hub.search("llama", endpoint=endpoint)
 
 
 def test_an_inner_budget_never_extends_an_outer_one():
     hub.clear_cache()
-    with silent_endpoint() as endpoint:
-        started = time.monotonic()
-        with hub.time_budget(0.3), hub.time_budget(30), pytest.raises(hub.HubUnavailable):
-            hub.read_json(QWEN, "config.json", endpoint=endpoint)
-        assert time.monotonic() - started < 2
+    # The outer 0.3 s deadline is the one that ends the call, not the inner 30 s one.
+    with (
+        silent_endpoint() as endpoint,
+        hub.time_budget(0.3),
+        hub.time_budget(30),
+        pytest.raises(hub.HubUnavailable, match="no answer within 0.3 s"),
+    ):
+        hub.read_json(QWEN, "config.json", endpoint=endpoint)
 
 
 def test_an_unreachable_hub(monkeypatch):
