@@ -8,42 +8,16 @@ Wall time suffers when other processes share the CPUs; the CPU-time column suffe
 
 from __future__ import annotations
 
-import atexit
 import copy
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from datetime import timedelta
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scratch import django_on_scratch  # noqa: E402
 
-WORK = Path(tempfile.mkdtemp(prefix="servedeck-dashboard-bench-"))
-atexit.register(shutil.rmtree, WORK, ignore_errors=True)
-os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings"
-os.environ["DATABASE_URL"] = f"sqlite:///{WORK / 'bench.sqlite3'}"
-os.environ["SERVEDECK_VAR_DIR"] = str(WORK)
-os.environ["ALLOWED_HOSTS"] = "testserver"
-# The dry run checks the model on the Hub and the local backend's machine: use the tests' fake
-# Hub and stand-in model server, since nothing here reaches huggingface.co or runs vLLM.
-STAND_IN = ROOT / "tests" / "fakes" / "model_server.py"
-os.environ["SERVEDECK_LOCAL_COMMAND"] = (
-    f"{sys.executable} {STAND_IN} --port {{port}} --served-model-name {{name}} {{args}}"
-)
-os.environ["SERVEDECK_LOCAL_STATE_DIR"] = str(WORK / "local")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
-
-import warnings  # noqa: E402
-
-import django  # noqa: E402
-
-# whitenoise looks for collected static files; the bench never serves any
-warnings.filterwarnings("ignore", "No directory at", UserWarning)
-django.setup()
+WORK = django_on_scratch("dashboard")
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402

@@ -19,39 +19,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import copy
 import logging
 import multiprocessing
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scratch import django_on_scratch  # noqa: E402
 
-WORK = Path(tempfile.mkdtemp(prefix="servedeck-reconciler-bench-"))
-atexit.register(shutil.rmtree, WORK, ignore_errors=True)
-os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings"
-os.environ["DATABASE_URL"] = f"sqlite:///{WORK / 'bench.sqlite3'}"
-os.environ["SERVEDECK_VAR_DIR"] = str(WORK)
-os.environ["SERVEDECK_LOCAL_STATE_DIR"] = str(WORK / "local")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
-os.environ.pop("HF_TOKEN", None)
-
-import warnings  # noqa: E402
-
-import django  # noqa: E402
-
-warnings.filterwarnings("ignore", "No directory at", UserWarning)  # whitenoise, no static here
-warnings.filterwarnings("ignore", category=DeprecationWarning, module="kubernetes")
-django.setup()
+WORK = django_on_scratch("reconciler")
 
 from asgiref.sync import async_to_sync  # noqa: E402
 from channels.layers import get_channel_layer  # noqa: E402

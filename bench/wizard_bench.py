@@ -12,40 +12,16 @@ Run: .venv/bin/python bench/wizard_bench.py [N]   (N requests per case, default 
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from scratch import django_on_scratch  # noqa: E402
 
-WORK = Path(tempfile.mkdtemp(prefix="servedeck-wizard-bench-"))
-atexit.register(shutil.rmtree, WORK, ignore_errors=True)
-os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings"
-os.environ["DATABASE_URL"] = f"sqlite:///{WORK / 'bench.sqlite3'}"
-os.environ["SERVEDECK_VAR_DIR"] = str(WORK)
-os.environ["ALLOWED_HOSTS"] = "testserver"
-# Nothing here reaches huggingface.co or runs vLLM: the tests' fake Hub and stand-in server.
-STAND_IN = ROOT / "tests" / "fakes" / "model_server.py"
-os.environ["SERVEDECK_LOCAL_COMMAND"] = (
-    f"{sys.executable} {STAND_IN} --port {{port}} --served-model-name {{name}} {{args}}"
-)
-os.environ["SERVEDECK_LOCAL_STATE_DIR"] = str(WORK / "local")
-os.environ.setdefault("LOG_LEVEL", "WARNING")
-
-import warnings  # noqa: E402
-
-import django  # noqa: E402
-
-warnings.filterwarnings("ignore", "No directory at", UserWarning)
-django.setup()
+WORK = django_on_scratch("wizard")
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
