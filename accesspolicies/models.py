@@ -113,7 +113,11 @@ class PersonalAccessTokenQuerySet(models.QuerySet):
         if not presented.startswith(TOKEN_PREFIX):
             return None
         lookup = presented[len(TOKEN_PREFIX) : len(TOKEN_PREFIX) + LOOKUP_LENGTH]
-        token = self.select_related("user", "organization").filter(lookup=lookup).first()
+        token = (
+            self.select_related("user", "organization")
+            .filter(lookup=lookup, user__is_active=True)
+            .first()
+        )
         expected = token.secret_hash if token else _digest("no such token")
         if not hmac.compare_digest(expected, _digest(presented)) or token is None:
             return None

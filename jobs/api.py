@@ -84,7 +84,7 @@ class RollbackIn(Schema):
 
 
 def _apply(request, dry_run: bool, expect_name=None, create_only=False):
-    membership = request.auth
+    membership = require(request.auth, "deploy", "applications")
     body = request.body
     if dry_run:
         run = verbs.dry_run(body, membership.organization, expect_name=expect_name)

@@ -1,14 +1,18 @@
 """Forms for clusters and profiles; the pages and the `cluster`/`profile` commands share them."""
 
 import re
+from pathlib import Path
 
 import yaml
 from django import forms
+from django.conf import settings
 
 from jobs.manifest.quantity import parse_quantity
 from jobs.models import ADDONS, Cluster, Profile
 
-HF_TOKEN_REF = re.compile(r"^(secret/[a-z0-9]([-a-z0-9.]*[a-z0-9])?|env/[A-Za-z_][A-Za-z0-9_]*)$")
+# env/ may name only HF_… variables: the console sends the value to the Hub as a token, so
+# a reference must never reach SECRET_KEY, DATABASE_URL or the like.
+HF_TOKEN_REF = re.compile(r"^(secret/[a-z0-9]([-a-z0-9.]*[a-z0-9])?|env/HF_[A-Z0-9_]*)$")
 CATALOG_KEYS = {"name", "vendor", "gpuMemory", "gpusPerNode", "nodeCpu", "nodeMemory", "nodeLabels"}
 
 
@@ -72,11 +76,35 @@ class ClusterForm(OrganizationScopedForm):
         model = Cluster
         fields = ["name", "backend", "kubeconfig_path", "context", "in_cluster", "addons"]
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, trusted: bool = False, **kwargs):
+        """`trusted`: an operator on the console's host (the command line), not a web page."""
         super().__init__(*args, **kwargs)
+        self.trusted = trusted
         if self.instance.pk and not self.is_bound:
             self.initial["queues"] = ", ".join(self.instance.queues)
             self.initial["cache_node_groups"] = yaml.safe_dump(self.instance.cache_node_groups)
+
+    def clean_kubeconfig_path(self):
+        path = self.cleaned_data["kubeconfig_path"].strip()
+        if not path or self.trusted:
+            return path
+        folder = Path(settings.SERVEDECK_KUBECONFIG_DIR).resolve()
+        if not Path(path).resolve().is_relative_to(folder):
+            # A page may not point the console at any file of its host.
+            raise forms.ValidationError(
+                f"Use a kubeconfig file in {folder} (an operator puts it there), or add the "
+                "cluster with `manage.py cluster add` on the console's host."
+            )
+        return path
+
+    def clean_in_cluster(self):
+        in_cluster = self.cleaned_data["in_cluster"]
+        if in_cluster and not self.trusted and not settings.SERVEDECK_ALLOW_IN_CLUSTER:
+            raise forms.ValidationError(
+                "The console's own service account is for operators: set "
+                "SERVEDECK_ALLOW_IN_CLUSTER=true, or use `manage.py cluster add --in-cluster`."
+            )
+        return in_cluster
 
     def clean_queues(self):
         return [q.strip() for q in self.cleaned_data["queues"].split(",") if q.strip()]
@@ -175,8 +203,8 @@ class ProfileForm(OrganizationScopedForm):
         ref = self.cleaned_data["hf_token_ref"].strip()
         if ref and not HF_TOKEN_REF.match(ref):
             raise forms.ValidationError(
-                f"{ref!r} is not a token reference; write secret/<secret-name> or env/<VARIABLE>. "
-                "Never paste the token itself."
+                f"{ref!r} is not a token reference; write secret/<secret-name> or "
+                "env/HF_<NAME> (a variable of the console's, named HF_…). Never paste the token."
             )
         return ref
 

@@ -10,7 +10,7 @@ import threading
 
 from django.db import close_old_connections
 
-from jobs.backends import backend_for, forget_local_runner, local_runner
+from jobs.backends import backend_for, forget_local_runner, local_runners_on_disk
 from jobs.lifecycle import record_status
 from jobs.models import Application, Cluster, Phase
 
@@ -74,9 +74,10 @@ class Reconciler:
 
     def run(self) -> None:
         logger.info("reconciler started; observing every %.1f s", self.interval)
-        resumed = local_runner().resume()
-        if resumed:
-            logger.info("started again the local model servers of %s", ", ".join(resumed))
+        for runner in local_runners_on_disk():
+            resumed = runner.resume()
+            if resumed:
+                logger.info("started again the local model servers of %s", ", ".join(resumed))
         while not self.stopping.is_set():
             try:
                 self.follow_clusters()

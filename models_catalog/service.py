@@ -15,7 +15,7 @@ def hf_token_for(profile) -> str | None:
     """The token the profile names. `env/VAR` is read here; `secret/NAME` lives on the cluster,
     where the runtime reads it, so Check model asks the Hub without it."""
     ref = profile.hf_token_ref or ""
-    if ref.startswith("env/"):
+    if ref.startswith("env/HF_"):  # never any other variable of the console's
         return os.environ.get(ref[len("env/") :]) or None
     return None
 

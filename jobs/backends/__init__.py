@@ -20,7 +20,15 @@ class LocalBackend:
         self.runner = runner
 
     def preflight(self, manifest: dict, objects: list) -> Preflight:
-        return Preflight(refusals=self.runner.check(manifest), warnings=[])
+        refusals = self.runner.check(manifest)
+        model = manifest["spec"]["source"].get("model") or {}
+        if "--trust-remote-code" in ((model.get("engine") or {}).get("extraArgs") or []):
+            # The server would run the repository's code on the console's own machine.
+            refusals.append(
+                "spec.source.model.engine.extraArgs: --trust-remote-code is not allowed on the "
+                "local backend, which runs next to the console; deploy it to a Kubernetes profile."
+            )
+        return Preflight(refusals=refusals, warnings=[])
 
     def apply(self, application, revision) -> Observed:
         try:
@@ -57,37 +65,51 @@ class LocalBackend:
 
 
 _local_lock = threading.Lock()
-_local_runner: LocalRunner | None = None
+_local_runners: dict[str, LocalRunner] = {}
 
 
-def local_runner() -> LocalRunner:
-    """One runner per process; the web process and the reconciler share its state folder."""
-    global _local_runner
+def local_runner(organization_slug: str) -> LocalRunner:
+    """One runner per organisation and process, each with its own state folder: application
+    names are unique within an organisation only. The web process and the reconciler share
+    the folders."""
     with _local_lock:
-        if _local_runner is None:
-            state = settings.SERVEDECK_LOCAL_STATE_DIR
+        if organization_slug not in _local_runners:
+            state = settings.SERVEDECK_LOCAL_STATE_DIR / organization_slug
             state.mkdir(parents=True, exist_ok=True)
-            _local_runner = LocalRunner(state)
-        return _local_runner
+            _local_runners[organization_slug] = LocalRunner(state)
+        return _local_runners[organization_slug]
+
+
+def local_runners_on_disk() -> list[LocalRunner]:
+    """A runner for every organisation that has local state, for the reconciler's start."""
+    root = settings.SERVEDECK_LOCAL_STATE_DIR
+    slugs = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.exists() else []
+    return [local_runner(slug) for slug in slugs]
 
 
 def forget_local_runner() -> None:
-    """Stop every local server this process started and forget the runner (tests, shutdown)."""
-    global _local_runner
+    """Stop every local server this process started and forget the runners (tests, shutdown)."""
     with _local_lock:
-        if _local_runner is not None:
-            _local_runner.shutdown()
-        _local_runner = None
+        for runner in _local_runners.values():
+            runner.shutdown()
+        _local_runners.clear()
 
 
-__all__ = ["BackendFailed", "Preflight", "backend_for", "forget_local_runner", "local_runner"]
+__all__ = [
+    "BackendFailed",
+    "Preflight",
+    "backend_for",
+    "forget_local_runner",
+    "local_runner",
+    "local_runners_on_disk",
+]
 
 
 def backend_for(profile):
     """The backend that runs `profile`'s cluster."""
     cluster = profile.cluster
     if cluster.backend == cluster.Backend.LOCAL:
-        return LocalBackend(local_runner())
+        return LocalBackend(local_runner(profile.organization.slug))
     from jobs.backends.cluster import ClusterBackend  # the client loads only when needed
 
     return ClusterBackend(profile)

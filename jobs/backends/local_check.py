@@ -54,7 +54,7 @@ def list_gpus() -> tuple[list[int], str | None]:
     """This machine's NVIDIA GPU indices, and why none could be listed (None when listed)."""
     program = which(NVIDIA_SMI)
     if program is None:
-        return [], f"{NVIDIA_SMI} is not on PATH (searched {search_path()})"
+        return [], f"{NVIDIA_SMI} is not on the console host's PATH"
     try:
         result = subprocess.run(
             [program, "-L"], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT
@@ -141,10 +141,10 @@ def _command_refusals(template: str) -> list[str]:
     if which(program) is not None:
         return []
     if template == DEFAULT_TEMPLATE:
-        return [f"{VLLM_MISSING} (searched for vllm in {search_path()})."]
+        return [f"{VLLM_MISSING} (vllm is not on the console host's PATH nor in its virtualenv)."]
     return [
         f"The local model server command {program!r} ({TEMPLATE_SETTING}) is not installed "
-        f"(searched {search_path()}); install it or correct {TEMPLATE_SETTING}."
+        f"(not on the console host's PATH); install it or correct {TEMPLATE_SETTING}."
     ]
 
 

@@ -207,3 +207,16 @@ def test_get_output_as_yaml_round_trips(api):
     text = yaml.safe_dump(got)
     response = api.put(f"{URL}/bge-embed", data=text, content_type="application/yaml")
     assert response.json()["action"] == "unchanged"
+
+
+def test_a_viewer_cannot_dry_run_either(client, viewer):
+    client.defaults.update(bearer(viewer))
+    assert post_yaml(client, SHORTEST, URL + "?dryRun=true").status_code == 403
+
+
+def test_a_deactivated_users_token_is_refused(client, deployer):
+    client.defaults.update(bearer(deployer))
+    assert client.get(URL).status_code == 200
+    deployer.user.is_active = False
+    deployer.user.save()
+    assert client.get(URL).status_code == 401

@@ -182,3 +182,10 @@ def test_setup_commands_are_admin_only(admin, django_user_model):
     deployer = make_member(django_user_model, admin.organization, "dora", Role.DEPLOYER)
     with pytest.raises(CommandError, match="deployer"):
         run("cluster", "list", "--user", deployer.user.username)
+
+
+def test_a_token_reference_may_only_name_hf_variables(admin):
+    with pytest.raises(CommandError, match="env/HF_"):
+        run("profile", "add", "p", "--cluster", "local", "--hf-token", "env/SECRET_KEY")
+    out, _ = run("profile", "add", "p", "--cluster", "local", "--hf-token", "env/HF_TOKEN")
+    assert "profile/p added" in out

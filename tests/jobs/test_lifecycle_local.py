@@ -37,7 +37,7 @@ def app(deployer):
 
 
 def pids(application):
-    return [r.pid for r in local_runner().observe(application.name).replicas]
+    return [r.pid for r in local_runner("acme").observe(application.name).replicas]
 
 
 def test_deploy_comes_up_running_with_an_endpoint(app):
@@ -64,7 +64,8 @@ def test_stop_frees_the_machine_and_start_brings_it_back(app, deployer):
     verbs.stop(app, deployer)
     until(app, "Stopped")
     assert all(
-        r.pid is None or r.state != "running" for r in local_runner().observe(app.name).replicas
+        r.pid is None or r.state != "running"
+        for r in local_runner("acme").observe(app.name).replicas
     )
     verbs.start(app, deployer)
     until(app, "Running")
@@ -86,7 +87,7 @@ def test_rollback_serves_the_earlier_revision(app, deployer):
     applied = verbs.rollback(app, 1, deployer)
     assert applied.revision.number == 3
     until(app, "Running")
-    assert local_runner().observe(app.name).revision == 3
+    assert local_runner("acme").observe(app.name).revision == 3
 
 
 def test_delete_stops_everything(app, deployer):
@@ -94,7 +95,7 @@ def test_delete_stops_everything(app, deployer):
     endpoint = app.endpoint
     verbs.delete(app, deployer)
     assert not Application.objects.exists()
-    assert "bge-embed" not in local_runner().applications()
+    assert "bge-embed" not in local_runner("acme").applications()
     with pytest.raises(httpx.HTTPError):
         httpx.get(endpoint + "/v1/models", timeout=1)
 
@@ -117,6 +118,21 @@ async def _receive(layer, channel):
     import asyncio
 
     return await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+
+
+def test_each_organisation_has_its_own_model_servers(app, outsider):
+    until(app, "Running")
+    theirs = verbs.apply(SHORTEST, outsider).application  # the same name, another organisation
+    until(theirs, "Running")
+    assert theirs.endpoint != app.endpoint
+    verbs.delete(theirs, outsider)
+    assert local_runner("acme").observe(app.name).phase == "Running"
+
+
+def test_trust_remote_code_is_refused_on_the_local_backend(org):
+    text = SHORTEST + "      engine:\n        extraArgs: [--trust-remote-code]\n"
+    run = verbs.dry_run(text, org)
+    assert any("--trust-remote-code is not allowed" in p.message for p in run.refusals)
 
 
 def test_vllm_missing_is_a_dry_run_refusal(org, settings, monkeypatch, tmp_path):

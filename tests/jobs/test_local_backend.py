@@ -286,14 +286,15 @@ def fake_nvidia_smi(folder: Path, gpus: int) -> None:
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
 
 
-def test_missing_vllm_is_refused_in_plain_words_with_the_path_searched(empty_path):
+def test_missing_vllm_is_refused_in_plain_words_without_the_hosts_path(empty_path):
     refusals = check(manifest())
     assert len(refusals) == 1
     assert refusals[0].startswith(VLLM_MISSING)
     assert VLLM_MISSING == (
         "vLLM is not installed on this machine; install it or use a Kubernetes profile"
     )
-    assert str(empty_path) in refusals[0]
+    assert str(empty_path) not in refusals[0]  # callers see no detail of the console's host
+    assert "not on the console host's PATH" in refusals[0]
 
 
 def test_every_refusal_is_given_at_once(empty_path):
@@ -301,14 +302,14 @@ def test_every_refusal_is_given_at_once(empty_path):
     refusals = check(gpu)
     assert len(refusals) == 2
     assert refusals[0].startswith(VLLM_MISSING)
-    assert "nvidia-smi is not on PATH" in refusals[1]
+    assert "nvidia-smi is not on the console host's PATH" in refusals[1]
 
 
 def test_a_missing_stand_in_command_names_the_setting(empty_path):
     refusals = check(manifest(), "no-such-server --port {port}")
     assert refusals == [
-        f"The local model server command 'no-such-server' (SERVEDECK_LOCAL_COMMAND) is not "
-        f"installed (searched {empty_path}); install it or correct "
+        "The local model server command 'no-such-server' (SERVEDECK_LOCAL_COMMAND) is not "
+        "installed (not on the console host's PATH); install it or correct "
         "SERVEDECK_LOCAL_COMMAND."
     ]
 
@@ -318,7 +319,7 @@ def test_a_gpu_without_nvidia_smi_is_refused(empty_path, tag):
     refusals = check(gpu, stand_in(tag))
     assert len(refusals) == 1
     assert "asks for 1 NVIDIA GPU(s) per replica" in refusals[0]
-    assert "nvidia-smi is not on PATH" in refusals[0]
+    assert "nvidia-smi is not on the console host's PATH" in refusals[0]
     assert "Remove resources.accelerator to run on the CPU" in refusals[0]
 
 

@@ -207,6 +207,29 @@ def test_machine_catalog_errors_name_the_entry(as_admin, org, catalog, message):
     assert message in response.content.decode()
 
 
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"kubeconfig_path": "/root/.kube/config"}, "Use a kubeconfig file in"),
+        ({"kubeconfig_path": "KUBEDIR/../secret-key"}, "Use a kubeconfig file in"),
+        ({"in_cluster": "on"}, "service account is for operators"),
+    ],
+)
+def test_pages_cannot_point_the_console_at_its_own_credentials(
+    as_admin, org, settings, tmp_path, data, message
+):
+    settings.SERVEDECK_KUBECONFIG_DIR = tmp_path / "kubeconfigs"
+    form = {"name": "c3", "backend": "kubernetes", "queues": "", "cache_node_groups": "", **data}
+    if "kubeconfig_path" in form:
+        form["kubeconfig_path"] = form["kubeconfig_path"].replace(
+            "KUBEDIR", str(tmp_path / "kubeconfigs")
+        )
+    response = as_admin.post(reverse("jobs:cluster-add"), form)
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not Cluster.objects.filter(name="c3").exists()
+
+
 def test_profile_form_offers_only_the_orgs_clusters(as_admin, other_org):
     page = as_admin.get(reverse("jobs:profile-add")).content.decode()
     other = Cluster.objects.get(organization=other_org)

@@ -69,8 +69,8 @@ def one_gpu(tmp_path, monkeypatch):
 @pytest.fixture
 def token(org, monkeypatch):
     """The local profile reads gated models with a Hugging Face token from the environment."""
-    monkeypatch.setenv("ACME_HF_TOKEN", GOOD_TOKEN)
-    Profile.objects.filter(organization=org).update(hf_token_ref="env/ACME_HF_TOKEN")
+    monkeypatch.setenv("HF_TOKEN_ACME", GOOD_TOKEN)
+    Profile.objects.filter(organization=org).update(hf_token_ref="env/HF_TOKEN_ACME")
 
 
 # ---- who may use it ----

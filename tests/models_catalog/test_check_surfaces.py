@@ -18,8 +18,8 @@ LLAMA = "hf://meta-llama/Llama-3.1-8B-Instruct"
 
 @pytest.fixture
 def token_on_profile(org, monkeypatch):
-    monkeypatch.setenv("ACME_HF_TOKEN", GOOD_TOKEN)
-    Profile.objects.filter(organization=org).update(hf_token_ref="env/ACME_HF_TOKEN")
+    monkeypatch.setenv("HF_TOKEN_ACME", GOOD_TOKEN)
+    Profile.objects.filter(organization=org).update(hf_token_ref="env/HF_TOKEN_ACME")
 
 
 def checkmodel(*args):

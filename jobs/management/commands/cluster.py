@@ -56,7 +56,7 @@ class Command(BaseCommand):
             "queues": ",".join(options["queue"]),
             "cache_node_groups": "",
         }
-        form = ClusterForm(data, organization=membership.organization)
+        form = ClusterForm(data, organization=membership.organization, trusted=True)
         cluster = save_form(form, f"cluster {options['name']}")
         self.stdout.write(f"cluster/{cluster.name} added ({cluster.backend}: {cluster.connection})")
 
