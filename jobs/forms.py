@@ -86,8 +86,8 @@ class ClusterForm(OrganizationScopedForm):
 
     def clean_kubeconfig_path(self):
         path = self.cleaned_data["kubeconfig_path"].strip()
-        if not path or self.trusted:
-            return path
+        if not path or self.trusted or self.cleaned_data.get("backend") == Cluster.Backend.LOCAL:
+            return path  # (a local cluster with a path is refused as a whole, in clean)
         folder = Path(settings.SERVEDECK_KUBECONFIG_DIR).resolve()
         if not Path(path).resolve().is_relative_to(folder):
             # A page may not point the console at any file of its host.

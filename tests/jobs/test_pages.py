@@ -128,13 +128,14 @@ def test_deploy_from_yaml_refused_keeps_the_text(as_deployer, db):
     assert "profileName: nope" in response.content.decode()
 
 
-def test_admin_adds_a_kubernetes_cluster_and_a_profile(as_admin, org):
+def test_admin_adds_a_kubernetes_cluster_and_a_profile(as_admin, org, settings, tmp_path):
+    settings.SERVEDECK_KUBECONFIG_DIR = tmp_path
     response = as_admin.post(
         reverse("jobs:cluster-add"),
         {
             "name": "prod",
             "backend": "kubernetes",
-            "kubeconfig_path": "/etc/kube/config",
+            "kubeconfig_path": str(tmp_path / "prod.yaml"),
             "context": "prod",
             "addons": ["kserve", "kueue"],
             "queues": "gpu-queue, cpu-queue",
