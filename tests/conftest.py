@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from accesspolicies.models import Role
-from jobs.backends import forget_local_runner
+from jobs.backends import forget_local_runner, local_runners_on_disk
 from models_catalog import hub
 from tests.fakes.hub import FakeHub
 from tests.helpers import client_for, make_member, make_org
@@ -43,6 +43,8 @@ def local_model_servers(settings, tmp_path):
     settings.SERVEDECK_LOCAL_STATE_DIR = tmp_path / "local-backend"
     forget_local_runner()
     yield
+    # Servers a forked live server started are in this test's state folder too: stop them all.
+    local_runners_on_disk()
     forget_local_runner()
 
 
