@@ -175,24 +175,22 @@ def strings(value: Any) -> list[str]:
     return list(value)
 
 
-def cpu_quantity(value: Any) -> Qty:
+def _positive_quantity(value: Any, parse) -> Qty:
     try:
-        cores = parse_cpu(value)
-    except ValueError as exc:
-        raise Reject(str(exc).split("; accepts")[0]) from None
-    if cores <= 0:
-        raise Reject(f"{show(value)} is not above zero")
-    return Qty(value, cores)
-
-
-def byte_quantity(value: Any) -> Qty:
-    try:
-        amount = parse_bytes(value)
+        amount = parse(value)
     except ValueError as exc:
         raise Reject(str(exc).split("; accepts")[0]) from None
     if amount <= 0:
         raise Reject(f"{show(value)} is not above zero")
     return Qty(value, amount)
+
+
+def cpu_quantity(value: Any) -> Qty:
+    return _positive_quantity(value, parse_cpu)
+
+
+def byte_quantity(value: Any) -> Qty:
+    return _positive_quantity(value, parse_bytes)
 
 
 def uri(value: Any) -> Any:
