@@ -19,6 +19,9 @@ class Organization(models.Model):
     name = models.CharField(max_length=100)
     slug = models.SlugField(max_length=63, unique=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Variables of the console's environment that this organisation's profiles may name as
+    # `env/VAR` token references; only the operator sets them (never a member).
+    token_variables = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -188,3 +191,220 @@ class PersonalAccessToken(models.Model):
         if self.last_used_at is None or now - self.last_used_at > LAST_USED_RESOLUTION:
             type(self).objects.filter(pk=self.pk).update(last_used_at=now)
             self.last_used_at = now
+
+
+# --- Callers of the gateway: API keys, access policies, verified domains -------------------
+
+API_KEY_PREFIX = "sdk_"
+
+
+class APIKeyQuerySet(models.QuerySet):
+    def live(self):
+        """Keys that are neither revoked nor expired (a rotated key's old secret is separate)."""
+        now = timezone.now()
+        return self.filter(revoked_at__isnull=True).filter(
+            models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
+        )
+
+
+class APIKey(models.Model):
+    """A caller's key for the gateway (`/v1`), made by an admin; only its hash is stored.
+
+    Rotation keeps one row per named caller: the new secret takes `lookup`/`secret_hash`, the
+    old one moves to `previous_*` and keeps working until `previous_expires_at`.
+    """
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    name = models.CharField(max_length=100, help_text="Who calls with it, e.g. support-bot.")
+    lookup = models.CharField(max_length=LOOKUP_LENGTH, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    previous_lookup = models.CharField(max_length=LOOKUP_LENGTH, blank=True, db_index=True)
+    previous_secret_hash = models.CharField(max_length=64, blank=True)
+    previous_expires_at = models.DateTimeField(null=True, blank=True)
+    # Application names (the `model` ids); empty with all_applications=False calls nothing.
+    all_applications = models.BooleanField(default=True)
+    applications = models.JSONField(default=list, blank=True)
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    tokens_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    concurrent_requests = models.PositiveIntegerField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = APIKeyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name"], name="api_key_name_per_org")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.masked})"
+
+    @staticmethod
+    def new_secret() -> tuple[str, str, str]:
+        """(lookup, plain, hash) of a fresh secret; the plain text is shown once."""
+        lookup = secrets.token_hex(LOOKUP_LENGTH // 2)
+        plain = f"{API_KEY_PREFIX}{lookup}{secrets.token_urlsafe(32)}"
+        return lookup, plain, _digest(plain)
+
+    @staticmethod
+    def lookup_of(presented: str) -> str | None:
+        """The lookup part of a presented secret, or None when it is not shaped like a key."""
+        if not presented.startswith(API_KEY_PREFIX):
+            return None
+        lookup = presented[len(API_KEY_PREFIX) : len(API_KEY_PREFIX) + LOOKUP_LENGTH]
+        return lookup if len(lookup) == LOOKUP_LENGTH else None
+
+    @staticmethod
+    def digest(presented: str) -> str:
+        return _digest(presented)
+
+    @property
+    def masked(self) -> str:
+        return f"{API_KEY_PREFIX}{self.lookup}…"
+
+
+class AccessPolicy(models.Model):
+    """What `spec.access.accessPolicy` names: which keys may call, with what limits, from where."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="access_policies"
+    )
+    name = models.CharField(max_length=63)
+    all_keys = models.BooleanField(default=True, help_text="Every key of the organisation.")
+    keys = models.ManyToManyField(APIKey, blank=True, related_name="policies")
+    # Per-caller limits that override the key's own when set.
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    tokens_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    concurrent_requests = models.PositiveIntegerField(null=True, blank=True)
+    allowed_networks = models.JSONField(
+        default=list, blank=True, help_text="Client networks (CIDRs); empty allows any."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "access policies"
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name"], name="policy_name_per_org")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class VerifiedDomain(models.Model):
+    """A domain an organisation proved it controls with a DNS TXT record; Domain exposure
+    uses only verified ones. A domain is verified for at most one organisation."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="domains")
+    domain = models.CharField(max_length=253)
+    challenge = models.CharField(max_length=64, default=secrets.token_hex)
+    created_at = models.DateTimeField(default=timezone.now)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    last_checked_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["domain"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "domain"], name="domain_per_org"),
+            models.UniqueConstraint(
+                fields=["domain"],
+                condition=models.Q(verified_at__isnull=False),
+                name="domain_verified_once",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.domain
+
+
+class Invitation(models.Model):
+    """A one-time link an admin hands over; whoever opens it joins in `role` (once)."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="invitations"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    note = models.CharField(max_length=200, blank=True, help_text="Who it is for.")
+    lookup = models.CharField(max_length=LOOKUP_LENGTH, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"invitation {self.lookup} to {self.organization} as {self.role}"
+
+
+class AuditEntry(models.Model):
+    """A change to keys, policies, domains, members or applications: who, what, when, where."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="audit_entries"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, blank=True, help_text="Kept if the user goes.")
+    action = models.CharField(max_length=64, help_text="e.g. apikey.create, application.delete")
+    object_type = models.CharField(max_length=32)
+    object_name = models.CharField(max_length=200)
+    detail = models.JSONField(default=dict, blank=True)
+    address = models.GenericIPAddressField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.actor_name} {self.action} {self.object_name}"
+
+
+class ChangeCounter(models.Model):
+    """A number bumped on every change the gateway caches (keys, policies, domains, routes):
+    each gateway process reads it once a second and reloads when it moved, with or without
+    Redis."""
+
+    name = models.CharField(max_length=32, primary_key=True)
+    value = models.BigIntegerField(default=0)
+
+    GATEWAY = "gateway"
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}"
+
+    @classmethod
+    def bump(cls, name: str = GATEWAY) -> None:
+        updated = cls.objects.filter(name=name).update(value=models.F("value") + 1)
+        if not updated:
+            cls.objects.get_or_create(name=name, defaults={"value": 1})
+
+    @classmethod
+    def read(cls, name: str = GATEWAY) -> int:
+        row = cls.objects.filter(name=name).values_list("value", flat=True).first()
+        return row or 0

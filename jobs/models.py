@@ -76,6 +76,8 @@ class Profile(models.Model):
     name = models.CharField(max_length=63, validators=[dns_label])
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="profiles")
     namespace = models.CharField(max_length=63, default="default", validators=[dns_label])
+    # Further namespaces a manifest's spec.namespace may name; by default only `namespace`.
+    extra_namespaces = models.JSONField(default=list, blank=True)
     machine_catalog = models.JSONField(default=default_machine_catalog)
     hf_token_ref = models.CharField(
         "Hugging Face token",
