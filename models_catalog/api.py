@@ -26,7 +26,7 @@ class HubModelOut(Schema):
 
 @router.get(
     "/search",
-    response={200: list[HubModelOut], **errors(400, 502)},
+    response={200: list[HubModelOut], **errors(400, 404, 502)},
     summary="Search Hugging Face models (for autocomplete)",
 )
 def search(request, q: str, limit: int = 20, profile: str | None = None):
@@ -58,7 +58,7 @@ def _profile(membership, name: str | None):
 
 @router.get(
     "/check",
-    response={200: dict, **errors(400)},
+    response={200: dict, **errors(400, 404)},
     summary="Check model: can the platform serve it, and on what",
 )
 def check(
