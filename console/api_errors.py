@@ -148,9 +148,16 @@ def too_big_message() -> str:
     return TOO_BIG.format(limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
 
 
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return f"HTTP {status}"
+
+
 def _error_response(status: int) -> dict:
     return {
-        "description": HTTPStatus(status).phrase,
+        "description": _phrase(status),
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
     }
 
@@ -184,3 +191,55 @@ class ErrorShapedAPI(NinjaAPI):
 
     def get_openapi_schema(self, *args: Any, **kwargs: Any):
         return declare_common_errors(super().get_openapi_schema(*args, **kwargs))
+
+
+API_PREFIX = "/api/"
+OUTSIDE_THE_API = {
+    404: "There is no API route at this address; /api/v1/openapi.json lists every route.",
+    405: "This route does not answer {method}; it answers {allowed}.",
+    400: "The request could not be read.",
+}
+
+
+class ApiErrorShapeMiddleware:
+    """Errors answered before the API's own handlers run (no route matched, a method the route
+    does not have, a body too big for Django to read) get the same JSON shape under /api/."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (
+            not request.path.startswith(API_PREFIX)
+            or response.status_code < 400
+            or response.get("Content-Type", "").startswith("application/json")
+        ):
+            return response
+        return self._shaped(request, response)
+
+    def _shaped(self, request, response):
+        from django.conf import settings
+        from django.http import JsonResponse
+
+        status = response.status_code
+        if status == 400 and _declared_length(request) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            status, message = 413, too_big_message()
+        elif status in OUTSIDE_THE_API:
+            allowed = response.get("Allow", "") or "none"
+            message = OUTSIDE_THE_API[status].format(method=request.method[:10], allowed=allowed)
+        elif status >= 500:
+            message = SERVER_FAULT
+        else:
+            message = _phrase(status) + "."
+        shaped = JsonResponse(error_body(status, message), status=status)
+        if "Allow" in response:
+            shaped["Allow"] = response["Allow"]
+        return shaped
+
+
+def _declared_length(request) -> int:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0

@@ -71,6 +71,26 @@ def test_a_missing_application_is_a_404_in_the_same_shape(api):
     assert "nothing-here" in api_error(response)["message"]
 
 
+def test_an_address_without_an_api_route_is_a_json_404(api):
+    for url in ("/api/v1/nothing", "/api/v2/applications"):
+        response = api.get(url)
+        assert response.status_code == 404
+        assert "openapi.json" in api_error(response)["message"]
+
+
+def test_a_method_the_route_does_not_have_is_a_json_405(api):
+    response = api.patch(URL)
+    assert response.status_code == 405
+    assert "PATCH" in api_error(response)["message"]
+    assert "POST" in response["Allow"]
+
+
+def test_pages_keep_their_own_error_pages(as_deployer):
+    response = as_deployer.get("/no-such-page/")
+    assert response.status_code == 404
+    assert not response["Content-Type"].startswith("application/json")
+
+
 def test_a_viewer_is_refused_in_the_same_shape(client, viewer):
     client.defaults.update(bearer(viewer))
     response = post_yaml(client, SHORTEST)

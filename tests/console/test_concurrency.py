@@ -121,3 +121,22 @@ def test_concurrent_auto_deploys_and_applies_record_every_outcome(token, org):
     assert sorted(r.number for r in served) == [1, 2, 3, 4]
     outcomes = Counter(Revision.objects.values_list("outcome", flat=True))
     assert outcomes == {Revision.Outcome.APPLIED: 6}  # none left Pending
+
+
+def test_concurrent_rollbacks_never_share_a_revision_number(token, org):
+    assert post(token, manifest()).status_code == 201
+    assert put(token, "bge-embed", manifest(memory="300Mi")).status_code == 200
+
+    def rollback(i: int):
+        return Client(**token).post(
+            f"{URL}/bge-embed/rollback", data={"revision": 1}, content_type="application/json"
+        )
+
+    answers = at_once(6, rollback)
+    # Once one has rolled back, revision 1 may be what runs: the later ones say so (400).
+    assert set(statuses(answers)) <= {200, 400}, answers
+    assert 200 in statuses(answers)
+    numbers = sorted(
+        Revision.objects.filter(application__name="bge-embed").values_list("number", flat=True)
+    )
+    assert numbers == list(range(1, len(numbers) + 1))
