@@ -398,8 +398,8 @@ def rollback(application: Application, number: int, membership) -> Applied:
     if not run.ok:
         raise Refused(run)
     with transaction.atomic():
-        # The row lock orders this revision's number after any other being saved now.
-        Application.objects.select_for_update().filter(pk=application.pk).values_list("pk").get()
+        # The UPDATE takes the row's lock first, so this revision's number is read after any
+        # other rollback or apply of this application has committed its own.
         application.manifest = run.manifest
         application.updated_at = timezone.now()
         application.save(update_fields=["manifest", "updated_at"])
