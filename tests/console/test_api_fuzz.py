@@ -6,7 +6,9 @@ first check. Bounded: a few dozen examples per operation, derandomised so a run 
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -25,6 +27,17 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
+
+
+@pytest.fixture(autouse=True)
+def requests_keep_the_test_connection():
+    """As Django's test client does: the end of a request must not close the database
+    connection, whose open transaction holds this test's rows."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
 
 
 @pytest.fixture
