@@ -22,6 +22,12 @@ class TokenAuth(HttpBearer):
 class SessionMemberAuth(SessionAuth):
     """The console's own session; unsafe methods need the CSRF token, as in the pages."""
 
+    def __call__(self, request):
+        # No session, no CSRF question: the caller is unauthenticated (401), not refused (403).
+        if not request.user.is_authenticated:
+            return None
+        return super().__call__(request)
+
     def authenticate(self, request, key):
         if not request.user.is_authenticated:
             return None

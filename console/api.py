@@ -1,24 +1,23 @@
 """The REST API under /api/v1/: one NinjaAPI, routers from each app, errors in one shape.
 
-Every error is a JSON body: manifest problems as a list of {path, message, level}, anything
-else as {"detail": message}.
+Every error is {"error": {"status", "message", "problems": [{path, message, level}]}}
+(console/api_errors.py): a refused manifest lists its problems there, anything else says why
+in `message`. Routers added here get that shape for every error without doing anything; a route
+declares its own error statuses with `console.api_errors.errors(...)`.
 """
 
-from django.core.exceptions import PermissionDenied
-from django.http import Http404
-from ninja import NinjaAPI
-from ninja.errors import AuthenticationError
-
 from accesspolicies.api_auth import SessionMemberAuth, TokenAuth
+from console.api_errors import ErrorShapedAPI, respond
 from jobs.api import router as applications_router
 from jobs.deploy import ActionError, Refused
 from models_catalog.api import router as models_router
 
-api = NinjaAPI(
+api = ErrorShapedAPI(
     title="ServeDeck API",
     version="1",
     description="Serve open-source models on your own clusters. Authenticate with a personal "
-    "access token (`Authorization: Bearer <token>`) or the console's session.",
+    "access token (`Authorization: Bearer <token>`) or the console's session. Every error "
+    "answers the `ErrorOut` shape.",
     auth=[TokenAuth(), SessionMemberAuth()],
     urls_namespace="api",
     docs_url=None,
@@ -29,31 +28,16 @@ api.add_router("/models", models_router)
 
 @api.exception_handler(Refused)
 def refused(request, error: Refused):
-    return api.create_response(request, error.dry_run.problems(), status=400)
+    count = len(error.dry_run.refusals)
+    message = (
+        f"The manifest was refused: {count} problem{'s' if count != 1 else ''} to fix "
+        f"(first: {error.dry_run.refusals[0]}). Each is listed under problems."
+        if count
+        else "The manifest was refused."
+    )
+    return respond(api, request, 400, message, error.dry_run.problems())
 
 
 @api.exception_handler(ActionError)
 def action_error(request, error: ActionError):
-    return api.create_response(request, [error.as_dict()], status=error.status)
-
-
-@api.exception_handler(Http404)
-def not_found(request, error):
-    return api.create_response(request, {"detail": str(error) or "Not found."}, status=404)
-
-
-@api.exception_handler(PermissionDenied)
-def forbidden(request, error):
-    return api.create_response(request, {"detail": str(error) or "Not allowed."}, status=403)
-
-
-@api.exception_handler(AuthenticationError)
-def unauthenticated(request, error):
-    return api.create_response(
-        request,
-        {
-            "detail": "Not authenticated: send a personal access token as "
-            "'Authorization: Bearer <token>' (create one under Access), or log in."
-        },
-        status=401,
-    )
+    return respond(api, request, error.status, str(error), [error.as_dict()])

@@ -32,13 +32,21 @@ def get_cluster(membership, name: str, action: str = "view") -> Cluster:
     return _get(Cluster, membership, name, action, "clusters")
 
 
+class ProfileNeeded(Exception):  # noqa: N818 - a request to fix, not a fault
+    """Several profiles and none named: the request must say which (a 400, not a 404)."""
+
+
 def profile_or_only(membership, name: str | None) -> Profile:
     """The profile named, or the organisation's only one when no name is given."""
     if name:
         return get_profile(membership, name)
     require(membership, "view", "profiles")
-    profiles = list(Profile.objects.filter(organization=membership.organization)[:2])
-    if len(profiles) != 1:
-        choice = "has no profile yet" if not profiles else "has several profiles"
-        raise Http404(f"{membership.organization} {choice}: name one with profile.")
+    profiles = list(Profile.objects.filter(organization=membership.organization)[:6])
+    if not profiles:
+        raise Http404(f"{membership.organization} has no profile yet: an admin creates one.")
+    if len(profiles) > 1:
+        names = ", ".join(p.name for p in profiles[:5]) + (", ..." if len(profiles) > 5 else "")
+        raise ProfileNeeded(
+            f"{membership.organization} has several profiles ({names}): name one with profile."
+        )
     return profiles[0]

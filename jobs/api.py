@@ -9,8 +9,10 @@ from datetime import datetime
 from ninja import Router, Schema, Status
 
 from accesspolicies.access import require
+from console.api_errors import errors
 from jobs import deploy as verbs
 from jobs.access import get_application
+from jobs.manifest.json_schema import manifest_json_schema
 from jobs.models import Application
 from jobs.present import described, summary
 
@@ -19,9 +21,10 @@ router = Router(tags=["applications"])
 MANIFEST_BODY = {
     "requestBody": {
         "required": True,
-        "description": "An Application manifest (MANIFEST.md), as JSON or YAML.",
+        "description": "An Application manifest (MANIFEST.md), as JSON or YAML. The schema "
+        "says the fields and their static ranges; the dry run checks everything else.",
         "content": {
-            "application/json": {"schema": {"type": "object"}},
+            "application/json": {"schema": manifest_json_schema()},
             "application/yaml": {"schema": {"type": "string"}},
         },
     }
@@ -32,6 +35,11 @@ class Problem(Schema):
     path: str
     message: str
     level: str
+
+
+class DeletedOut(Schema):
+    name: str
+    leftOnCluster: str
 
 
 class ApplicationSummary(Schema):
@@ -112,7 +120,7 @@ def list_applications(request):
 
 @router.post(
     "",
-    response={200: DryRunOut, 201: ApplyOut, 400: list[Problem], 409: list[Problem]},
+    response={200: DryRunOut, 201: ApplyOut, **errors(400, 409)},
     openapi_extra=MANIFEST_BODY,
     summary="Create an application (or dry-run it)",
 )
@@ -127,7 +135,7 @@ def get(request, name: str):
 
 @router.put(
     "/{name}",
-    response={200: DryRunOut | ApplyOut, 201: ApplyOut, 400: list[Problem]},
+    response={200: DryRunOut | ApplyOut, **errors(400, 409)},
     openapi_extra=MANIFEST_BODY,
     summary="Update an application (or dry-run the change)",
 )
@@ -136,10 +144,18 @@ def update_application(request, name: str, dryRun: bool = False):  # noqa: N803
     return _apply(request, dryRun, expect_name=name)
 
 
-@router.delete("/{name}", response={204: None}, summary="Delete an application")
-def delete_application(request, name: str):
+@router.delete(
+    "/{name}",
+    response={204: None, 200: DeletedOut, **errors(400, 503)},
+    summary="Delete an application",
+    description="With keepOnCluster=true, an application whose cluster does not answer is "
+    "deleted from the console anyway (200, saying what may still run on the cluster).",
+)
+def delete_application(request, name: str, keepOnCluster: bool = False):  # noqa: N803
     application = get_application(request.auth, name, "deploy")
-    verbs.delete(application, request.auth)
+    left = verbs.delete(application, request.auth, keep_on_cluster=keepOnCluster)
+    if left:
+        return Status(200, {"name": name, "leftOnCluster": left})
     return Status(204, None)
 
 
@@ -162,7 +178,7 @@ def history(request, name: str):
 
 @router.post(
     "/{name}/rollback",
-    response={200: ApplyOut, 400: list[Problem]},
+    response={200: ApplyOut, **errors(400)},
     summary="Apply an earlier revision again, as a new revision",
 )
 def rollback(request, name: str, body: RollbackIn):
@@ -177,7 +193,12 @@ def rollback(request, name: str, body: RollbackIn):
 
 
 def _operation(verb: str, summary: str):
-    @router.post(f"/{{name}}/{verb}", response=ApplicationOut, summary=summary, operation_id=verb)
+    @router.post(
+        f"/{{name}}/{verb}",
+        response={200: ApplicationOut, **errors(400, 503)},
+        summary=summary,
+        operation_id=verb,
+    )
     def operate(request, name: str):
         application = get_application(request.auth, name, "deploy")
         getattr(verbs, verb)(application, request.auth)

@@ -5,7 +5,7 @@ The wizard, the REST API and the command line all call these; they never touch m
 
 from dataclasses import dataclass, field, replace
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accesspolicies.access import require
@@ -14,7 +14,7 @@ from jobs.backends import BackendFailed, backend_for
 from jobs.lifecycle import Observed, record_status
 from jobs.manifest.context import ExistingApplication, ManifestContext
 from jobs.models import Application, Event, Phase, Profile, Revision
-from jobs.render import RenderError, render_for_profile
+from jobs.render import APP_LABEL, RenderError, render_for_profile
 from models_catalog.check import CheckResult
 from models_catalog.models import ModelMaster
 from models_catalog.service import (
@@ -237,26 +237,55 @@ def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
 
 
 def apply(doc, membership, *, expect_name: str | None = None, create_only=False) -> Applied:
-    """Create or update an application from a manifest; a change becomes a new revision."""
+    """Create or update an application from a manifest; a change becomes a new revision.
+
+    The revision is committed first, then handed to the backend outside any transaction (a
+    cluster call can take seconds; holding the database's write lock that long fails every
+    other write), then its outcome is recorded in a short transaction of its own.
+    """
     require(membership, "deploy", "applications")
-    organization = membership.organization
-    run = dry_run(doc, organization, expect_name=expect_name)
+    run = dry_run(doc, membership.organization, expect_name=expect_name)
     if not run.ok:
         raise Refused(run)
-    spec = run.manifest["spec"]
     if create_only and run.exists:
-        raise ActionError(
-            "spec.name",
-            f"an application named {spec['name']!r} already exists; update it instead "
-            f"(PUT /api/v1/applications/{spec['name']}) or choose another name.",
-            status=409,
-        )
+        raise _already_exists(run.manifest["spec"]["name"])
+    try:
+        applied = _save(run, membership, create_only=create_only)
+    except IntegrityError:
+        # Another request created the same name between the dry run and this insert.
+        if create_only:
+            raise _already_exists(run.manifest["spec"]["name"]) from None
+        applied = _save(run, membership, create_only=False)  # it exists now: update it
+    if applied.revision is not None and _auto(run.manifest):
+        deploy(applied.application, applied.revision)
+    return applied
+
+
+def _auto(manifest: dict) -> bool:
+    return manifest["spec"].get("syncType", "Auto") == "Auto"
+
+
+def _already_exists(name: str) -> ActionError:
+    return ActionError(
+        "spec.name",
+        f"an application named {name!r} already exists; update it instead "
+        f"(PUT /api/v1/applications/{name}) or choose another name.",
+        status=409,
+    )
+
+
+def _save(run: DryRun, membership, *, create_only: bool) -> Applied:
+    """Save the manifest and its new revision in one short transaction (no backend call)."""
+    organization = membership.organization
+    spec = run.manifest["spec"]
     with transaction.atomic():
         application = (
             Application.objects.select_for_update()
             .filter(organization=organization, name=spec["name"])
             .first()
         )
+        if application is not None and create_only:
+            raise _already_exists(spec["name"])
         if application is not None and application.manifest == run.manifest:
             return Applied(application, None, run, created=False)
         created = application is None
@@ -270,9 +299,7 @@ def apply(doc, membership, *, expect_name: str | None = None, create_only=False)
         application.save()
         revision = _new_revision(application, run.manifest, membership.user)
         _record(application, "Saved", f"Revision {revision.number} saved by {membership.user}.")
-        if spec.get("syncType", "Auto") == "Auto":
-            deploy(application, revision)
-        else:
+        if not _auto(run.manifest):
             revision.outcome = Revision.Outcome.WAITING
             revision.message = "syncType is Manual: deploy it explicitly to apply it."
             revision.save(update_fields=["outcome", "message"])
@@ -295,27 +322,48 @@ def _record(application, reason: str, message: str, kind=Event.Kind.NORMAL) -> N
 
 
 def deploy(application: Application, revision: Revision | None = None) -> Revision:
-    """Hand a revision (the latest by default) to the profile's cluster backend."""
+    """Hand a revision (the latest by default) to the profile's cluster backend, then record
+    the outcome. Call it outside a transaction: the backend call can take seconds."""
     revision = revision or application.revisions.order_by("-number").first()
     try:
         observed = backend_for(application.profile).apply(application, revision)
     except BackendFailed as failure:
-        revision.outcome = Revision.Outcome.FAILED
-        revision.message = failure.reason
-        observed = Observed(
-            phase=Phase.FAILED,
-            reason=failure.reason,
-            next_step=failure.next_step,
-            desired_replicas=_min_replicas(revision.manifest),
+        observed = _failed(revision, failure.reason, failure.next_step)
+        _record_outcome(application, revision, Revision.Outcome.FAILED, failure.reason, observed)
+        return revision
+    except Exception:
+        # Whatever reached the cluster before this, the history must not say Pending.
+        reason = (
+            f"The deploy of revision {revision.number} stopped on an unexpected error; the "
+            "cluster may hold part of it."
         )
-    else:
-        revision.outcome = Revision.Outcome.APPLIED
-        revision.message = ""
-    revision.save(update_fields=["outcome", "message"])
-    application.deployed_at = timezone.now()
-    application.save(update_fields=["deployed_at"])
-    record_status(application, observed)
+        observed = _failed(revision, reason, "Deploy again; if it fails again, report it.")
+        _record_outcome(application, revision, Revision.Outcome.FAILED, reason, observed)
+        raise
+    _record_outcome(application, revision, Revision.Outcome.APPLIED, "", observed)
     return revision
+
+
+def _failed(revision: Revision, reason: str, next_step: str) -> Observed:
+    return Observed(
+        phase=Phase.FAILED,
+        reason=reason,
+        next_step=next_step,
+        desired_replicas=_min_replicas(revision.manifest),
+    )
+
+
+def _record_outcome(
+    application: Application, revision: Revision, outcome: str, message: str, observed: Observed
+) -> None:
+    """What the backend did with a revision, in one short transaction."""
+    with transaction.atomic():
+        revision.outcome = outcome
+        revision.message = message
+        revision.save(update_fields=["outcome", "message"])
+        application.deployed_at = timezone.now()
+        application.save(update_fields=["deployed_at"])
+        record_status(application, observed)
 
 
 def _min_replicas(manifest: dict) -> int:
@@ -325,8 +373,7 @@ def _min_replicas(manifest: dict) -> int:
 
 def deploy_latest(application: Application, membership) -> Revision:
     require(membership, "deploy", "applications")
-    with transaction.atomic():
-        return deploy(application)
+    return deploy(application)
 
 
 def rollback(application: Application, number: int, membership) -> Applied:
@@ -351,6 +398,8 @@ def rollback(application: Application, number: int, membership) -> Applied:
     if not run.ok:
         raise Refused(run)
     with transaction.atomic():
+        # The UPDATE takes the row's lock first, so this revision's number is read after any
+        # other rollback or apply of this application has committed its own.
         application.manifest = run.manifest
         application.updated_at = timezone.now()
         application.save(update_fields=["manifest", "updated_at"])
@@ -362,7 +411,7 @@ def rollback(application: Application, number: int, membership) -> Applied:
             "RolledBack",
             f"Revision {revision.number} rolls back to revision {number}, by {membership.user}.",
         )
-        deploy(application, revision)
+    deploy(application, revision)
     return Applied(application, revision, run, created=False)
 
 
@@ -371,10 +420,24 @@ def _operate(verb: str, application: Application, membership) -> Observed:
     try:
         observed = getattr(backend_for(application.profile), verb)(application)
     except BackendFailed as failure:
+        if failure.unavailable:
+            raise _unavailable(application, verb, failure) from None
         raise ActionError(application.name, f"{failure.reason} {failure.next_step}") from None
     _record(application, verb.capitalize(), f"{verb.capitalize()} by {membership.user}.")
     record_status(application, observed)
     return observed
+
+
+def _unavailable(
+    application: Application, verb: str, failure: BackendFailed, hint: str = ""
+) -> ActionError:
+    """A 503: the cluster is down, nothing is wrong with what was asked."""
+    return ActionError(
+        application.name,
+        f"cannot {verb}: cluster {application.profile.cluster.name} is unavailable "
+        f"({failure.reason.rstrip('.')}). {failure.next_step} {hint}".rstrip(),
+        status=503,
+    )
 
 
 def restart(application: Application, membership) -> Observed:
@@ -391,13 +454,58 @@ def start(application: Application, membership) -> Observed:
     return _operate("start", application, membership)
 
 
-def delete(application: Application, membership) -> None:
-    """Remove the replicas, everything rendered for it, its storage and its history."""
+FORGET_HINT = (
+    "To remove it from the console only, delete it again with keepOnCluster "
+    "(API ?keepOnCluster=true, `app delete --keep-on-cluster`, or the page's "
+    "'Delete from the console only')."
+)
+
+
+def delete(application: Application, membership, *, keep_on_cluster: bool = False) -> str:
+    """Remove the replicas, everything rendered for it, its storage and its history.
+
+    With `keep_on_cluster`, a cluster that does not answer does not stop the delete: the
+    application leaves the console and the answer says what may still run on the cluster.
+    Answers "" when the cluster removed everything.
+    """
     require(membership, "deploy", "applications")
     try:
         backend_for(application.profile).delete(application)
     except BackendFailed as failure:
-        raise ActionError(
-            application.name, f"could not be deleted: {failure.reason} {failure.next_step}"
-        ) from None
-    application.delete()
+        if not failure.unavailable:
+            raise ActionError(
+                application.name, f"could not be deleted: {failure.reason} {failure.next_step}"
+            ) from None
+        if not keep_on_cluster:
+            raise _unavailable(application, "delete", failure, FORGET_HINT) from None
+        left = left_on_cluster(application)
+        _forget(application)
+        return left
+    _forget(application)
+    return ""
+
+
+def _forget(application: Application) -> None:
+    with transaction.atomic():
+        application.delete()
+
+
+def left_on_cluster(application: Application) -> str:
+    """What a delete that could not reach the cluster leaves there, in words for the user."""
+    namespace = application.manifest["spec"].get("namespace") or application.profile.namespace
+    try:
+        objects = render_for_profile(application.manifest, application.profile)
+    except RenderError:
+        objects = []
+    names = [
+        f"{obj.get('kind')} {(obj.get('metadata') or {}).get('name')}"
+        for obj in objects
+        if isinstance(obj, dict)
+    ]
+    what = ", ".join(names) if names else f"the objects labelled {APP_LABEL}={application.name}"
+    return (
+        f"{application.name} is deleted from the console; cluster "
+        f"{application.profile.cluster.name} was unavailable, so it may still hold {what} in "
+        f"namespace {namespace} (and their storage). Delete them there when the cluster is "
+        f"back: they carry the label {APP_LABEL}={application.name}."
+    )

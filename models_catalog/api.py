@@ -4,9 +4,11 @@ from datetime import datetime
 
 from django.core.exceptions import PermissionDenied
 from ninja import Router, Schema
+from ninja.errors import HttpError
 
 from accesspolicies.access import require
-from jobs.access import profile_or_only
+from console.api_errors import errors
+from jobs.access import ProfileNeeded, profile_or_only
 from models_catalog import hub
 from models_catalog.service import check_for_profile, hf_token_for
 
@@ -22,22 +24,18 @@ class HubModelOut(Schema):
     lastModified: datetime | None
 
 
-class Detail(Schema):
-    detail: str
-
-
 @router.get(
     "/search",
-    response={200: list[HubModelOut], 502: Detail},
+    response={200: list[HubModelOut], **errors(400, 404, 502)},
     summary="Search Hugging Face models (for autocomplete)",
 )
 def search(request, q: str, limit: int = 20, profile: str | None = None):
     membership = require(request.auth, "view", "models")
-    token = hf_token_for(profile_or_only(membership, profile)) if profile else None
+    token = hf_token_for(_profile(membership, profile)) if profile else None
     try:
         found = hub.search(q, limit=max(1, min(limit, 50)), token=token)
     except hub.HubError as error:
-        return 502, {"detail": f"The Hugging Face Hub did not answer the search: {error}"}
+        raise HttpError(502, f"The Hugging Face Hub did not answer the search: {error}") from None
     return [
         {
             "id": m.id,
@@ -51,7 +49,18 @@ def search(request, q: str, limit: int = 20, profile: str | None = None):
     ]
 
 
-@router.get("/check", summary="Check model: can the platform serve it, and on what")
+def _profile(membership, name: str | None):
+    try:
+        return profile_or_only(membership, name)
+    except ProfileNeeded as needed:
+        raise HttpError(400, str(needed)) from None
+
+
+@router.get(
+    "/check",
+    response={200: dict, **errors(400, 404)},
+    summary="Check model: can the platform serve it, and on what",
+)
 def check(
     request,
     uri: str,
@@ -63,7 +72,7 @@ def check(
     membership = request.auth
     if not membership:
         raise PermissionDenied("Log in, or send a personal access token.")
-    chosen = profile_or_only(membership, profile)
+    chosen = _profile(membership, profile)
     result = check_for_profile(
         uri, chosen, context_tokens=context, concurrency=max(1, concurrency), format=format
     )

@@ -2,7 +2,10 @@
 an outsider from another organisation, each with a `local` profile in their organisation."""
 
 import shlex
+import shutil
 import sys
+import tempfile
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,23 @@ from jobs.backends import forget_local_runner, local_runners_on_disk
 from models_catalog import hub
 from tests.fakes.hub import FakeHub
 from tests.helpers import client_for, make_member, make_org
+
+
+def pytest_collection_modifyitems(config, items):
+    """Give SQLite a database file when a test writes from several threads at once
+    (`database_file`): threads cannot share an in-memory database the way the console's
+    processes share its file, so only a file tests what production runs. Decided after
+    collection, before any test creates the database."""
+    if not any(item.get_closest_marker("database_file") for item in items):
+        return
+    from django.db import connections
+
+    settings_dict = connections["default"].settings_dict
+    test_settings = settings_dict.setdefault("TEST", {})
+    if settings_dict["ENGINE"].endswith("sqlite3") and not test_settings.get("NAME"):
+        folder = tempfile.mkdtemp(prefix="servedeck-test-db-")
+        config.add_cleanup(partial(shutil.rmtree, folder, ignore_errors=True))
+        test_settings["NAME"] = str(Path(folder) / "test.sqlite3")
 
 
 @pytest.fixture(scope="session", autouse=True)

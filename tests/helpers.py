@@ -39,3 +39,18 @@ def client_for(membership) -> Client:
 def bearer(membership) -> dict:
     _, plain = PersonalAccessToken.issue(membership.user, membership.organization, "test")
     return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
+
+
+def api_error(response) -> dict:
+    """The REST API's error envelope of `response`, after checking it has the one shape."""
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert error["status"] == response.status_code and error["message"], error
+    assert all({"path", "message", "level"} <= set(p) for p in error["problems"]), error
+    return error
+
+
+def problems(response) -> list[dict]:
+    """The problems (path, message, level) an API error lists."""
+    return api_error(response)["problems"]

@@ -38,6 +38,11 @@ def _where(application) -> tuple[str, str]:
     return application.name, application.manifest["spec"]["namespace"]
 
 
+def _down(error: BackendError) -> bool:
+    """The API server did not answer: the cluster is down for ServeDeck, the request is fine."""
+    return isinstance(error, Unreachable)
+
+
 def _desired(manifest: dict) -> int:
     model = manifest["spec"]["source"].get("model") or {}
     return (model.get("scaling") or {}).get("minReplicas", 1)
@@ -49,7 +54,17 @@ class ClusterBackend:
         self.client = client_for(profile.cluster)
 
     def _fail(self, error: BackendError) -> BackendFailed:
-        return BackendFailed(error.reason, error.next_step)
+        return BackendFailed(error.reason, self._next_step(error), unavailable=_down(error))
+
+    def _next_step(self, error: BackendError) -> str:
+        if not _down(error):
+            return error.next_step
+        # Unreachable's own next step names the kubeconfig file: a path on the console's
+        # host that members have no business seeing.
+        return (
+            f"Check that cluster {self.profile.cluster.name} is up and reachable from the "
+            "console (an admin can check its connection under Clusters), then try again."
+        )
 
     def preflight(self, manifest: dict, objects: list) -> Preflight:
         try:
@@ -59,7 +74,7 @@ class ClusterBackend:
                 refusals=[],
                 warnings=[
                     f"The server-side dry run on cluster {self.profile.cluster.name} could not "
-                    f"run: {error.reason} Everything else was checked. {error.next_step}"
+                    f"run: {error.reason} Everything else was checked. {self._next_step(error)}"
                 ],
             )
         except BackendError as error:
@@ -106,7 +121,7 @@ class ClusterBackend:
             return Observed(
                 phase=application.phase,
                 reason=f"{error.reason} (status as last seen)",
-                next_step=error.next_step,
+                next_step=self._next_step(error),
                 endpoint=application.endpoint,
                 ready_replicas=application.ready_replicas,
                 desired_replicas=application.desired_replicas,

@@ -3,6 +3,7 @@
 import yaml
 from django.contrib import messages
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from accesspolicies.access import require
@@ -22,6 +23,7 @@ def detail(request, name):
         "revisions": application.revisions.select_related("created_by")[:50],
         "events": application.events.all()[:20],
         "may_deploy": request.membership.may("deploy"),
+        "offer_delete_from_console": request.GET.get("delete") == "unavailable",
     }
     return render(request, "jobs/application_detail.html", context)
 
@@ -78,12 +80,18 @@ start = _operation("start", "starting again.")
 @require_POST
 def delete(request, name):
     application = get_application(request.membership, name, "deploy")
+    keep_on_cluster = request.POST.get("keep_on_cluster") == "1"
     try:
-        verbs.delete(application, request.membership)
+        left = verbs.delete(application, request.membership, keep_on_cluster=keep_on_cluster)
     except verbs.ActionError as error:
         messages.error(request, str(error))
-        return redirect("jobs:application-detail", name=name)
-    messages.success(request, f"{name} is deleted, with everything rendered for it.")
+        detail_url = reverse("jobs:application-detail", args=[name])
+        # The cluster is down: offer the delete that leaves its objects there.
+        return redirect(detail_url + ("?delete=unavailable" if error.status == 503 else ""))
+    if left:
+        messages.warning(request, left)
+    else:
+        messages.success(request, f"{name} is deleted, with everything rendered for it.")
     return redirect("console:home")
 
 

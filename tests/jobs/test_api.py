@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from accesspolicies.models import PersonalAccessToken
-from tests.helpers import SHORTEST, bearer
+from tests.helpers import SHORTEST, api_error, bearer, problems
 
 URL = "/api/v1/applications"
 
@@ -85,7 +85,7 @@ def test_rollback_to_a_missing_revision_says_which_exist(api):
         f"{URL}/bge-embed/rollback", data={"revision": 7}, content_type="application/json"
     )
     assert response.status_code == 400
-    assert "revisions 1 to 1" in response.json()[0]["message"]
+    assert "revisions 1 to 1" in problems(response)[0]["message"]
 
 
 def test_several_mistakes_come_back_together_as_path_and_message(api):
@@ -96,12 +96,12 @@ def test_several_mistakes_come_back_together_as_path_and_message(api):
     )
     response = post_yaml(api, bad)
     assert response.status_code == 400
-    problems = response.json()
-    assert isinstance(problems, list)
-    paths = {p["path"] for p in problems if p["level"] == "refusal"}
+    listed = problems(response)
+    paths = {p["path"] for p in listed if p["level"] == "refusal"}
     assert {"spec.name", "spec.profileName", "spec.source.extra"} <= paths
-    assert all(p["message"] for p in problems)
-    profile_problem = next(p for p in problems if p["path"] == "spec.profileName")
+    assert all(p["message"] for p in listed)
+    assert "refused" in api_error(response)["message"]
+    profile_problem = next(p for p in listed if p["path"] == "spec.profileName")
     assert "local" in profile_problem["message"]  # the closest existing profile
     assert api.get(URL).json() == []
 
@@ -109,14 +109,14 @@ def test_several_mistakes_come_back_together_as_path_and_message(api):
 def test_yaml_that_does_not_parse_names_the_line(api):
     response = post_yaml(api, "spec:\n  name: [unclosed\n")
     assert response.status_code == 400
-    assert "line" in response.json()[0]["message"]
+    assert "line" in problems(response)[0]["message"]
 
 
 def test_create_twice_is_a_conflict(api):
     post_yaml(api, SHORTEST)
     response = post_yaml(api, SHORTEST)
     assert response.status_code == 409
-    assert "already exists" in response.json()[0]["message"]
+    assert "already exists" in problems(response)[0]["message"]
 
 
 def test_put_with_another_name_is_refused(api):
@@ -124,7 +124,7 @@ def test_put_with_another_name_is_refused(api):
     other = SHORTEST.replace("name: bge-embed", "name: other")
     response = api.put(f"{URL}/bge-embed", data=other, content_type="application/yaml")
     assert response.status_code == 400
-    assert response.json()[0]["path"] == "spec.name"
+    assert problems(response)[0]["path"] == "spec.name"
 
 
 def test_delete(api):
@@ -139,7 +139,7 @@ def test_viewer_cannot_apply_but_can_read(client, viewer, deployer):
     client.defaults.update(bearer(viewer))
     response = post_yaml(client, SHORTEST.replace("bge-embed", "second"))
     assert response.status_code == 403
-    assert "viewer" in response.json()["detail"]
+    assert "viewer" in api_error(response)["message"]
     assert client.get(f"{URL}/bge-embed").status_code == 200
     assert client.delete(f"{URL}/bge-embed").status_code == 403
 
@@ -161,7 +161,7 @@ def test_a_revoked_token_is_refused(client, deployer):
     token.revoke()
     response = client.get(URL, **headers)
     assert response.status_code == 401
-    assert "Bearer" in response.json()["detail"]
+    assert "Bearer" in api_error(response)["message"]
 
 
 @pytest.mark.parametrize(

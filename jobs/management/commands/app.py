@@ -62,6 +62,11 @@ class Command(BaseCommand):
             add_verb(verbs_, verb, help=text).add_argument("name")
         delete = add_verb(verbs_, "delete", help="delete an application and all it runs")
         delete.add_argument("name")
+        delete.add_argument(
+            "--keep-on-cluster",
+            action="store_true",
+            help="when its cluster does not answer, delete it from the console anyway",
+        )
 
     def handle(self, *args, verb, org, user, **options):
         membership = acting_membership(org, user)
@@ -183,9 +188,12 @@ class Command(BaseCommand):
         if observed.reason:
             self.stdout.write(f"  {observed.reason}")
 
-    def do_delete(self, membership, name, **_):
-        verbs.delete(get_application(membership, name, "deploy"), membership)
+    def do_delete(self, membership, name, keep_on_cluster=False, **_):
+        application = get_application(membership, name, "deploy")
+        left = verbs.delete(application, membership, keep_on_cluster=keep_on_cluster)
         self.stdout.write(f"application/{name} deleted")
+        if left:
+            self.stderr.write(self.style.WARNING(f"warning: {left}"))
 
     def _table(self, rows) -> None:
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
 
 from accesspolicies.cli import acting_membership
-from jobs.access import profile_or_only
+from jobs.access import ProfileNeeded, profile_or_only
 from models_catalog.service import check_for_profile
 from models_catalog.sizing import human_bytes
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
         membership = acting_membership(org, user)
         try:
             chosen = profile_or_only(membership, profile)
-        except (Http404, PermissionDenied) as error:
+        except (Http404, PermissionDenied, ProfileNeeded) as error:
             raise CommandError(f"--profile: {error}") from None
         result = check_for_profile(
             uri, chosen, context_tokens=context, concurrency=max(1, concurrency), format=format
