@@ -309,7 +309,7 @@ def main() -> None:
     )
     rows = []
     try:
-        url = f"http://127.0.0.1:{{}}/v1/chat/completions"
+        url = "http://127.0.0.1:{}/v1/chat/completions"
         for p in (up_port, gw_port):  # warm up connections and caches
             wrk(url.format(p), script, 4, 1, upstream.pid)
         seq_direct = wrk(url.format(up_port), script, 1, args.seconds, upstream.pid)

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 
 import aiohttp
+from multidict import CIMultiDict
+from yarl import URL
 
 from . import speech
 from .errors import UNAUTHORIZED, GatewayError, bounded
@@ -187,6 +189,13 @@ class Gateway:
     async def serve(self, ex: Exchange, scope, receive, send) -> None:
         path, method = ex.route, scope["method"]
         is_json = path in JSON_ROUTES
+        if path == "/metrics" and method == "GET":
+            # Prometheus text from the meter (rendered by the metering side), when it has one.
+            render = getattr(self.meter, "render_metrics", None)
+            if render is not None:
+                ex.status = 200
+                await _send_whole(send, 200, render().encode(), b"text/plain; version=0.0.4")
+                return
         if not is_json and path not in AUDIO_ROUTES and not path.startswith("/v1/models"):
             ex.route = "other"  # the client's path is not kept
             raise GatewayError(
@@ -250,16 +259,19 @@ class Gateway:
                 f"The model '{target.name}' is not running (it is {target.phase}){reason}",
                 "model",
             )
-        headers = {"Content-Type": content_type.decode("latin-1") or "application/json"}
+        headers = _headers_for(content_type)
         if is_json and host_route is not None and model is None:
-            body = _with_model(body, target.name)
+            obj["model"] = target.name
+            body = json.dumps(obj).encode()
         if not is_json and target.runtime == "parakeet":
             checks = grant.checks
-            await self._acquire(checks, now)
+            if checks:
+                await self._acquire(checks, now)
             try:
                 await self.transcribe(ex, target, path, parts, send)
             finally:
-                await self.limiter.settle(checks, time.time(), 0)
+                if checks:
+                    await self.limiter.settle(checks, time.time(), 0)
             return
         keep_usage = True
         if stream and path in USAGE_OPTION_ROUTES:
@@ -270,7 +282,7 @@ class Gateway:
             await self._acquire(checks, now)
         try:
             await self.forward(
-                ex, target.upstream + path, body, headers, stream, keep_usage, receive, send
+                ex, _url(target.upstream, path), body, headers, stream, keep_usage, receive, send
             )
         finally:
             if checks:
@@ -311,7 +323,12 @@ class Gateway:
         await _send_whole(send, 200, body, _JSON)
 
     async def forward(self, ex, url, body, headers, stream, keep_usage, receive, send) -> None:
-        """Proxy one request; the client going away cancels it, which closes the upstream."""
+        """Proxy one request. For a stream, the client going away cancels it at once, which
+        closes the upstream request; a plain answer is short (and bounded by the read timeout),
+        so it goes without the watcher task that would cost every request."""
+        if not stream:
+            await self._exchange(ex, url, body, headers, stream, keep_usage, send)
+            return
         task = asyncio.current_task()
         gone = asyncio.Event()
 
@@ -329,7 +346,7 @@ class Gateway:
         except asyncio.CancelledError:
             if not gone.is_set():
                 raise
-            ex.failed_in_stream = ex.failed_in_stream or ex.stream
+            ex.failed_in_stream = True
             raise ClientGone() from None
         finally:
             watcher.cancel()
@@ -443,6 +460,19 @@ class Gateway:
 
 
 # --- small pieces ------------------------------------------------------------------------------
+
+
+_URLS: dict[tuple[str, str], URL] = {}
+
+
+def _url(upstream: str, path: str) -> URL:
+    """The upstream URL, parsed once per application and route."""
+    found = _URLS.get((upstream, path))
+    if found is None:
+        if len(_URLS) > 10_000:
+            _URLS.clear()
+        found = _URLS[(upstream, path)] = URL(upstream + path)
+    return found
 
 
 async def _send_whole(send, status: int, body: bytes, content_type: bytes, extra=()) -> None:
@@ -564,10 +594,14 @@ def _check_network(grant: Grant, scope, target: Route) -> None:
         )
 
 
-def _with_model(body: bytes, name: str) -> bytes:
-    obj = json.loads(body)
-    obj["model"] = name
-    return json.dumps(obj).encode()
+_JSON_HEADERS = CIMultiDict({"Content-Type": "application/json"})
+
+
+def _headers_for(content_type: bytes) -> CIMultiDict:
+    """The headers sent upstream: only the body's type (never the caller's key)."""
+    if not content_type or content_type == b"application/json":
+        return _JSON_HEADERS
+    return CIMultiDict({"Content-Type": content_type.decode("latin-1")})
 
 
 def _ask_for_usage(body: bytes, obj: dict) -> tuple[bool, bytes]:

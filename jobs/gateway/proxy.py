@@ -12,8 +12,9 @@ import aiohttp
 
 # The answer's usage, read from the end of the body without parsing all of it (an embeddings
 # answer can be megabytes of floats).
-_PROMPT = re.compile(rb'"prompt_tokens"\s*:\s*(\d+)')
-_COMPLETION = re.compile(rb'"completion_tokens"\s*:\s*(\d+)')
+# Chat, completions and embeddings say prompt/completion tokens; the Responses API input/output.
+_PROMPT = re.compile(rb'"(?:prompt|input)_tokens"\s*:\s*(\d+)')
+_COMPLETION = re.compile(rb'"(?:completion|output)_tokens"\s*:\s*(\d+)')
 _USAGE_OBJECT = re.compile(rb'"usage"\s*:\s*\{')
 _EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
 _ERROR_EVENT = re.compile(rb'^data:\s*\{\s*"(?:error"|object"\s*:\s*"error")', re.M)

@@ -82,12 +82,14 @@ ANSWER = {
         (
             "srt",
             b"application/x-subrip; charset=utf-8",
-            b"1\n00:00:00,000 --> 00:00:01,250\none two\n\n2\n01:02:02,000 --> 01:02:03,500\nthree\n",
+            b"1\n00:00:00,000 --> 00:00:01,250\none two\n\n"
+            b"2\n01:02:02,000 --> 01:02:03,500\nthree\n",
         ),
         (
             "vtt",
             b"text/vtt; charset=utf-8",
-            b"WEBVTT\n\n00:00:00.000 --> 00:00:01.250\none two\n\n01:02:02.000 --> 01:02:03.500\nthree\n",
+            b"WEBVTT\n\n00:00:00.000 --> 00:00:01.250\none two\n\n"
+            b"01:02:02.000 --> 01:02:03.500\nthree\n",
         ),
     ],
 )
