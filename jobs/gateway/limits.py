@@ -10,6 +10,7 @@ minute's tokens already reached the limit.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -22,6 +23,8 @@ logger = logging.getLogger(__name__)
 WINDOW = 60
 # A concurrency counter a dead process left behind expires after this long without use.
 CONCURRENCY_TTL = 300
+# Answers finished within this long share one round trip to give their slots back.
+SETTLE_BATCH_SECONDS = 0.002
 KIND_WORDS = {
     "r": "requests per minute",
     "t": "tokens per minute",
@@ -54,6 +57,8 @@ class Limiter(Protocol):
     async def acquire(self, checks: tuple[Check, ...], now: float) -> None: ...
 
     async def settle(self, checks: tuple[Check, ...], now: float, tokens: int) -> None: ...
+
+    async def flush(self) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -95,6 +100,9 @@ class LocalLimiter:
             elif check.kind == "t" and tokens:
                 self.windows[check.counter] = (minute, self._count(check.counter, minute) + tokens)
 
+    async def flush(self) -> None:
+        pass
+
     async def close(self) -> None:
         pass
 
@@ -133,6 +141,8 @@ class RedisLimiter:
         self.script = self.redis.register_script(ACQUIRE_SCRIPT)
         self.prefix = prefix
         self._warned = 0.0
+        self._pending: dict[str, int] = {}  # counter -> what to add, not yet sent
+        self._flusher: asyncio.Future | None = None
 
     def _names(self, checks: tuple[Check, ...], minute: int) -> list[str]:
         return [
@@ -162,23 +172,40 @@ class RedisLimiter:
             raise Refused(check, _retry_after(check, now))
 
     async def settle(self, checks: tuple[Check, ...], now: float, tokens: int) -> None:
+        """Give slots back and add tokens: batched with the other requests answered within
+        the same couple of milliseconds, so a busy process makes one round trip for many."""
         minute = int(now // WINDOW)
-        pipe = self.redis.pipeline(transaction=False)
-        queued = False
         for check, name in zip(checks, self._names(checks, minute), strict=True):
             if check.kind == "c":
-                pipe.decr(name)
-                queued = True
+                self._pending[name] = self._pending.get(name, 0) - 1
             elif check.kind == "t" and tokens:
-                pipe.incrby(name, tokens)
-                pipe.expire(name, WINDOW + 1)
-                queued = True
-        if not queued:
+                self._pending[name] = self._pending.get(name, 0) + tokens
+        if self._pending and self._flusher is None:
+            self._flusher = asyncio.ensure_future(self._flush_soon())
+
+    async def _flush_soon(self) -> None:
+        await asyncio.sleep(SETTLE_BATCH_SECONDS)
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Send what settle() batched now."""
+        pending, self._pending = self._pending, {}
+        self._flusher = None
+        if not pending:
             return
+        pipe = self.redis.pipeline(transaction=False)
+        for name, delta in pending.items():
+            pipe.incrby(name, delta)
+            if delta > 0:  # a tokens-per-minute window
+                pipe.expire(name, WINDOW + 1)
         try:
             await pipe.execute()
         except Exception as error:
             self._warn(type(error).__name__)
 
     async def close(self) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+            self._flusher = None
+        await self.flush()
         await self.redis.aclose()

@@ -447,6 +447,7 @@ class SnapshotKeeper:
                 client = redis.Redis.from_url(self.redis_url, socket_timeout=None)
                 pubsub = client.pubsub(ignore_subscribe_messages=True)
                 pubsub.subscribe(NUDGE_CHANNEL)
+                self._wake.set()  # a change announced before the subscription was missed
                 for message in pubsub.listen():
                     if self._stop.is_set():
                         return

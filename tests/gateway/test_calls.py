@@ -172,3 +172,22 @@ def test_only_public_routes_reach_a_model_server(gateway, world):
         reply = httpx.post(gateway.url + path, headers=auth, json={"model": "alpha"})
         assert reply.status_code == 404, path
         assert set(reply.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_an_application_deployed_on_the_local_backend(gateway, deployer):
+    from jobs import deploy as verbs
+    from tests.helpers import SHORTEST
+    from tests.jobs.test_lifecycle_local import until
+
+    app = verbs.apply(SHORTEST, deployer).application
+    _, plain = make_key(deployer.organization)
+    caught_up(gateway)
+    ai = client(gateway, plain)
+    if app.phase != "Running":  # the stand-in takes a moment to load
+        with pytest.raises(openai.InternalServerError) as not_yet:
+            ai.embeddings.create(model="bge-embed", input="x")
+        assert not_yet.value.status_code == 503 and app.phase in not_yet.value.message
+    until(app, "Running")
+    caught_up(gateway)
+    reply = ai.embeddings.create(model="bge-embed", input="hello world")
+    assert len(reply.data[0].embedding) == 16

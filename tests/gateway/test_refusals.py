@@ -293,3 +293,28 @@ def test_last_use_is_written_off_the_request_path(gateway, world):
     while APIKey.objects.get(pk=key.pk).last_used_at is None:
         assert time.monotonic() < deadline, "last_used_at was never written"
         time.sleep(0.05)
+
+
+def test_with_redis_a_change_is_announced_at_once(settings, org, alpha, transactional_db):
+    import redis
+
+    url = "redis://127.0.0.1:6379/12"
+    try:
+        redis.Redis.from_url(url).ping()
+    except redis.RedisError:
+        pytest.skip("Redis is not running on 127.0.0.1:6379")
+    settings.REDIS_URL = url
+    from tests.gateway.support import live_gateway
+
+    live = live_gateway(interval=3600, redis_url=url)  # the counter alone would take an hour
+    try:
+        make_app(org, "alpha", alpha.url)
+        key, plain = make_key(org)
+        caught_up(live)
+        assert chat(live, plain).status_code == 200
+        key.revoked_at = timezone.now()
+        key.save()
+        caught_up(live)
+        assert chat(live, plain).status_code == 401
+    finally:
+        live.stop()
