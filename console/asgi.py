@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP (Django) and WebSockets (Channels) from one daphne process."""
+"""ASGI entry point: HTTP (Django), WebSockets (Channels) and the gateway at /v1 from one
+process (daphne by default; uvicorn works too and runs the gateway's lifespan)."""
 
 import os
 
@@ -12,8 +13,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from console.routing import websocket_urlpatterns  # noqa: E402
+from jobs.gateway.mount import MountGateway, make_gateway  # noqa: E402
 
-application = ProtocolTypeRouter(
+console_application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
@@ -21,3 +23,4 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+application = MountGateway(console_application, make_gateway())

@@ -182,6 +182,10 @@ SERVEDECK_LOCAL_STATE_DIR = Path(env_str("SERVEDECK_LOCAL_STATE_DIR", str(VAR_DI
 # `cluster add` command, run by an operator on the host, is not limited.
 SERVEDECK_KUBECONFIG_DIR = Path(env_str("SERVEDECK_KUBECONFIG_DIR", str(VAR_DIR / "kubeconfigs")))
 SERVEDECK_ALLOW_IN_CLUSTER = env_bool("SERVEDECK_ALLOW_IN_CLUSTER", False)
+# The gateway (/v1): seconds to open a connection to a model server, and for a whole answer (a
+# stream: the longest wait between two chunks) before the client gets 504.
+SERVEDECK_GATEWAY_CONNECT_TIMEOUT = env_int("SERVEDECK_GATEWAY_CONNECT_TIMEOUT", 5)
+SERVEDECK_GATEWAY_READ_TIMEOUT = env_int("SERVEDECK_GATEWAY_READ_TIMEOUT", 600)
 # Where KServe's CRDs are read from to validate rendered objects (tests; optional elsewhere).
 KSERVE_CRD_DIR = env_str("KSERVE_CRD_DIR")
 

@@ -6,7 +6,18 @@ deterministic text and vectors, and logs one line per request to stdout like uvi
 
     python tests/fakes/model_server.py --port P --served-model-name NAME
         [--startup-delay S] [--crash-after S] [--fail-on-start] [--ignore-sigterm] [--spawn-worker]
-        [--stream-delay S] [--api-key KEY] [vLLM engine arguments, logged and mostly ignored]
+        [--stream-delay S] [--api-key KEY] [--runtime vllm|parakeet]
+        [vLLM engine arguments, logged and mostly ignored]
+
+Routes: /v1/models, /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings,
+/v1/score, /v1/rerank; with `--runtime parakeet` only /v1/audio/transcriptions in the parakeet
+runtime's own terms (see jobs/gateway/speech.py): a locale such as en-US, `timestamps=true`,
+JSON only; the "audio" is UTF-8 text, which is what it transcribes.
+
+Faults for the gateway's tests, asked per request with a top-level body field `fault`:
+`hang` (never answers; notices when the client goes away), `die` (a stream that breaks off
+after two chunks), `slow` (a stream with 0.2 s between chunks), `error` (an error event inside
+a stream), `crash` (500). GET /fake/events lists what the server noticed (client gone, ...).
 
 Flags it does not know are taken as vLLM engine arguments: logged, and `--max-num-seqs` /
 `--max-model-len` honoured, so a test can check what the local backend passed.
@@ -21,6 +32,7 @@ import json
 import math
 import os
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -59,6 +71,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--stream-delay", type=float, default=0.0, help="seconds between chunks")
     parser.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY")
+    parser.add_argument("--runtime", default="vllm", choices=["vllm", "parakeet"])
     args, engine_args = parser.parse_known_args(argv)
     if args.host not in (LOOPBACK, "localhost"):
         parser.error(f"--host {args.host}: the stand-in binds {LOOPBACK} only")
@@ -213,6 +226,8 @@ class ModelServer(ThreadingHTTPServer):
         self.model = args.served_model_name
         self.api_key = args.api_key
         self.stream_delay = args.stream_delay
+        self.runtime = args.runtime
+        self.events: list[str] = []  # what the server noticed, for GET /fake/events
         self.created = int(time.time())
         self.max_model_len = engine_option(engine_args, "--max-model-len", DEFAULT_MAX_MODEL_LEN)
         self.metrics = Metrics(engine_option(engine_args, "--max-num-seqs", DEFAULT_MAX_NUM_SEQS))
@@ -287,17 +302,47 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        fault = getattr(self, "fault", None)
+        delay = 0.2 if fault == "slow" else self.server.stream_delay
         try:
-            for chunk in chunks:
+            for sent, chunk in enumerate(chunks):
+                if fault == "die" and sent == 2:
+                    self.server.events.append("died mid-stream")
+                    self.close_connection = True
+                    return  # no terminating chunk: the client sees the stream break off
+                if fault == "error" and sent == 2:
+                    error = {
+                        "error": {
+                            "message": "engine failed",
+                            "type": "InternalServerError",
+                            "param": None,
+                            "code": 500,
+                        }
+                    }
+                    self.write_chunk(f"data: {json.dumps(error)}\n\n")
+                    break
                 self.write_chunk(f"data: {json.dumps(chunk)}\n\n")
-                if self.server.stream_delay:
-                    time.sleep(self.server.stream_delay)
+                if delay:
+                    time.sleep(delay)
             self.write_chunk("data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             log("INFO:     client went away during a stream")
+            self.server.events.append("client went away during a stream")
             self.close_connection = True
+
+    def hang(self) -> None:
+        """Answer nothing until the client goes away, and note that it did."""
+        import select
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            readable, _, _ = select.select([self.connection], [], [], 0.05)
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                break
+        self.server.events.append("client went away while waiting")
+        self.close_connection = True
 
     def write_chunk(self, text: str) -> None:
         data = text.encode()
@@ -310,6 +355,8 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if path == "/health":
             self.send_text(200, "", "text/plain")
+        elif path == "/fake/events":
+            self.send_json(200, {"events": self.server.events})
         elif path == "/metrics":
             text = self.server.metrics.render(self.server.model)
             self.send_text(200, text, "text/plain; version=0.0.4")
@@ -327,15 +374,30 @@ class Handler(BaseHTTPRequestHandler):
             "/v1/chat/completions": self.chat_completions,
             "/v1/completions": self.completions,
             "/v1/embeddings": self.embeddings,
+            "/v1/responses": self.responses_api,
+            "/v1/score": self.score,
+            "/v1/rerank": self.rerank,
         }
+        if self.server.runtime == "parakeet":
+            routes = {"/v1/audio/transcriptions": None}
         route = routes.get(self.path.split("?", 1)[0])
         raw = self.read_body()
         try:
             if not self.authorized():
                 raise RequestError(401, "Unauthorized")
-            if route is None:
+            if self.path.split("?", 1)[0] not in routes:
                 raise RequestError(404, f"{self.path} is not found")
-            route(self.parse_json(raw))
+            if route is None:
+                self.transcribe(raw)
+                return
+            body = self.parse_json(raw)
+            self.fault = body.get("fault")
+            if self.fault == "hang":
+                self.hang()
+                return
+            if self.fault == "crash":
+                raise RequestError(500, "the engine crashed")
+            route(body)
         except RequestError as error:
             self.send_error_json(error)
 
@@ -441,6 +503,158 @@ class Handler(BaseHTTPRequestHandler):
         reply = {"object": "list", "data": data, "model": self.server.model}
         reply["usage"] = usage(prompt_tokens, None)
         self.send_json(200, reply)
+
+    def responses_api(self, body: dict[str, Any]) -> None:
+        prompt = body.get("input")
+        text = prompt if isinstance(prompt, str) else json.dumps(prompt)
+        words, _ = reply_words(self.server.model, text, max_tokens_of(body))
+        reply = {
+            "id": f"resp_{uuid.uuid4().hex}",
+            "object": "response",
+            "created_at": int(time.time()),
+            "model": self.server.model,
+            "status": "completed",
+            "output": [
+                {
+                    "type": "message",
+                    "id": f"msg_{uuid.uuid4().hex}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [
+                        {"type": "output_text", "text": " ".join(words), "annotations": []}
+                    ],
+                }
+            ],
+            "usage": {
+                "input_tokens": count_tokens(text),
+                "output_tokens": len(words),
+                "total_tokens": count_tokens(text) + len(words),
+            },
+        }
+        self.send_json(200, reply)
+
+    def score(self, body: dict[str, Any]) -> None:
+        first, second = body.get("text_1"), body.get("text_2")
+        seconds = second if isinstance(second, list) else [second]
+        if not isinstance(first, str) or not all(isinstance(t, str) for t in seconds):
+            raise RequestError(400, "text_1 and text_2 must be strings", "text_1")
+        data = [
+            {"index": i, "object": "score", "score": similarity(first, t)}
+            for i, t in enumerate(seconds)
+        ]
+        tokens = count_tokens(first) + sum(count_tokens(t) for t in seconds)
+        reply = {
+            "id": f"score-{uuid.uuid4().hex}",
+            "object": "list",
+            "model": self.server.model,
+            "data": data,
+            "usage": usage(tokens, None),
+        }
+        self.send_json(200, reply)
+
+    def rerank(self, body: dict[str, Any]) -> None:
+        query, documents = body.get("query"), body.get("documents")
+        if not isinstance(query, str) or not isinstance(documents, list):
+            raise RequestError(400, "query must be a string and documents a list", "documents")
+        ranked = sorted(
+            (
+                {"index": i, "document": {"text": d}, "relevance_score": similarity(query, str(d))}
+                for i, d in enumerate(documents)
+            ),
+            key=lambda r: -r["relevance_score"],
+        )
+        top = body.get("top_n")
+        if isinstance(top, int) and top > 0:
+            ranked = ranked[:top]
+        tokens = count_tokens(query) + sum(count_tokens(str(d)) for d in documents)
+        self.send_json(
+            200,
+            {
+                "id": f"rerank-{uuid.uuid4().hex}",
+                "model": self.server.model,
+                "results": ranked,
+                "usage": {"total_tokens": tokens},
+            },
+        )
+
+    def transcribe(self, raw: bytes) -> None:
+        """The parakeet runtime's transcription: locale codes, JSON with optional timings."""
+        import email
+        import email.policy
+
+        head = f"Content-Type: {self.headers.get('Content-Type', '')}\r\n\r\n".encode()
+        message = email.message_from_bytes(head + raw, policy=email.policy.HTTP)
+        if not message.is_multipart():
+            raise RequestError(400, "send multipart/form-data")
+        fields: dict[str, bytes] = {}
+        for part in message.iter_parts():
+            fields[part.get_param("name", header="content-disposition")] = part.get_payload(
+                decode=True
+            )
+        if "file" not in fields:
+            raise RequestError(400, "file is required", "file")
+        locale = (fields.get("language") or b"en-US").decode()
+        if locale not in PARAKEET_LOCALES:
+            raise RequestError(400, f"language {locale} is not a supported locale", "language")
+        unknown = sorted(set(fields) - {"file", "language", "timestamps"})
+        if unknown:
+            raise RequestError(400, f"unknown fields: {', '.join(unknown)}", unknown[0])
+        try:
+            words = fields["file"].decode().split()
+        except UnicodeDecodeError:
+            words = ["(inaudible)"]
+        timed = [{"word": w, "start": i * 0.5, "end": i * 0.5 + 0.4} for i, w in enumerate(words)]
+        reply: dict[str, Any] = {
+            "text": " ".join(words),
+            "language": locale,
+            "duration": len(words) * 0.5,
+        }
+        if fields.get("timestamps") == b"true":
+            reply["words"] = timed
+            reply["segments"] = [
+                {
+                    "start": group[0]["start"],
+                    "end": group[-1]["end"],
+                    "text": " ".join(w["word"] for w in group),
+                }
+                for group in (timed[i : i + 5] for i in range(0, len(timed), 5))
+            ]
+        self.send_json(200, reply)
+
+
+PARAKEET_LOCALES = {
+    "bg-BG",
+    "cs-CZ",
+    "da-DK",
+    "de-DE",
+    "el-GR",
+    "en-US",
+    "es-ES",
+    "et-EE",
+    "fi-FI",
+    "fr-FR",
+    "hr-HR",
+    "hu-HU",
+    "it-IT",
+    "lt-LT",
+    "lv-LV",
+    "mt-MT",
+    "nl-NL",
+    "pl-PL",
+    "pt-PT",
+    "ro-RO",
+    "ru-RU",
+    "sk-SK",
+    "sl-SI",
+    "sv-SE",
+    "uk-UA",
+}
+
+
+def similarity(a: str, b: str) -> float:
+    """Shared words over all words: 1.0 for equal texts, deterministic."""
+    left, right = set(a.lower().split()), set(b.lower().split())
+    return round(len(left & right) / max(len(left | right), 1), 6)
 
 
 def embedding_inputs(value: Any) -> list[str]:

@@ -1,0 +1,621 @@
+"""The gateway's ASGI application: authenticate, apply the policy and limits, route by `model`
+(or host name), proxy with streaming, meter once. No database query and no log line per
+request; everything a request needs is in the current Snapshot.
+
+    app = Gateway(meter=Meter())          # then serve it with any ASGI server
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+import aiohttp
+from multidict import CIMultiDict
+from yarl import URL
+
+from . import speech
+from .errors import UNAUTHORIZED, GatewayError, bounded
+from .limits import LocalLimiter, Refused
+from .metering import Meter, RequestRecord
+from .proxy import EventFilter, Timeouts, Upstream, usage_of
+from .snapshot import Grant, Key, Route, SnapshotKeeper, models_body
+
+logger = logging.getLogger(__name__)
+
+# public path -> kind of body; nothing else reaches a model server.
+JSON_ROUTES = frozenset(
+    {
+        "/v1/chat/completions",
+        "/v1/completions",
+        "/v1/responses",
+        "/v1/embeddings",
+        "/v1/score",
+        "/v1/rerank",
+    }
+)
+AUDIO_ROUTES = frozenset({"/v1/audio/transcriptions", "/v1/audio/translations"})
+STREAMING_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses"})
+# Routes whose streams carry `usage` when asked with stream_options (the Responses API sends
+# usage in its response.completed event anyway).
+USAGE_OPTION_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions"})
+MAX_JSON_BODY = 8 * 1024 * 1024
+MAX_AUDIO_BODY = 32 * 1024 * 1024  # OpenAI takes audio files up to 25 MB
+_JSON = b"application/json"
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+_INCLUDE_USAGE = b'{"stream_options":{"include_usage":true},'
+
+
+class ClientGone(Exception):
+    """The client closed the connection before the answer was complete."""
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One request's facts, filled in as the request goes (the metering record's source)."""
+
+    started: float
+    route: str
+    status: int = 0
+    key: Key | None = None
+    target: Route | None = None
+    stream: bool = False
+    ttft: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failed_in_stream: bool = False
+    complete: bool = False  # the last byte of the answer is being sent
+
+
+class Gateway:
+    def __init__(
+        self,
+        meter: Meter | None = None,
+        keeper: SnapshotKeeper | None = None,
+        redis_url: str | None = None,
+        timeouts: Timeouts | None = None,
+        start_meter: bool = True,
+    ) -> None:
+        self.meter = meter if meter is not None else Meter()
+        self.keeper = keeper if keeper is not None else SnapshotKeeper(redis_url=redis_url)
+        self.redis_url = redis_url
+        self.upstream = Upstream(timeouts or Timeouts())
+        self.limiter = LocalLimiter()
+        self.start_meter = start_meter
+        self.started = False
+        self._starting: asyncio.Lock | None = None
+
+    # -- lifecycle
+
+    async def startup(self) -> None:
+        """Load the snapshot (in a thread), open the session and the limiter. Idempotent."""
+        if self.started:
+            return
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self.started:
+                return
+            await asyncio.get_running_loop().run_in_executor(None, self.keeper.start)
+            if self.redis_url:
+                from .limits import RedisLimiter
+
+                self.limiter = RedisLimiter(self.redis_url)
+            self.upstream.open()
+            if self.start_meter:
+                self.meter.start()
+            self.started = True
+
+    async def shutdown(self) -> None:
+        if not self.started:
+            return
+        self.started = False
+        await self.upstream.close()
+        await self.limiter.close()
+        await asyncio.get_running_loop().run_in_executor(None, self.keeper.stop)
+        self.meter.flush()
+
+    async def lifespan(self, receive, send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as error:
+                    await send({"type": "lifespan.startup.failed", "message": str(error)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # -- ASGI
+
+    async def __call__(self, scope, receive, send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            if not self.started:
+                await self.startup()  # servers without lifespan (daphne): on first request
+            await self.handle(scope, receive, send)
+        elif kind == "lifespan":
+            await self.lifespan(receive, send)
+
+    async def handle(self, scope, receive, send) -> None:
+        ex = Exchange(time.perf_counter(), scope["path"])
+        try:
+            await self.serve(ex, scope, receive, send)
+        except GatewayError as error:
+            ex.status = error.status
+            await _send_error(send, error)
+        except ClientGone:
+            ex.status = 499
+        except Exception:
+            # Never a traceback to the client; one log line with no request data in it.
+            logger.exception("gateway: unexpected failure on %s", bounded(ex.route, 60))
+            ex.status = 500
+            # The answer may have started already; then there is nothing more to say.
+            with contextlib.suppress(Exception):
+                await _send_error(send, GatewayError(500, "The gateway failed; try again."))
+        finally:
+            self.meter.record(self._record(ex))
+
+    def _record(self, ex: Exchange) -> RequestRecord:
+        end = time.perf_counter()
+        key, target = ex.key, ex.target
+        return RequestRecord(
+            at=time.time(),
+            status=ex.status,
+            latency_ms=(end - ex.started) * 1000.0,
+            organization_id=key.organization_id if key is not None else None,
+            application_id=target.id if target is not None else None,
+            api_key_id=key.id if key is not None else None,
+            route=ex.route,
+            stream=ex.stream,
+            ttft_ms=(ex.ttft - ex.started) * 1000.0 if ex.ttft is not None else None,
+            prompt_tokens=ex.prompt_tokens,
+            completion_tokens=ex.completion_tokens,
+            failed_in_stream=ex.failed_in_stream,
+        )
+
+    async def serve(self, ex: Exchange, scope, receive, send) -> None:
+        path, method = ex.route, scope["method"]
+        is_json = path in JSON_ROUTES
+        if path == "/metrics" and method == "GET":
+            # Prometheus text from the meter (rendered by the metering side), when it has one.
+            render = getattr(self.meter, "render_metrics", None)
+            if render is not None:
+                ex.status = 200
+                await _send_whole(send, 200, render().encode(), b"text/plain; version=0.0.4")
+                return
+        if not is_json and path not in AUDIO_ROUTES and not path.startswith("/v1/models"):
+            ex.route = "other"  # the client's path is not kept
+            raise GatewayError(
+                404,
+                f"Unknown path {bounded(path, 60)}: the gateway serves "
+                "/v1/models, /v1/chat/completions, /v1/completions, /v1/responses, "
+                "/v1/embeddings, /v1/score, /v1/rerank and /v1/audio/*.",
+            )
+        authorization = api_key = host = content_type = b""
+        length = -1
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value
+            elif name == b"x-api-key":
+                api_key = value
+            elif name == b"host":
+                host = value
+            elif name == b"content-type":
+                content_type = value
+            elif name == b"content-length":
+                length = int(value) if value.isdigit() else -1
+        presented = api_key or (
+            authorization[7:] if authorization[:7].lower() == b"bearer " else b""
+        )
+        snapshot = self.keeper.current
+        now = time.time()
+        key = snapshot.authenticate(presented.strip().decode("latin-1"), now) if presented else None
+        if key is None:
+            raise UNAUTHORIZED
+        ex.key = key
+        self.keeper.touch(key.id, now)
+        if path.startswith("/v1/models"):
+            await self.models(ex, snapshot, key, path, method, send)
+            return
+        if method != "POST":
+            raise GatewayError(405, f"{path} takes POST, not {bounded(method, 10)}.")
+        limit = MAX_JSON_BODY if is_json else MAX_AUDIO_BODY
+        if length > limit:
+            raise _too_large(limit)
+        body = await _read_body(receive, limit)
+        host_route = (
+            snapshot.hosts.get(host.decode("latin-1").rsplit(":", 1)[0].lower()) if host else None
+        )
+        if is_json:
+            model, obj = _json_model(body)
+            stream = path in STREAMING_ROUTES and obj.get("stream") is True
+        else:
+            parts = _form(body, content_type)
+            model, obj, stream = speech.field_text(parts, "model"), None, False
+        target = _target(snapshot, key, model, host_route)
+        ex.target = target
+        grant = snapshot.grant(key, target)
+        if grant.refusal is not None:
+            raise grant.refusal
+        if grant.networks:
+            _check_network(grant, scope, target)
+        if not target.running:
+            reason = f": {target.reason}" if target.reason else ""
+            raise GatewayError(
+                503,
+                f"The model '{target.name}' is not running (it is {target.phase}){reason}",
+                "model",
+            )
+        headers = _headers_for(content_type)
+        if is_json and host_route is not None and model is None:
+            obj["model"] = target.name
+            body = json.dumps(obj).encode()
+        if not is_json and target.runtime == "parakeet":
+            checks = grant.checks
+            if checks:
+                await self._acquire(checks, now)
+            try:
+                await self.transcribe(ex, target, path, parts, send)
+            finally:
+                if checks:
+                    await self.limiter.settle(checks, time.time(), 0)
+            return
+        keep_usage = True
+        if stream and path in USAGE_OPTION_ROUTES:
+            keep_usage, body = _ask_for_usage(body, obj)
+        ex.stream = stream
+        checks = grant.checks
+        if checks:
+            await self._acquire(checks, now)
+        try:
+            await self.forward(
+                ex, _url(target.upstream, path), body, headers, stream, keep_usage, receive, send
+            )
+        finally:
+            if checks:
+                await self.limiter.settle(
+                    checks, time.time(), ex.prompt_tokens + ex.completion_tokens
+                )
+
+    async def _acquire(self, checks, now: float) -> None:
+        try:
+            await self.limiter.acquire(checks, now)
+        except Refused as refused:
+            raise GatewayError(
+                429,
+                refused.message,
+                None,
+                "rate_limit_exceeded",
+                ((b"retry-after", str(refused.retry_after).encode()),),
+            ) from None
+
+    async def models(self, ex, snapshot, key, path, method, send) -> None:
+        if method != "GET":
+            raise GatewayError(405, f"{path} takes GET, not {bounded(method, 10)}.")
+        if path == "/v1/models":
+            body = models_body(snapshot, key)
+        else:
+            name = path[len("/v1/models/") :]
+            target = (
+                snapshot.routes.get((key.organization_id, name))
+                if path.startswith("/v1/models/")
+                else None
+            )
+            if target is None or snapshot.grant(key, target).refusal is not None:
+                raise _unknown_model(name)
+            body = json.dumps(
+                {"id": name, "object": "model", "created": target.created, "owned_by": "servedeck"}
+            ).encode()
+        ex.status = 200
+        await _send_whole(send, 200, body, _JSON)
+
+    async def forward(self, ex, url, body, headers, stream, keep_usage, receive, send) -> None:
+        """Proxy one request. For a stream, the client going away cancels it at once, which
+        closes the upstream request; a plain answer is short (and bounded by the read timeout),
+        so it goes without the watcher task that would cost every request."""
+        if not stream:
+            await self._exchange(ex, url, body, headers, stream, keep_usage, send)
+            return
+        task = asyncio.current_task()
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect" and not ex.complete:
+                    gone.set()
+                    task.cancel()
+                    return
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await self._exchange(ex, url, body, headers, stream, keep_usage, send)
+        except asyncio.CancelledError:
+            if not gone.is_set():
+                raise
+            ex.failed_in_stream = True
+            raise ClientGone() from None
+        finally:
+            watcher.cancel()
+
+    async def _exchange(self, ex, url, body, headers, stream, keep_usage, send) -> None:
+        session = self.upstream.session or self.upstream.open()
+        timeout = self.upstream.streaming if stream else self.upstream.plain
+        try:
+            response = await session.post(url, data=body, headers=headers, timeout=timeout)
+        except TimeoutError:
+            raise GatewayError(
+                504, "The model server did not answer in time.", code="upstream_timeout"
+            ) from None
+        except aiohttp.ClientError:
+            raise GatewayError(
+                502, "The model server could not be reached.", code="upstream_failed"
+            ) from None
+        async with response:
+            is_sse = response.headers.get("Content-Type", "").startswith("text/event-stream")
+            if stream and is_sse and response.status == 200:
+                await self._stream(ex, response, keep_usage, send)
+                return
+            try:
+                data = await response.read()
+            except TimeoutError:
+                raise GatewayError(
+                    504, "The model server did not answer in time.", code="upstream_timeout"
+                ) from None
+            except aiohttp.ClientError:
+                raise GatewayError(
+                    502, "The model server failed while answering.", code="upstream_failed"
+                ) from None
+            status = response.status
+            if status >= 500:
+                # The model server's own failure: said in OpenAI's shape, without its internals.
+                raise GatewayError(
+                    502, f"The model server failed (status {status}).", code="upstream_failed"
+                )
+            if status == 200:
+                ex.prompt_tokens, ex.completion_tokens = usage_of(data)
+            ex.status = status
+            ex.complete = True
+            kind = response.headers.get("Content-Type", "application/json").encode("latin-1")
+            await _send_whole(send, status, data, kind)
+
+    async def _stream(self, ex, response, keep_usage, send) -> None:
+        events = EventFilter(keep_usage)
+        ex.status = 200
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        failure = None
+        try:
+            async for data in response.content.iter_any():
+                out = events.feed(data)
+                if out:
+                    if ex.ttft is None:
+                        ex.ttft = time.perf_counter()
+                    await send({"type": "http.response.body", "body": out, "more_body": True})
+        except TimeoutError:
+            failure = (
+                "The model server stopped sending in the middle of the answer.",
+                "upstream_timeout",
+            )
+        except aiohttp.ClientError:
+            failure = ("The model server failed in the middle of the answer.", "upstream_failed")
+        tail = events.rest()
+        if failure is not None:
+            message, code = failure
+            error = {
+                "error": {"message": message, "type": "server_error", "param": None, "code": code}
+            }
+            tail += b"data: " + json.dumps(error).encode() + b"\n\n"
+        ex.prompt_tokens, ex.completion_tokens = events.prompt_tokens, events.completion_tokens
+        ex.failed_in_stream = events.failed or failure is not None
+        ex.complete = True
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+    async def transcribe(self, ex, target, path, parts, send) -> None:
+        runtime_parts, wanted = speech.for_runtime(parts, translation=path.endswith("translations"))
+        body, content_type = speech.build_multipart(runtime_parts)
+        session = self.upstream.session or self.upstream.open()
+        url = target.upstream + "/v1/audio/transcriptions"
+        try:
+            async with session.post(
+                url, data=body, headers={"Content-Type": content_type}, timeout=self.upstream.plain
+            ) as response:
+                data = await response.read()
+                status = response.status
+        except TimeoutError:
+            raise GatewayError(
+                504, "The model server did not answer in time.", code="upstream_timeout"
+            ) from None
+        except aiohttp.ClientError:
+            raise GatewayError(
+                502, "The model server could not be reached.", code="upstream_failed"
+            ) from None
+        if status >= 500:
+            raise GatewayError(
+                502, f"The model server failed (status {status}).", code="upstream_failed"
+            )
+        if status != 200:
+            ex.status = status
+            await _send_whole(send, status, data, _JSON)
+            return
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            raise GatewayError(502, "The speech-to-text runtime answered with no JSON.") from None
+        kind, out = speech.from_runtime(answer, wanted)
+        ex.status = 200
+        await _send_whole(send, 200, out, kind)
+
+
+# --- small pieces ------------------------------------------------------------------------------
+
+
+_URLS: dict[tuple[str, str], URL] = {}
+
+
+def _url(upstream: str, path: str) -> URL:
+    """The upstream URL, parsed once per application and route."""
+    found = _URLS.get((upstream, path))
+    if found is None:
+        if len(_URLS) > 10_000:
+            _URLS.clear()
+        found = _URLS[(upstream, path)] = URL(upstream + path)
+    return found
+
+
+async def _send_whole(send, status: int, body: bytes, content_type: bytes, extra=()) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+                *extra,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_error(send, error: GatewayError) -> None:
+    await _send_whole(send, error.status, error.body(), _JSON, error.headers)
+
+
+def _too_large(limit: int) -> GatewayError:
+    return GatewayError(
+        413, f"The request body is larger than {limit // (1024 * 1024)} MiB; send less."
+    )
+
+
+async def _read_body(receive, limit: int) -> bytes:
+    message = await receive()
+    if message["type"] == "http.disconnect":
+        raise ClientGone()
+    body = message.get("body", b"")
+    if not message.get("more_body"):
+        return body
+    chunks = [body]
+    size = len(body)
+    while message.get("more_body"):
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json_model(body: bytes) -> tuple[str | None, dict]:
+    try:
+        obj = json.loads(body)
+    except (ValueError, RecursionError):
+        raise GatewayError(400, "The request body is not valid JSON; send a JSON object.") from None
+    if not isinstance(obj, dict):
+        raise GatewayError(400, "The request body must be a JSON object with a 'model' field.")
+    model = obj.get("model")
+    if model is not None and not isinstance(model, str):
+        raise GatewayError(
+            400, f"model: {bounded(model, 40)} is not a string; send a model id.", "model"
+        )
+    return model, obj
+
+
+def _form(body: bytes, content_type: bytes) -> list[speech.Part]:
+    kind = content_type.decode("latin-1")
+    boundary = speech.boundary_of(kind) if kind.lower().startswith("multipart/form-data") else None
+    if boundary is None:
+        raise GatewayError(
+            400, "Audio requests are multipart/form-data with a 'file' and a 'model'."
+        )
+    return speech.parse_multipart(body, boundary)
+
+
+def _unknown_model(model: str | None) -> GatewayError:
+    return GatewayError(
+        404,
+        f"The model '{bounded(model, 63)}' does not exist, or this key may not see it; "
+        "GET /v1/models lists the models this key may call.",
+        "model",
+        "model_not_found",
+    )
+
+
+def _target(snapshot, key: Key, model: str | None, host_route: Route | None) -> Route:
+    if host_route is not None:
+        if host_route.organization_id != key.organization_id:
+            raise _unknown_model(model or host_route.name)
+        if model is not None and model != host_route.name:
+            raise GatewayError(
+                404,
+                f"This host serves the model '{host_route.name}', not '{bounded(model, 63)}'.",
+                "model",
+                "model_not_found",
+            )
+        return host_route
+    if not model:
+        raise GatewayError(
+            400, "model: missing; name the model to call (GET /v1/models lists them).", "model"
+        )
+    target = snapshot.routes.get((key.organization_id, model))
+    if target is None:
+        raise _unknown_model(model)
+    return target
+
+
+def _check_network(grant: Grant, scope, target: Route) -> None:
+    import ipaddress
+
+    client = scope.get("client")
+    try:
+        address = ipaddress.ip_address(client[0]) if client else None
+    except ValueError:
+        address = None
+    if address is None or not any(address in network for network in grant.networks):
+        raise GatewayError(
+            403,
+            f"Calls to the model '{target.name}' are not allowed from this network; its access "
+            "policy lists the networks that may call it.",
+        )
+
+
+_JSON_HEADERS = CIMultiDict({"Content-Type": "application/json"})
+
+
+def _headers_for(content_type: bytes) -> CIMultiDict:
+    """The headers sent upstream: only the body's type (never the caller's key)."""
+    if not content_type or content_type == b"application/json":
+        return _JSON_HEADERS
+    return CIMultiDict({"Content-Type": content_type.decode("latin-1")})
+
+
+def _ask_for_usage(body: bytes, obj: dict) -> tuple[bool, bytes]:
+    """(whether the client asked for usage itself, the body asking the upstream for it)."""
+    options = obj.get("stream_options")
+    if options is None:
+        stripped = body.lstrip()
+        rest = stripped[1:].lstrip()
+        if rest.startswith(b"}"):
+            return False, b'{"stream_options":{"include_usage":true}}'
+        return False, _INCLUDE_USAGE + rest  # the client's bytes, one field in front
+    if isinstance(options, dict) and options.get("include_usage") is True:
+        return True, body
+    if not isinstance(options, dict):
+        raise GatewayError(400, "stream_options must be an object.", "stream_options")
+    obj["stream_options"] = {**options, "include_usage": True}
+    return False, json.dumps(obj).encode()

@@ -1,0 +1,50 @@
+"""Building the gateway from the settings, and mounting it at /v1 in front of the console's
+ASGI application (the embedded default: one process serves pages, websockets and /v1)."""
+
+from __future__ import annotations
+
+import atexit
+
+from django.conf import settings
+
+from .app import Gateway
+from .metering import Meter
+from .proxy import Timeouts
+from .snapshot import SnapshotKeeper
+
+
+def make_gateway(meter: Meter | None = None) -> Gateway:
+    redis_url = getattr(settings, "REDIS_URL", "") or None
+    timeouts = Timeouts(
+        connect=float(settings.SERVEDECK_GATEWAY_CONNECT_TIMEOUT),
+        read=float(settings.SERVEDECK_GATEWAY_READ_TIMEOUT),
+    )
+    return Gateway(
+        meter=meter,
+        keeper=SnapshotKeeper(redis_url=redis_url),
+        redis_url=redis_url,
+        timeouts=timeouts,
+    )
+
+
+class MountGateway:
+    """HTTP requests under /v1/ go to the gateway, everything else to the console. Lifespan
+    (uvicorn) starts and stops the gateway; without it (daphne) the gateway starts on its first
+    request and the meter is flushed when the process exits."""
+
+    def __init__(self, console, gateway: Gateway) -> None:
+        self.console = console
+        self.gateway = gateway
+        self._exit_hook = False
+
+    async def __call__(self, scope, receive, send) -> None:
+        kind = scope["type"]
+        if kind == "http" and (scope["path"].startswith("/v1/") or scope["path"] == "/v1"):
+            if not self.gateway.started and not self._exit_hook:
+                self._exit_hook = True
+                atexit.register(self.gateway.meter.flush)
+            await self.gateway(scope, receive, send)
+        elif kind == "lifespan":
+            await self.gateway.lifespan(receive, send)
+        else:
+            await self.console(scope, receive, send)

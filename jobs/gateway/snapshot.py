@@ -1,0 +1,458 @@
+"""What the gateway knows without a database query per request: keys by lookup (a rotated
+key's previous secret too, until its grace ends), access policies, and routes (application
+name -> phase, reason, upstream address), loaded from the database in a thread and reloaded
+when the change counter moved (read at most once a second; a Redis pub/sub nudge makes it
+sooner when REDIS_URL is set).
+
+`Snapshot` is immutable once built and replaced whole, so a request reads one consistent view
+without locks. `Snapshot.grant` caches per (key, application) what the rules decide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from accesspolicies.models import API_KEY_PREFIX, LOOKUP_LENGTH
+
+from .errors import GatewayError
+
+logger = logging.getLogger(__name__)
+
+RUNNING = "Running"
+# The hash an unknown lookup is compared against, so unknown and wrong cost the same.
+_NO_SUCH_KEY = hashlib.sha256(b"no such key").hexdigest()
+# last_used_at is written at most this often per key.
+TOUCH_SECONDS = 60.0
+_PREFIX_END = len(API_KEY_PREFIX)
+_LOOKUP_END = _PREFIX_END + LOOKUP_LENGTH
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    concurrent_requests: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    id: int
+    organization_id: int
+    name: str
+    secret_hash: str
+    expires_at: float | None  # epoch seconds
+    all_applications: bool
+    applications: frozenset[str]
+    limits: Limits
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    id: int
+    name: str
+    all_keys: bool
+    key_ids: frozenset[int]
+    limits: Limits
+    networks: tuple[Any, ...]  # ipaddress networks; empty allows any client
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    id: int
+    organization_id: int
+    name: str
+    phase: str
+    reason: str
+    upstream: str  # base URL the public /v1/... path is appended to ("" when not running)
+    runtime: str  # "vllm", "parakeet", ... (the manifest's runtime.engine)
+    policy_name: str | None
+    policy: Policy | None
+    created: int
+
+    @property
+    def running(self) -> bool:
+        return self.phase == RUNNING and bool(self.upstream)
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One limit on one counter: kind "r" (requests/min), "t" (tokens/min), "c" (concurrent)."""
+
+    kind: str
+    counter: str
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What the rules say about one key calling one application."""
+
+    refusal: GatewayError | None
+    networks: tuple[Any, ...]
+    checks: tuple[Check, ...]
+
+
+@dataclass(slots=True)
+class Secret:
+    key: Key
+    digest: str
+    until: float | None  # a previous secret's end of grace (epoch), else None
+
+
+@dataclass
+class Snapshot:
+    secrets: dict[str, Secret] = field(default_factory=dict)  # lookup -> secret
+    routes: dict[tuple[int, str], Route] = field(default_factory=dict)  # (org, name) -> route
+    hosts: dict[str, Route] = field(default_factory=dict)  # "<app>.<domain>" -> route
+    version: int = -1
+    _grants: dict[tuple[int, int], Grant] = field(default_factory=dict)
+    _models: dict[int, bytes] = field(default_factory=dict)
+
+    def authenticate(self, presented: str, now: float) -> Key | None:
+        """The live key `presented` is, or None; unknown, wrong, revoked and expired look alike."""
+        lookup = presented[_PREFIX_END:_LOOKUP_END] if presented.startswith(API_KEY_PREFIX) else ""
+        secret = self.secrets.get(lookup)
+        expected = secret.digest if secret is not None else _NO_SUCH_KEY
+        matches = hmac.compare_digest(expected, hashlib.sha256(presented.encode()).hexdigest())
+        if not matches or secret is None:
+            return None
+        key = secret.key
+        if secret.until is not None and secret.until <= now:
+            return None
+        if key.expires_at is not None and key.expires_at <= now:
+            return None
+        return key
+
+    def grant(self, key: Key, route: Route) -> Grant:
+        cached = self._grants.get((key.id, route.id))
+        if cached is None:
+            cached = self._grants[(key.id, route.id)] = decide(key, route)
+        return cached
+
+    def callable_routes(self, key: Key) -> list[Route]:
+        return [
+            r
+            for (org, _), r in self.routes.items()
+            if org == key.organization_id and self.grant(key, r).refusal is None
+        ]
+
+
+def decide(key: Key, route: Route) -> Grant:
+    """May `key` call `route`, from which networks, under which limits (pure)."""
+    if not key.all_applications and route.name not in key.applications:
+        return Grant(
+            GatewayError(
+                403,
+                f"This API key ({key.name}) is not allowed to call the model '{route.name}'. "
+                "An admin can add the application to the key under Access.",
+                "model",
+            ),
+            (),
+            (),
+        )
+    policy = route.policy
+    if route.policy_name and policy is None:
+        return Grant(
+            GatewayError(
+                403,
+                f"The model '{route.name}' names the access policy '{route.policy_name}', "
+                "which does not exist, so no key may call it. An admin can create the policy "
+                "under Access.",
+                "model",
+            ),
+            (),
+            (),
+        )
+    if policy is not None and not policy.all_keys and key.id not in policy.key_ids:
+        return Grant(
+            GatewayError(
+                403,
+                f"This API key ({key.name}) is not allowed to call the model '{route.name}': "
+                f"its access policy '{policy.name}' does not list the key.",
+                "model",
+            ),
+            (),
+            (),
+        )
+    checks = []
+    for kind, attr in (
+        ("r", "requests_per_minute"),
+        ("t", "tokens_per_minute"),
+        ("c", "concurrent_requests"),
+    ):
+        # A policy's limit is per caller of the policy's applications; the key's own is shared
+        # by everything the key calls.
+        limit = getattr(policy.limits, attr) if policy is not None else None
+        scope = f"k{key.id}p{policy.id}" if limit is not None else f"k{key.id}"
+        if limit is None:
+            limit = getattr(key.limits, attr)
+        if limit is not None:
+            checks.append(Check(kind, f"{kind}:{scope}", limit))
+    return Grant(None, policy.networks if policy is not None else (), tuple(checks))
+
+
+def models_body(snapshot: Snapshot, key: Key) -> bytes:
+    """GET /v1/models for this key: what it may call, in OpenAI's list shape (cached)."""
+    body = snapshot._models.get(key.id)
+    if body is None:
+        import json
+
+        data = [
+            {"id": r.name, "object": "model", "created": r.created, "owned_by": "servedeck"}
+            for r in sorted(snapshot.callable_routes(key), key=lambda r: r.name)
+        ]
+        body = snapshot._models[key.id] = json.dumps({"object": "list", "data": data}).encode()
+    return body
+
+
+# --- loading from the database -------------------------------------------------------------
+
+
+def _epoch(moment) -> float | None:
+    return moment.timestamp() if moment is not None else None
+
+
+def _limits(row) -> Limits:
+    return Limits(row.requests_per_minute, row.tokens_per_minute, row.concurrent_requests)
+
+
+def _networks(values: Any, policy: str) -> tuple[Any, ...]:
+    out = []
+    for value in values if isinstance(values, list) else []:
+        try:
+            out.append(ipaddress.ip_network(str(value), strict=False))
+        except ValueError:
+            # Fail closed: a policy with a broken network allows none rather than any.
+            logger.warning("access policy %s: ignoring the invalid network %r", policy, value)
+            out.append(ipaddress.ip_network("0.0.0.0/32"))
+    return tuple(out)
+
+
+def upstream_of(application, backend: str, namespace: str, engine: str, api: str) -> str:
+    """Where the gateway sends this application's requests. Local: the model server's loopback
+    port the backend recorded. Kubernetes: the predictor's cluster-local Service (the recorded
+    status URL may be the public host name, which can lead back to this gateway), under
+    KServe's /openai prefix for the Hugging Face (vLLM) server."""
+    if not application.endpoint:
+        return ""
+    if backend != "kubernetes":
+        return application.endpoint.rstrip("/")
+    base = f"http://{application.name}-predictor.{namespace}.svc.cluster.local"
+    return base + ("/openai" if engine == "vllm" and api in ("", "OpenAI") else "")
+
+
+def _dig(doc: Any, *path: str) -> Any:
+    for step in path:
+        doc = doc.get(step) if isinstance(doc, dict) else None
+    return doc
+
+
+def load_snapshot(version: int = -1) -> Snapshot:
+    """Read keys, policies, domains and applications (a few queries, whatever their number)."""
+    from django.utils import timezone
+
+    from accesspolicies.models import AccessPolicy, APIKey, VerifiedDomain
+    from jobs.models import Application
+
+    now = timezone.now()
+    snap = Snapshot(version=version)
+    for row in APIKey.objects.filter(revoked_at__isnull=True):
+        key = Key(
+            id=row.pk,
+            organization_id=row.organization_id,
+            name=row.name,
+            secret_hash=row.secret_hash,
+            expires_at=_epoch(row.expires_at),
+            all_applications=row.all_applications,
+            applications=frozenset(a for a in row.applications or [] if isinstance(a, str)),
+            limits=_limits(row),
+        )
+        snap.secrets[row.lookup] = Secret(key, row.secret_hash, None)
+        grace = row.previous_expires_at
+        if row.previous_lookup and row.previous_secret_hash and grace and grace > now:
+            snap.secrets[row.previous_lookup] = Secret(
+                key, row.previous_secret_hash, grace.timestamp()
+            )
+    members: dict[int, set[int]] = {}
+    for policy_id, key_id in AccessPolicy.keys.through.objects.values_list(
+        "accesspolicy_id", "apikey_id"
+    ):
+        members.setdefault(policy_id, set()).add(key_id)
+    policies = {
+        (p.organization_id, p.name): Policy(
+            id=p.pk,
+            name=p.name,
+            all_keys=p.all_keys,
+            key_ids=frozenset(members.get(p.pk, ())),
+            limits=_limits(p),
+            networks=_networks(p.allowed_networks, p.name),
+        )
+        for p in AccessPolicy.objects.all()
+    }
+    verified = {
+        (d.organization_id, d.domain.lower())
+        for d in VerifiedDomain.objects.filter(verified_at__isnull=False)
+    }
+    for app in Application.objects.select_related("profile__cluster"):
+        spec = _dig(app.manifest, "spec") or {}
+        access = spec.get("access") if isinstance(spec.get("access"), dict) else {}
+        policy_name = (
+            access.get("accessPolicy") if isinstance(access.get("accessPolicy"), str) else None
+        )
+        engine = _dig(spec, "source", "model", "runtime", "engine")
+        api = _dig(spec, "source", "model", "serving", "apiFormat")
+        namespace = spec.get("namespace") or app.profile.namespace
+        route = Route(
+            id=app.pk,
+            organization_id=app.organization_id,
+            name=app.name,
+            phase=app.phase,
+            reason=app.reason,
+            upstream=upstream_of(
+                app,
+                app.profile.cluster.backend,
+                str(namespace),
+                engine if isinstance(engine, str) else "",
+                api if isinstance(api, str) else "",
+            ),
+            runtime=engine if isinstance(engine, str) else "",
+            policy_name=policy_name,
+            policy=policies.get((app.organization_id, policy_name)) if policy_name else None,
+            created=int(app.created_at.timestamp()),
+        )
+        snap.routes[(app.organization_id, app.name)] = route
+        domain = access.get("domain")
+        exposed = access.get("exposure") == "Domain" and isinstance(domain, str)
+        if exposed and (app.organization_id, domain.lower()) in verified:
+            snap.hosts[f"{app.name}.{domain.lower()}"] = route
+    return snap
+
+
+# --- keeping it fresh --------------------------------------------------------------------------
+
+NUDGE_CHANNEL = "servedeck:gateway:changed"
+
+
+def read_counter() -> int:
+    from accesspolicies.models import ChangeCounter
+
+    return ChangeCounter.read()
+
+
+def write_last_used(key_ids: set[int]) -> None:
+    """One UPDATE for the keys used since the last write (not a save: no counter bump)."""
+    from django.utils import timezone
+
+    from accesspolicies.models import APIKey
+
+    APIKey.objects.filter(pk__in=key_ids).update(last_used_at=timezone.now())
+
+
+class SnapshotKeeper:
+    """Holds the current Snapshot and a daemon thread that reloads it when the change counter
+    moved; also writes keys' last use, at most once a minute each, off the request path."""
+
+    def __init__(
+        self,
+        loader: Callable[[int], Snapshot] = load_snapshot,
+        counter: Callable[[], int] = read_counter,
+        touch_writer: Callable[[set[int]], None] = write_last_used,
+        interval: float = 1.0,
+        redis_url: str | None = None,
+    ) -> None:
+        self.loader = loader
+        self.counter = counter
+        self.touch_writer = touch_writer
+        self.interval = interval
+        self.redis_url = redis_url
+        self.current = Snapshot()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._touched: dict[int, float] = {}
+        self._pending_touch: set[int] = set()
+        self._thread: threading.Thread | None = None
+        self.reloads = 0
+
+    def touch(self, key_id: int, now: float) -> None:
+        """Note a use of the key; cheap, and a no-op within a minute of the last noted use."""
+        last = self._touched.get(key_id)
+        if last is None or now - last >= TOUCH_SECONDS:
+            self._touched[key_id] = now
+            self._pending_touch.add(key_id)
+
+    def start(self) -> None:
+        """Load once (blocking: call it from a thread) and start refreshing. Idempotent."""
+        if self._thread is not None:
+            return
+        self._refresh(force=True)
+        self._thread = threading.Thread(target=self._run, name="gateway-snapshot", daemon=True)
+        self._thread.start()
+        if self.redis_url:
+            threading.Thread(target=self._listen, name="gateway-nudge", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._write_touches()
+
+    def _refresh(self, force: bool = False) -> None:
+        from django.db import close_old_connections
+
+        close_old_connections()
+        try:
+            version = self.counter()
+            if force or version != self.current.version:
+                self.current = self.loader(version)
+                self.reloads += 1
+        finally:
+            close_old_connections()
+
+    def _write_touches(self) -> None:
+        if not self._pending_touch:
+            return
+        pending, self._pending_touch = self._pending_touch, set()
+        try:
+            self.touch_writer(pending)
+        except Exception:
+            logger.exception("could not write the last use of %d API keys", len(pending))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self._refresh()
+                self._write_touches()
+            except Exception:
+                # Keep serving from the last snapshot; say so (once per failed check).
+                logger.exception("gateway: could not reload keys and routes; keeping the last")
+
+    def _listen(self) -> None:
+        """Wake the refresher as soon as another process announces a change."""
+        import redis
+
+        while not self._stop.is_set():
+            try:
+                client = redis.Redis.from_url(self.redis_url, socket_timeout=None)
+                pubsub = client.pubsub(ignore_subscribe_messages=True)
+                pubsub.subscribe(NUDGE_CHANNEL)
+                self._wake.set()  # a change announced before the subscription was missed
+                for message in pubsub.listen():
+                    if self._stop.is_set():
+                        return
+                    if message.get("type") == "message":
+                        self._wake.set()
+            except Exception:
+                logger.warning("gateway: Redis change announcements lost; retrying in 5 s")
+                self._stop.wait(5)

@@ -1,0 +1,75 @@
+"""What moves the change counter on the jobs side: an application's routed fields, not every
+save; and the console's ASGI app sends /v1 to the gateway, the rest to Django."""
+
+import asyncio
+
+import pytest
+
+from accesspolicies.models import ChangeCounter
+from jobs.lifecycle import Observed, record_status
+from tests.gateway.support import make_app
+
+
+def test_application_changes_bump_the_counter_unrelated_saves_do_not(org):
+    app = make_app(org, "alpha", "http://127.0.0.1:9", phase="Loading")
+    before = ChangeCounter.read()
+    app.ready_replicas = 1
+    app.save(update_fields=["ready_replicas"])
+    app.desired_replicas = 2
+    app.save()  # a full save that changes nothing routed
+    assert ChangeCounter.read() == before
+    record_status(app, Observed(phase="Running", endpoint="http://127.0.0.1:10"))
+    assert ChangeCounter.read() == before + 1
+    app.manifest = {**app.manifest, "metadata": {"x": 1}}
+    app.save()
+    assert ChangeCounter.read() == before + 2
+    app.delete()
+    assert ChangeCounter.read() == before + 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_console_app_mounts_the_gateway_at_v1():
+    from console.asgi import application
+
+    sent = []
+
+    pending = []
+
+    async def receive():
+        if pending:
+            return pending.pop()
+        await asyncio.sleep(3600)
+
+    async def send(message):
+        sent.append(message)
+
+    async def get(path):
+        sent.clear()
+        pending[:] = [{"type": "http.request", "body": b"", "more_body": False}]
+        scope = {
+            "type": "http",
+            "method": "GET",
+            "path": path,
+            "headers": [(b"host", b"localhost")],
+            "query_string": b"",
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 80),
+            "scheme": "http",
+            "root_path": "",
+            "http_version": "1.1",
+            "asgi": {"version": "3.0"},
+        }
+        await application(scope, receive, send)
+        start = next(m for m in sent if m["type"] == "http.response.start")
+        body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        return start["status"], body
+
+    async def run():
+        try:
+            return await get("/v1/models"), await get("/login/")
+        finally:
+            await application.gateway.shutdown()
+
+    (status, body), (page_status, _) = asyncio.run(run())
+    assert status == 401 and b'"authentication_error"' in body  # the gateway answered
+    assert page_status == 200  # Django answered
