@@ -66,6 +66,7 @@ MIDDLEWARE = [
     "console.middleware.LoginRequiredMiddleware",
     "accesspolicies.middleware.MembershipMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "accesspolicies.middleware.OrganizationGuardMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
@@ -85,6 +86,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "accesspolicies.context_processors.membership",
             ],
+            # {% page_organization %} sits next to {% csrf_token %} in every POST form.
+            "builtins": ["accesspolicies.templatetags.organization"],
         },
     },
 ]
