@@ -128,6 +128,13 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Failed logins per account and per client address within the window (seconds), counted in
+# the cache; past either limit, logins from there wait for the window's end unhashed.
+SERVEDECK_LOGIN_FAILURES_PER_ACCOUNT = env_int("SERVEDECK_LOGIN_FAILURES_PER_ACCOUNT", 5)
+SERVEDECK_LOGIN_FAILURES_PER_ADDRESS = env_int("SERVEDECK_LOGIN_FAILURES_PER_ADDRESS", 30)
+SERVEDECK_LOGIN_FAILURE_WINDOW = env_int("SERVEDECK_LOGIN_FAILURE_WINDOW", 900)
+# An admin's password reset link works once, for a day.
+PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT", 86400)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "console:home"
 LOGOUT_REDIRECT_URL = "login"
