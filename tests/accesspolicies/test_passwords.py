@@ -7,7 +7,6 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth import authenticate
-from django.core.cache import cache
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -16,13 +15,6 @@ from django.urls import reverse
 from accesspolicies.models import Membership, MembershipError, Role
 from tests.accesspolicies.counting_hasher import CountingHasher
 from tests.helpers import client_for
-
-
-@pytest.fixture(autouse=True)
-def empty_cache():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture
