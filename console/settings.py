@@ -189,8 +189,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"one_line_4xx": {"()": "console.log_filters.OneLineClientErrors"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # Every Hub call and readiness probe would be a line otherwise.
-    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "huggingface_hub")},
+    "loggers": {
+        # Every Hub call and readiness probe would be a line otherwise.
+        **{name: {"level": "WARNING"} for name in ("httpx", "httpx2", "huggingface_hub")},
+        "django.request": {"filters": ["one_line_4xx"]},
+    },
 }
