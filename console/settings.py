@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "django_tables2",
+    "ninja",  # its Swagger UI files, served from here (no CDN)
     "console",
     "accesspolicies",
     "jobs",
@@ -57,7 +58,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "console.middleware.HealthCheckMiddleware",
+    "console.middleware.QueryStringCredentialsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "console.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -172,6 +175,22 @@ CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# No inline scripts, handlers or styles anywhere (pages say what they need with data-
+# attributes for static/console/*.js; htmx's own indicator styles are off, see base.html).
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 # The local backend: model servers as processes on this machine. The command template has
 # {model} {port} {name} {args} placeholders; empty means vLLM's own `vllm serve`.

@@ -24,3 +24,19 @@ def test_a_refusal_logs_one_line_without_a_traceback(as_viewer, caplog, path, st
     assert len(records) == 1
     assert records[0].exc_info is None
     assert "Traceback" not in caplog.text
+
+
+def test_the_api_docs_come_from_packaged_files(as_viewer):
+    page = as_viewer.get("/api/v1/docs")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "/static/ninja/swagger-ui-bundle.js" in body
+    assert "cdn" not in body.lower() and "https://" not in body
+    assert as_viewer.get("/static/ninja/swagger-ui-bundle.js").status_code == 200
+    assert "/api/v1/docs" in as_viewer.get("/access/tokens/").content.decode()
+
+
+def test_the_api_docs_need_a_login(client, db):
+    response = client.get("/api/v1/docs")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
