@@ -3,12 +3,13 @@
 from django.core.paginator import EmptyPage, PageNotAnInteger
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from accesspolicies.access import ORG_SESSION_KEY, membership_for, require
 from jobs.tables import ApplicationTable, applications_for_table
 
 
+@require_safe
 def home(request):
     membership = require(request.membership, "view", "applications")
     table = ApplicationTable(applications_for_table(membership.organization), request=request)
