@@ -65,14 +65,6 @@ class LoginView(auth_views.LoginView):
         return response
 
 
-class PasswordChangeView(auth_views.PasswordChangeView):
-    success_url = reverse_lazy("password-change-done")
-
-
-class PasswordChangeDoneView(auth_views.PasswordChangeDoneView):
-    pass
-
-
 class PasswordSetView(auth_views.PasswordResetConfirmView):
     """Where an admin's reset link leads: set a new password (validated); the link then stops
     working, because the token is derived from the password it replaces."""

@@ -1,15 +1,19 @@
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, reverse_lazy
 
 from accesspolicies import passwords
 from console.api import api
 
 urlpatterns = [
     path("login/", passwords.LoginView.as_view(), name="login"),
-    path("password/change/", passwords.PasswordChangeView.as_view(), name="password-change"),
+    path(
+        "password/change/",
+        auth_views.PasswordChangeView.as_view(success_url=reverse_lazy("password-change-done")),
+        name="password-change",
+    ),
     path(
         "password/change/done/",
-        passwords.PasswordChangeDoneView.as_view(),
+        auth_views.PasswordChangeDoneView.as_view(),
         name="password-change-done",
     ),
     path(
