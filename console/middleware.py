@@ -1,4 +1,6 @@
-"""Every console page needs login; the REST API answers 401 itself instead of redirecting."""
+"""The console's request guards: every page needs login (the REST API answers 401 itself
+instead of redirecting), probes get /healthz first, every response carries the
+Content-Security-Policy, and no credential travels in a query string."""
 
 from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
