@@ -1,6 +1,8 @@
 """Hardening in a real browser, under the Content-Security-Policy: a page left open for one
 organisation is refused after a switch in another tab; the API's docs run from packaged files."""
 
+import re
+
 import pytest
 from playwright.sync_api import Page, expect
 
@@ -60,3 +62,26 @@ def test_the_api_docs_run_under_the_policy(page: Page, two_orgs, shoot):
     expect(page.locator(".swagger-ui .title")).to_contain_text("ServeDeck API")
     expect(page.locator(".opblock-summary-path").first).to_be_visible()
     shoot(page, "docs")
+
+
+def test_an_htmx_step_left_on_acme_shows_the_refusal(page: Page, page_problems, two_orgs, shoot):
+    """The wizard posts with htmx: the refusal replaces the page's content (console.js), the
+    draft is not saved in the organisation switched to."""
+    from jobs.models import Draft
+
+    page_problems.expect(r"status of 409")
+    log_in(page)
+    page.goto("/deploy/")
+    page.get_by_label("Name").fill("qwen-chat")
+    other = page.context.new_page()
+    page_problems.watch(other)
+    other.goto("/")
+    other.select_option("#org-switch", "globex")
+    expect(other.locator(".who")).to_contain_text("Globex")
+    page.locator(".wizard-nav").get_by_role("button", name=re.compile(r"^Next")).click()
+    expect(
+        page.get_by_role("heading", name="This page is for another organisation")
+    ).to_be_visible()
+    expect(page.locator("main")).to_contain_text("switched to Globex")
+    shoot(page, "refused")
+    assert off_the_loop(lambda: Draft.objects.count()) == 0
