@@ -28,4 +28,4 @@ RUN SECRET_KEY=collectstatic-only-$(python -c "import secrets; print(secrets.tok
 USER servedeck
 EXPOSE 8000
 HEALTHCHECK CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz')"
-CMD ["sh", "-c", "python manage.py migrate --noinput && exec daphne -b 0.0.0.0 -p 8000 console.asgi:application"]
+CMD ["sh", "-c", "python manage.py migrate --noinput && exec python -m console.serve -b 0.0.0.0 -p 8000 console.asgi:application"]

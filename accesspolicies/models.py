@@ -7,8 +7,11 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
+
+from accesspolicies.validators import validate_new_user
 
 
 class MembershipError(Exception):
@@ -36,6 +39,10 @@ class Organization(models.Model):
         password = None
         if user is None:
             password = secrets.token_urlsafe(12)
+            try:
+                validate_new_user(username, password)
+            except ValidationError as error:
+                raise MembershipError(" ".join(error.messages)) from None
             user = User.objects.create_user(username=username, password=password)
         elif self.memberships.filter(user=user).exists():
             raise MembershipError(

@@ -20,7 +20,9 @@ api = ErrorShapedAPI(
     "answers the `ErrorOut` shape.",
     auth=[TokenAuth(), SessionMemberAuth()],
     urls_namespace="api",
-    docs_url=None,
+    # Swagger UI from django-ninja's packaged files ("ninja" in INSTALLED_APPS), never a CDN;
+    # open like the OpenAPI document it shows (its calls need a token or the session).
+    docs_url="/docs",
 )
 api.add_router("/applications", applications_router)
 api.add_router("/models", models_router)

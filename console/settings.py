@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "django_tables2",
+    "ninja",  # its Swagger UI files, served from here (no CDN)
     "console",
     "accesspolicies",
     "jobs",
@@ -58,7 +59,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "console.middleware.HealthCheckMiddleware",
     "console.api_errors.ApiErrorShapeMiddleware",
+    "console.middleware.QueryStringCredentialsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "console.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -67,6 +70,7 @@ MIDDLEWARE = [
     "console.middleware.LoginRequiredMiddleware",
     "accesspolicies.middleware.MembershipMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "accesspolicies.middleware.OrganizationGuardMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
@@ -86,6 +90,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "accesspolicies.context_processors.membership",
             ],
+            # {% page_organization %} sits next to {% csrf_token %} in every POST form.
+            "builtins": ["accesspolicies.templatetags.organization"],
         },
     },
 ]
@@ -135,6 +141,13 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Failed logins per account and per client address within the window (seconds), counted in
+# the cache; past either limit, logins from there wait for the window's end unhashed.
+SERVEDECK_LOGIN_FAILURES_PER_ACCOUNT = env_int("SERVEDECK_LOGIN_FAILURES_PER_ACCOUNT", 5)
+SERVEDECK_LOGIN_FAILURES_PER_ADDRESS = env_int("SERVEDECK_LOGIN_FAILURES_PER_ADDRESS", 30)
+SERVEDECK_LOGIN_FAILURE_WINDOW = env_int("SERVEDECK_LOGIN_FAILURE_WINDOW", 900)
+# An admin's password reset link works once, for a day.
+PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT", 86400)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "console:home"
 LOGOUT_REDIRECT_URL = "login"
@@ -172,6 +185,22 @@ CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# No inline scripts, handlers or styles anywhere (pages say what they need with data-
+# attributes for static/console/*.js; htmx's own indicator styles are off, see base.html).
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 # The local backend: model servers as processes on this machine. The command template has
 # {model} {port} {name} {args} placeholders; empty means vLLM's own `vllm serve`.
@@ -193,8 +222,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"one_line_4xx": {"()": "console.log_filters.OneLineClientErrors"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # Every Hub call and readiness probe would be a line otherwise.
-    "loggers": {name: {"level": "WARNING"} for name in ("httpx", "httpx2", "huggingface_hub")},
+    "loggers": {
+        # Every Hub call and readiness probe would be a line otherwise.
+        **{name: {"level": "WARNING"} for name in ("httpx", "httpx2", "huggingface_hub")},
+        "django.request": {"filters": ["one_line_4xx"]},
+    },
 }

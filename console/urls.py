@@ -1,10 +1,24 @@
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, reverse_lazy
 
+from accesspolicies import passwords
 from console.api import api
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", passwords.LoginView.as_view(), name="login"),
+    path(
+        "password/change/",
+        auth_views.PasswordChangeView.as_view(success_url=reverse_lazy("password-change-done")),
+        name="password-change",
+    ),
+    path(
+        "password/change/done/",
+        auth_views.PasswordChangeDoneView.as_view(),
+        name="password-change-done",
+    ),
+    path(
+        "password/set/<uidb64>/<token>/", passwords.PasswordSetView.as_view(), name="password-set"
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/", api.urls),
     path("", include("console.console_urls")),

@@ -26,4 +26,4 @@ echo
 .venv/bin/python manage.py reconcile &
 reconciler=$!
 trap 'kill $reconciler 2>/dev/null; wait $reconciler 2>/dev/null' EXIT INT TERM
-.venv/bin/daphne -b "$HOST" -p "$PORT" console.asgi:application
+.venv/bin/python -m console.serve -b "$HOST" -p "$PORT" console.asgi:application

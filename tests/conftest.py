@@ -69,6 +69,16 @@ def local_model_servers(settings, tmp_path):
 
 
 @pytest.fixture(autouse=True)
+def empty_cache():
+    """Login failure counts (and anything else cached) never leak from one test to the next."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Personas log in with passwords; hashing them properly would dominate the suite's time."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

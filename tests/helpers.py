@@ -31,7 +31,9 @@ def make_member(django_user_model, org, username, role) -> Membership:
 
 
 def client_for(membership) -> Client:
-    client = Client()
+    """A logged-in client whose page requests say they were opened for the member's organisation
+    (what base.html's htmx header and each form's hidden field send)."""
+    client = Client(headers={"X-Page-Organization": membership.organization.slug})
     client.force_login(membership.user)
     return client
 

@@ -4,12 +4,14 @@ step's URL pushed), a browser the whole page; the verbs live in jobs.wizard.flow
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url
 
@@ -134,10 +136,13 @@ def discard(request: HttpRequest, key: str) -> HttpResponse:
     return redirect("jobs:wizard")
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 def edit(request: HttpRequest, name: str) -> HttpResponse:
-    """Change a deployed model through the same steps: its manifest becomes the draft."""
+    """Change a deployed model through the same steps: its manifest becomes the draft (on POST;
+    a GET, from an old link, only offers the button)."""
     application = get_application(request.membership, name, "deploy")
+    if request.method == "GET":
+        return render(request, "jobs/wizard/edit_start.html", {"application": application})
     draft = drafts.edit_draft(request.membership, application)
     return redirect(present.step_url(draft, steps.FIRST))
 
@@ -171,10 +176,17 @@ def deploy(request: HttpRequest, key: str) -> HttpResponse:
 def download(request: HttpRequest, key: str) -> HttpResponse:
     """The filled-in manifest Review shows, as a file."""
     state = flow.look(drafts.get_draft(request.membership, key))
-    name = get(state.manifest, "spec.name") or "application"
     response = HttpResponse(present.yaml_text(state.manifest), content_type="application/yaml")
-    response["Content-Disposition"] = f'attachment; filename="{name}.yaml"'
+    filename = f"{download_name(get(state.manifest, 'spec.name'))}.yaml"
+    response["Content-Disposition"] = content_disposition_header(True, filename)
     return response
+
+
+def download_name(name: object) -> str:
+    """A file name from a draft's name, whatever was typed: quotes, CR/LF, slashes and anything
+    outside [A-Za-z0-9._-] become '-', at most 100 characters."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name if isinstance(name, str) else "")
+    return safe[:100].strip("-.") or "application"
 
 
 @require_GET

@@ -1,12 +1,45 @@
-// ServeDeck console behaviour that htmx does not cover: copy buttons.
-document.addEventListener("click", (event) => {
-  const button = event.target.closest("button.copy[data-copy]");
-  if (!button) return;
-  const source = document.querySelector(button.dataset.copy);
-  if (!source || !navigator.clipboard) return;
-  navigator.clipboard.writeText(source.textContent.trim()).then(() => {
-    const label = button.textContent;
-    button.textContent = "Copied";
-    setTimeout(() => { button.textContent = label; }, 1500);
-  }, () => { button.textContent = "Select and copy"; });
-});
+// ServeDeck console behaviour that htmx does not cover. No inline handlers anywhere: the
+// Content-Security-Policy allows scripts from this site's files only, so pages say what they
+// need with data- attributes and this file acts on them.
+(() => {
+  "use strict";
+
+  // Copy buttons: <button class="copy" data-copy="#selector">.
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("button.copy[data-copy]");
+    if (!button) return;
+    const source = document.querySelector(button.dataset.copy);
+    if (!source || !navigator.clipboard) return;
+    navigator.clipboard.writeText(source.textContent.trim()).then(() => {
+      const label = button.textContent;
+      button.textContent = "Copied";
+      setTimeout(() => { button.textContent = label; }, 1500);
+    }, () => { button.textContent = "Select and copy"; });
+  });
+
+  // <form data-confirm="Delete x?">: ask before submitting. The question is text from an
+  // attribute, never code, so a name with quotes stays a name.
+  document.addEventListener("submit", (event) => {
+    const form = event.target.closest("form[data-confirm]");
+    if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
+  });
+
+  // <select data-submit-on-change>: the organisation switcher submits when a new one is picked.
+  document.addEventListener("change", (event) => {
+    const select = event.target.closest("select[data-submit-on-change]");
+    if (select && select.form) select.form.requestSubmit();
+  });
+
+  // A form opened for another organisation than the session's is refused with 409 and a page
+  // saying so: show it in place of the page's content instead of leaving the click unanswered.
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const xhr = event.detail.xhr;
+    if (xhr.status !== 409 || !xhr.getResponseHeader("X-Organization-Mismatch")) return;
+    const main = document.getElementById("main");
+    if (!main) return;
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+    event.detail.target = main;
+    event.detail.swapOverride = "innerHTML";
+  });
+})();

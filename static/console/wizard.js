@@ -63,6 +63,14 @@
     picked = null;
   });
 
+  // A sizing field changed: tell htmx with an event of its own (a trigger filter would be code
+  // htmx evaluates, which the Content-Security-Policy forbids).
+  document.addEventListener("input", (event) => {
+    if (event.target instanceof Element && event.target.matches(".sizing-input")) {
+      event.target.dispatchEvent(new CustomEvent("sizing-input", { bubbles: true }));
+    }
+  });
+
   // Picking a GPU kind takes its smallest size that holds the model (the tile says it);
   // capture phase, so the inputs are set before htmx asks for the memory figures.
   document.addEventListener(

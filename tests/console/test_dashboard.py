@@ -200,3 +200,15 @@ def test_an_organisation_without_applications(as_viewer):
 def test_the_deploy_model_button_is_for_roles_that_may_deploy(request, persona, sees_deploy_button):
     body = request.getfixturevalue(persona).get("/").content.decode()
     assert ('href="/deploy/yaml/"' in body) is sees_deploy_button
+
+
+@pytest.mark.parametrize("page", ["abc", "2", "0", "-1", "99999999999999999999", "1.5", ""])
+def test_any_page_parameter_shows_a_page(as_viewer, page):
+    response = as_viewer.get("/", {"page": page})
+    assert response.status_code == 200
+
+
+def test_a_page_past_the_end_shows_the_last(as_deployer, deployer):
+    fill(deployer, PER_PAGE + 1)
+    body = as_deployer.get("/", {"page": "7"}).content.decode()
+    assert "model-0050" in body

@@ -578,7 +578,7 @@ def running(deployer):
 
 
 def test_edit_starts_a_draft_from_the_running_manifest(as_deployer, running):
-    response = as_deployer.get(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
+    response = as_deployer.post(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
     draft = Draft.objects.get()
     assert response["Location"] == url("model", draft)
     assert draft.application == running and draft.manifest == running.manifest
@@ -587,12 +587,12 @@ def test_edit_starts_a_draft_from_the_running_manifest(as_deployer, running):
     assert re.search(r'id="wz-name" name="name" value="bge-embed"[^>]*readonly', body)
     assert "Fixed: the name is the application" in body
     assert re.search(r'id="wz-profile" name="profile" disabled', body)
-    again = as_deployer.get(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
+    again = as_deployer.post(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
     assert again["Location"] == url("model", draft) and Draft.objects.count() == 1
 
 
 def test_edit_deploys_a_new_revision(as_deployer, running):
-    as_deployer.get(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
+    as_deployer.post(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
     draft = Draft.objects.get()
     as_deployer.post(url("model", draft), {"name": "renamed", "profile": "other", "go": "next"})
     compute = {"gpu_kind": "cpu", "min_replicas": "2", "max_replicas": "2", "go": "next"}
@@ -617,7 +617,7 @@ def test_edit_deploys_a_new_revision(as_deployer, running):
 
 def test_a_served_models_artifact_is_fixed(as_deployer, running):
     Application.objects.filter(pk=running.pk).update(served_at=running.created_at)
-    as_deployer.get(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
+    as_deployer.post(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
     draft = Draft.objects.get()
     body = text(as_deployer.get(url("model", draft)))
     assert "Fixed since the model first served" in body
@@ -626,8 +626,34 @@ def test_a_served_models_artifact_is_fixed(as_deployer, running):
     assert get_path(draft.manifest, f"{M}.uri") == "hf://BAAI/bge-m3"
 
 
+def test_a_get_of_edit_only_offers_the_button(as_deployer, running):
+    page = as_deployer.get(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
+    assert page.status_code == 200
+    assert '<form method="post" action="/models/bge-embed/edit/">' in page.content.decode()
+    assert not Draft.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "typed, filename",
+    [
+        ('a"b', "a-b.yaml"),
+        ("chat\r\nSet-Cookie: x=1", "chat-Set-Cookie-x-1.yaml"),
+        ("../../etc/passwd", "etc-passwd.yaml"),
+        ("é", "application.yaml"),
+        ("x" * 300, "x" * 100 + ".yaml"),
+    ],
+)
+def test_the_download_name_is_safe_whatever_was_typed(as_deployer, typed, filename):
+    draft = start(as_deployer)
+    draft.manifest["spec"]["name"] = typed
+    draft.save()
+    response = as_deployer.get(reverse("jobs:wizard-download", kwargs={"key": draft.key}))
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == f'attachment; filename="{filename}"'
+
+
 def test_a_viewer_cannot_edit(as_viewer, running):
-    response = as_viewer.get(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
+    response = as_viewer.post(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
     assert response.status_code == 403
     assert not Draft.objects.exists()
 

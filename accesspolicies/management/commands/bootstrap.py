@@ -4,10 +4,12 @@ import os
 import secrets
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from accesspolicies.models import Membership, Organization, Role
+from accesspolicies.validators import password_problems, validate_username
 from jobs.models import Cluster, Profile
 
 
@@ -30,7 +32,18 @@ class Command(BaseCommand):
         user = User.objects.filter(username=admin).first()
         password = None
         if user is None:
+            try:
+                validate_username(admin)
+            except ValidationError as error:
+                raise CommandError(f"--admin (SERVEDECK_ADMIN_USER): {error.messages[0]}") from None
             password = os.environ.get("SERVEDECK_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+            problems = password_problems(password, User(username=admin))
+            if problems:
+                raise CommandError(
+                    "SERVEDECK_ADMIN_PASSWORD is refused: "
+                    + " ".join(problems)
+                    + " Choose a stronger one, or leave it unset for a generated one."
+                )
             user = User.objects.create_user(username=admin, password=password)
         Membership.objects.get_or_create(
             organization=organization, user=user, defaults={"role": Role.ADMIN}

@@ -1,0 +1,341 @@
+"""Every URL pattern and every API route, for anonymous, each role and an outsider: the status
+each gets is the one in the table below. A route without an entry fails, so that whoever adds a
+route says who may use it.
+
+Personas: anonymous; ada (admin), dan (deployer), vera (viewer) of acme; otto, admin of globex
+(an outsider to acme's objects). Path parameters name acme's objects only, so an outsider's
+404 shows the organisation check; the draft and the token are dan's (drafts and tokens belong
+to their author). Each persona's request runs in a savepoint rolled back after it, so a
+deployer's Delete does not hide the object from the admin's. Requests carry no body: writes
+refused for a role answer 403/404 before reading it, and allowed ones answer the form's or the
+API's own refusal.
+"""
+
+import os
+import re
+
+import pytest
+from django.db import transaction
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from accesspolicies.models import PersonalAccessToken
+from console.api import api
+from jobs.deploy import apply
+from jobs.models import Cluster, Draft, Profile
+from models_catalog.models import ModelMaster
+from tests.helpers import SHORTEST, client_for
+
+PERSONAS = ("anonymous", "admin", "deployer", "viewer", "outsider")
+LOGIN = "login"  # a redirect to the login page
+
+# Path parameters, by the route's first segment and the parameter's name.
+PARAMETERS = {
+    ("models", "name"): "bge-embed",
+    ("clusters", "name"): "acme-gpu",
+    ("profiles", "name"): "acme-gpu",
+    ("deploy", "key"): "DRAFT",
+    ("access", "username"): "vera",
+    ("access", "lookup"): "TOKEN",
+    ("catalog", "slug"): "MASTER",
+    ("password", "uidb64"): "MQ",
+    ("password", "token"): "not-a-token",
+    ("api", "name"): "bge-embed",
+}
+
+# route (as Django spells it) -> method -> what anonymous, admin, deployer, viewer and outsider
+# get, in that order: a status, or `login` for a redirect to the login page. Writes a role may
+# not do answer 403; acme's objects answer 404 to the outsider (and drafts and tokens to anyone
+# but their author). Read-only pages that also answer POST only render (no state changes).
+PAGES = {
+    # logging in, out, and passwords: not scoped to an organisation
+    "login/": {"GET": "200 302 302 302 302", "POST": "200 302 302 302 302"},
+    "logout/": {"GET": "login 405 405 405 405", "POST": "login login login login login"},
+    "password/change/": {"GET": "login 200 200 200 200", "POST": "login 200 200 200 200"},
+    "password/change/done/": {"GET": "login 200 200 200 200", "POST": "login 405 405 405 405"},
+    "password/set/<uidb64>/<token>/": {"GET": "200 200 200 200 200", "POST": "200 200 200 200 200"},
+    "organization/switch/": {"GET": "login 405 405 405 405", "POST": "login 404 404 404 404"},
+    # the API's own pages (its operations are in API below)
+    "api/v1/": {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
+    "api/v1/openapi.json": {"GET": "200 200 200 200 200", "POST": "200 200 200 200 200"},
+    "api/v1/docs": {"GET": "200 200 200 200 200", "POST": "200 200 200 200 200"},
+    # models
+    "": {"GET": "login 200 200 200 200", "POST": "login 405 405 405 405"},
+    "models/<slug:name>/": {"GET": "login 200 200 200 404", "POST": "login 200 200 200 404"},
+    "models/<slug:name>/rollback/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 302 403 404",
+    },
+    "models/<slug:name>/deploy/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
+    "models/<slug:name>/delete/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
+    "models/<slug:name>/restart/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 302 403 404",
+    },
+    "models/<slug:name>/stop/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
+    "models/<slug:name>/start/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
+    "models/<slug:name>/edit/": {"GET": "login 200 200 403 404", "POST": "login 302 302 403 404"},
+    # deploy model: from YAML, and the wizard (its drafts are their author's: dan's)
+    "deploy/yaml/": {"GET": "login 200 200 403 200", "POST": "login 200 200 403 200"},
+    "deploy/yaml/dry-run/": {"GET": "login 405 405 405 405", "POST": "login 200 200 403 200"},
+    "deploy/yaml/apply/": {"GET": "login 405 405 405 405", "POST": "login 400 400 403 400"},
+    "deploy/": {"GET": "login 200 200 403 200", "POST": "login 400 400 403 400"},
+    "deploy/name/": {"GET": "login 200 200 403 200", "POST": "login 405 405 405 405"},
+    "deploy/hub/": {"GET": "login 200 200 403 200", "POST": "login 405 405 405 405"},
+    "deploy/hub/pick/": {"GET": "login 200 200 403 200", "POST": "login 405 405 405 405"},
+    "deploy/drafts/<slug:key>/": {"GET": "login 404 302 403 404", "POST": "login 405 405 405 405"},
+    "deploy/drafts/<slug:key>/discard/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 404 302 403 404",
+    },
+    "deploy/drafts/<slug:key>/model/": {
+        "GET": "login 404 200 403 404",
+        "POST": "login 404 400 403 404",
+    },
+    "deploy/drafts/<slug:key>/check/": {
+        "GET": "login 404 302 403 404",
+        "POST": "login 404 302 403 404",
+    },
+    "deploy/drafts/<slug:key>/compute/": {
+        "GET": "login 404 302 403 404",
+        "POST": "login 404 302 403 404",
+    },
+    "deploy/drafts/<slug:key>/compute/memory/": {
+        "GET": "login 404 200 403 404",
+        "POST": "login 405 405 405 405",
+    },
+    "deploy/drafts/<slug:key>/access/": {
+        "GET": "login 404 302 403 404",
+        "POST": "login 404 302 403 404",
+    },
+    "deploy/drafts/<slug:key>/api/": {
+        "GET": "login 404 302 403 404",
+        "POST": "login 404 302 403 404",
+    },
+    "deploy/drafts/<slug:key>/review/": {
+        "GET": "login 404 302 403 404",
+        "POST": "login 404 302 403 404",
+    },
+    "deploy/drafts/<slug:key>/manifest.yaml": {
+        "GET": "login 404 200 403 404",
+        "POST": "login 405 405 405 405",
+    },
+    "deploy/drafts/<slug:key>/deploy/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 404 302 403 404",
+    },
+    # clusters and profiles: admins only
+    "clusters/": {"GET": "login 200 403 403 200", "POST": "login 200 403 403 200"},
+    "clusters/add/": {"GET": "login 200 403 403 200", "POST": "login 200 403 403 200"},
+    "clusters/<slug:name>/": {"GET": "login 200 403 403 404", "POST": "login 200 403 403 404"},
+    "clusters/<slug:name>/discover/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
+    "profiles/add/": {"GET": "login 200 403 403 200", "POST": "login 200 403 403 200"},
+    "profiles/<slug:name>/": {"GET": "login 200 403 403 404", "POST": "login 200 403 403 404"},
+    # access: members (admins change them), and each member's own tokens (dan's)
+    "access/members/": {"GET": "login 200 200 200 200", "POST": "login 200 200 200 200"},
+    "access/members/add/": {"GET": "login 405 405 405 405", "POST": "login 200 403 403 200"},
+    "access/members/<str:username>/role/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
+    "access/members/<str:username>/remove/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
+    "access/members/<str:username>/password-link/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 200 403 403 404",
+    },
+    "access/tokens/": {"GET": "login 200 200 200 200", "POST": "login 200 200 200 200"},
+    "access/tokens/create/": {"GET": "login 405 405 405 405", "POST": "login 200 200 200 200"},
+    "access/tokens/<str:lookup>/revoke/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 404 302 404 404",
+    },
+    # the catalog: Check model, model masters (deployers change them)
+    "catalog/check/": {"GET": "login 200 200 200 200", "POST": "login 200 200 200 200"},
+    "catalog/masters/": {"GET": "login 200 200 200 200", "POST": "login 200 200 200 200"},
+    "catalog/masters/add/": {"GET": "login 200 200 403 200", "POST": "login 200 200 403 200"},
+    "catalog/masters/recommended/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 404 404 403 404",
+    },
+    "catalog/masters/recipe/": {"GET": "login 200 200 403 200", "POST": "login 200 200 403 200"},
+    "catalog/masters/<str:slug>/": {
+        "GET": "login 200 200 403 404",
+        "POST": "login 200 200 403 404",
+    },
+    "catalog/masters/<str:slug>/delete/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 302 403 404",
+    },
+}
+# API path (as OpenAPI spells it) -> method -> the same, with a personal access token each.
+# Bodies are empty: allowed writes answer the API's refusal of the body (400/422).
+API = {
+    "/api/v1/applications": {"GET": "401 200 200 200 200", "POST": "401 400 400 403 400"},
+    "/api/v1/applications/{name}": {
+        "GET": "401 200 200 200 404",
+        "PUT": "401 400 400 403 404",
+        "DELETE": "401 204 204 403 404",
+    },
+    "/api/v1/applications/{name}/history": {"GET": "401 200 200 200 404"},
+    # the body is read before the role: an empty one is refused first
+    "/api/v1/applications/{name}/rollback": {"POST": "401 400 400 400 400"},
+    "/api/v1/applications/{name}/restart": {"POST": "401 400 400 403 404"},
+    "/api/v1/applications/{name}/stop": {"POST": "401 400 400 403 404"},
+    "/api/v1/applications/{name}/start": {"POST": "401 400 400 403 404"},
+    "/api/v1/applications/{name}/deploy": {"POST": "401 200 200 403 404"},
+    "/api/v1/models/search": {"GET": "401 422 422 422 422"},
+    "/api/v1/models/check": {"GET": "401 422 422 422 422"},
+}
+
+
+def page_routes(patterns=None, prefix=""):
+    """Every URL pattern but the API's operations (walked from its OpenAPI paths instead)."""
+    for pattern in get_resolver().url_patterns if patterns is None else patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            yield from page_routes(pattern.url_patterns, route)
+        elif isinstance(pattern, URLPattern):
+            if getattr(pattern.callback, "__module__", "") == "ninja.operation":
+                continue
+            yield route
+
+
+def api_routes():
+    for path, operations in api.get_openapi_schema()["paths"].items():
+        for method in operations:
+            yield path, method.upper()
+
+
+@pytest.fixture
+def world(admin, deployer, viewer, outsider):
+    """acme's objects the path parameters name, and a client per persona."""
+    apply(SHORTEST.replace("profileName: local", "profileName: local\n  syncType: Manual"), admin)
+    cluster = Cluster.objects.create(organization=admin.organization, name="acme-gpu")
+    Profile.objects.create(organization=admin.organization, name="acme-gpu", cluster=cluster)
+    draft = Draft.objects.create(
+        organization=deployer.organization, author=deployer.user, manifest={}
+    )
+    master = ModelMaster.objects.create(organization=admin.organization, model_id="acme/tiny")
+    token, _ = PersonalAccessToken.issue(deployer.user, deployer.organization, "walk")
+    members = {"admin": admin, "deployer": deployer, "viewer": viewer, "outsider": outsider}
+    bearers = {}
+    for persona, member in members.items():
+        _, plain = PersonalAccessToken.issue(member.user, member.organization, "walk")
+        bearers[persona] = {"Authorization": f"Bearer {plain}"}
+
+    # A fresh client for each request: a Log out must not log the next request out.
+    def page_client(persona):
+        return Client() if persona == "anonymous" else client_for(members[persona])
+
+    def api_client(persona):
+        return Client(headers=bearers.get(persona, {}))
+
+    values = {"DRAFT": draft.key, "TOKEN": token.lookup, "MASTER": master.slug}
+    return page_client, api_client, values
+
+
+ROUTE_PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>|\{(\w+)\}")
+
+
+def fill(route: str, values: dict) -> str:
+    """The URL of `route` with each <converter:name> or {name} filled from PARAMETERS."""
+    first = "api" if route.startswith("/api/") else route.split("/")[0]
+
+    def one(match: re.Match) -> str:
+        key = (first, match.group(1) or match.group(2))
+        assert key in PARAMETERS, f"{route}: add {key} to PARAMETERS with an object of acme's"
+        return values.get(PARAMETERS[key], PARAMETERS[key])
+
+    url = ROUTE_PARAMETER.sub(one, route)
+    return url if url.startswith("/") else "/" + url
+
+
+def outcome(response) -> str:
+    if response.status_code == 302 and response["Location"].startswith("/login/"):
+        return LOGIN
+    return str(response.status_code)
+
+
+def statuses(client_for_persona, url: str, method: str) -> list[str]:
+    seen = []
+    for persona in PERSONAS:
+        with transaction.atomic():
+            response = getattr(client_for_persona(persona), method.lower())(url)
+            transaction.set_rollback(True)
+        seen.append(outcome(response))
+    return seen
+
+
+PAGE_CASES = [(route, method) for route in PAGES for method in PAGES[route]]
+API_CASES = [(path, method) for path in API for method in API[path]]
+HOW_TO_ADD = (
+    "add it to {table} in tests/console/test_url_walk.py with the status each persona "
+    "(anonymous admin deployer viewer outsider) should get; WALK_DISCOVER=1 pytest -s -k "
+    "discover prints what they get today"
+)
+
+
+def test_every_page_route_is_in_the_table():
+    routes = set(page_routes())
+    missing = sorted(routes - set(PAGES))
+    assert not missing, f"routes without an entry: {missing}: " + HOW_TO_ADD.format(table="PAGES")
+    gone = sorted(set(PAGES) - routes)
+    assert not gone, f"entries for routes that no longer exist: {gone}; remove them"
+
+
+def test_every_api_route_is_in_the_table():
+    routes = set(api_routes())
+    listed = set(API_CASES)
+    missing = sorted(routes - listed)
+    assert not missing, f"API routes without an entry: {missing}: " + HOW_TO_ADD.format(table="API")
+    gone = sorted(listed - routes)
+    assert not gone, f"entries for API routes that no longer exist: {gone}; remove them"
+
+
+def test_the_table_keeps_the_rules():
+    """Whatever a new entry says, some answers are never right."""
+    for route, methods in PAGES.items():
+        for method, line in methods.items():
+            anonymous, *members = line.split()
+            if not route.startswith(("login/", "password/set/", "api/")):
+                assert anonymous == LOGIN, f"{method} {route}: anonymous must be sent to log in"
+            assert "500" not in line
+    for path, methods in API.items():
+        for method, line in methods.items():
+            assert line.split()[0] == "401", f"{method} {path}: anonymous must get 401"
+            if "{name}" in path:
+                assert line.split()[-1] in ("404", "400"), f"{method} {path}: outsider sees it"
+
+
+@pytest.mark.parametrize("route, method", PAGE_CASES)
+def test_page(world, route, method):
+    page_client, _, values = world
+    got = " ".join(statuses(page_client, fill(route, values), method))
+    assert got == PAGES[route][method], f"{method} /{route}: {PERSONAS} got {got}"
+
+
+@pytest.mark.parametrize("path, method", API_CASES)
+def test_api(world, path, method):
+    _, api_client, values = world
+    got = " ".join(statuses(api_client, fill(path, values), method))
+    assert got == API[path][method], f"{method} {path}: {PERSONAS} got {got}"
+
+
+@pytest.mark.skipif(
+    not os.environ.get("WALK_DISCOVER"),
+    reason="a tool, not a check: WALK_DISCOVER=1 prints what each persona gets today",
+)
+def test_discover(world):
+    pages, calls, values = world
+    for route in sorted(set(page_routes())):
+        line = {m: " ".join(statuses(pages, fill(route, values), m)) for m in ("GET", "POST")}
+        print(f"    {route!r}: {line!r},")
+    for path, method in sorted(api_routes()):
+        line = " ".join(statuses(calls, fill(path, values), method))
+        print(f"    {path!r}: {{{method!r}: {line!r}}},")
