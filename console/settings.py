@@ -166,6 +166,10 @@ SECURE_REFERRER_POLICY = "same-origin"
 # The local backend: model servers as processes on this machine. The command template has
 # {model} {port} {name} {args} placeholders; empty means vLLM's own `vllm serve`.
 SERVEDECK_LOCAL_COMMAND = env_str("SERVEDECK_LOCAL_COMMAND")
+# Engine flags the operator's model server takes beyond the platform's list, as
+# "--name=kind ..." (kind: bool, int, float, text, json). Flags that set host, port, host
+# paths, downloads or remote code stay refused whatever this says.
+SERVEDECK_EXTRA_ENGINE_FLAGS = env_str("SERVEDECK_EXTRA_ENGINE_FLAGS")
 SERVEDECK_LOCAL_STATE_DIR = Path(env_str("SERVEDECK_LOCAL_STATE_DIR", str(VAR_DIR / "local")))
 # Clusters added from the console's pages may only use kubeconfig files an operator put in this
 # folder, and the console's own service account (in-cluster) only when this is on; the

@@ -11,6 +11,7 @@ from django.utils import timezone
 from accesspolicies.access import require
 from jobs import manifest as mf
 from jobs.backends import BackendFailed, backend_for
+from jobs.backends.local_command import configured_engine_flags
 from jobs.lifecycle import Observed, record_status
 from jobs.manifest.context import ExistingApplication, ManifestContext
 from jobs.models import Application, Event, Phase, Profile, Revision
@@ -108,6 +109,8 @@ def manifest_context(
         profiles={p.name: p.facts() for p in profiles},
         existing=existing,
         engine_defaults=master.engine_defaults() if master else {},
+        master_name=master.model_id if master else None,
+        extra_engine_flags=configured_engine_flags(),
     )
 
 
