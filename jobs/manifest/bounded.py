@@ -273,8 +273,8 @@ def _syntax_problem(field: str, exc: yaml.MarkedYAMLError) -> Problem:
     context = f" ({_short(exc.context)})" if exc.context else ""
     return Problem(
         field,
-        f"{where}{what}{context}; accepts YAML or JSON. Fix the syntax there (check the "
-        "indentation and quotes).",
+        f"{where}is not valid YAML: {what}{context}; accepts YAML or JSON. Fix the syntax "
+        "there (check the indentation and quotes).",
     )
 
 
