@@ -182,7 +182,13 @@ KSERVE_CRD_DIR = env_str("KSERVE_CRD_DIR")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    # Bounded: a request's text that reaches a message or traceback never makes a huge line.
+    "formatters": {
+        "plain": {
+            "()": "console.logs.BoundedFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # Every Hub call and readiness probe would be a line otherwise.
