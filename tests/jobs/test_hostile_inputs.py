@@ -182,6 +182,14 @@ def test_the_deploy_from_yaml_page_refuses_the_worst_inputs(as_deployer, name):
     assert not Application.objects.exists()
 
 
+def test_the_page_writes_out_no_refused_manifest(as_deployer):
+    text = "spec:\n  name: " + "x" * 300_000 + "\n"
+    response = as_deployer.post(reverse("jobs:deploy-yaml-dry-run"), {"manifest": text})
+    assert response.status_code == 200 and not response.context["run"].ok
+    assert "filled_yaml" not in response.context
+    assert response.content.decode().count("x" * 300_000) == 1  # the pasted text, kept
+
+
 def test_app_apply_refuses_the_worst_inputs_with_exit_1(admin, tmp_path):
     for name in ("flow-sequences", "alias-bomb"):
         path = tmp_path / f"{name}.yaml"
