@@ -411,3 +411,17 @@ def test_deep_nesting_in_a_form_is_a_form_error_not_a_500(as_admin, org):
     response = as_admin.post(reverse("jobs:cluster-add"), data)
     assert response.status_code == 200
     assert "nested more than 16 levels" in response.content.decode()
+
+
+def test_app_apply_reads_no_more_than_a_manifest_and_refuses_non_utf8(admin, tmp_path):
+    for content, phrase in (
+        (b"a: " + b"x" * (2 * 1024 * 1024), "accepts at most 1048576 bytes"),
+        (b"spec:\n  name: \xff\xfe\n", "is not UTF-8 text"),
+    ):
+        path = tmp_path / "m.yaml"
+        path.write_bytes(content)
+        err = StringIO()
+        with pytest.raises(CommandError) as raised:
+            call_command("app", "apply", "-f", str(path), stdout=StringIO(), stderr=err)
+        assert raised.value.returncode == 1
+        assert phrase in err.getvalue()
