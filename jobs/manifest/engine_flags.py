@@ -65,6 +65,10 @@ ALLOWED_FLAGS: Mapping[str, Kind] = {
     "--mm-processor-cache-gb": "float",
     "--rope-theta": "float",
     "--tokenizer-mode": ("auto", "slow", "mistral"),
+    "--config-format": ("auto", "hf", "mistral"),
+    # Formats read from the model's own files; runai_streamer, tensorizer, sharded_state and
+    # gguf pull from object storage or read a path, so they are not among the choices.
+    "--load-format": ("auto", "pt", "safetensors", "npcache", "dummy", "mistral", "bitsandbytes"),
     "--scheduling-policy": ("fcfs", "priority"),
     "--preemption-mode": ("recompute", "swap"),
     "--prefix-caching-hash-algo": ("builtin", "sha256", "sha256_cbor"),
@@ -112,7 +116,6 @@ REFUSED_FLAGS: Mapping[str, str] = {
     "--code-revision": REMOTE,
     "--tokenizer": REMOTE,
     "--tokenizer-revision": REMOTE,
-    "--load-format": REMOTE,
     "--hf-token": REMOTE,
     "--hf-overrides": REMOTE,
     "--speculative-config": REMOTE,

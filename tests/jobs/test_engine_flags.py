@@ -29,6 +29,7 @@ def refusals(args, **changes):
         ["--enable-prefix", "--seed", "-1"],  # a unique prefix, a negative number as a value
         ["--no-enable-prefix-caching", "--kv-cache-dtype=fp8"],
         ['--override-generation-config={"temperature": 0.2}'],
+        ["--tokenizer-mode", "mistral", "--config-format", "mistral", "--load-format=mistral"],
     ],
     ids=repr,
 )
@@ -47,7 +48,7 @@ def test_supported_flags_pass(args):
         (["--port=1"], 0, "is read as --port"),
         (["--download-dir", "/tmp"], 0, "names a file or folder on the machine"),
         (["--chat-template=/etc/passwd"], 0, "is read as --chat-template"),
-        (["--load-format=runai_streamer"], 0, "download or run code"),
+        (["--load-format=runai_streamer"], 0, "'runai_streamer', the value of --load-format, is"),
         (["--tokenizer", "evil/repo"], 0, "is read as --tokenizer,"),
         (["--tool-parser-plugin=/x.py"], 0, "download or run code"),
         (["--config=/etc/x.yaml"], 0, "is read as --config,"),

@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobs.deploy import dry_run
+from models_catalog.master_checks import args_problems, env_problems
 from models_catalog.models import ModelMaster
 from models_catalog.recipes import MAX_RECIPE_BYTES
+from models_catalog.recommended import RECOMMENDED
 from tests.helpers import SHORTEST
 from tests.jobs.test_hostile_inputs import alias_bomb, hostile_documents
 from tests.models_catalog.test_recipes import LLAMA
@@ -132,3 +134,9 @@ def test_recipe_upload_answers_a_form_error_or_saves(as_deployer, org, text, as_
     assert response.status_code in (200, 302)
     ModelMaster.objects.filter(organization=org).delete()
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < MAX_RSS_KB
+
+
+def test_every_recommended_master_passes_the_engine_flag_rule():
+    for entry in RECOMMENDED:
+        assert args_problems(entry.get("extra_args") or []) == [], entry["model_id"]
+        assert env_problems(entry.get("env") or {}) == [], entry["model_id"]
