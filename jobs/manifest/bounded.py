@@ -239,6 +239,15 @@ def _check_events(text: str, field: str, limits: Limits) -> None:
                     f"{limits.max_aliases}. Write the values out instead",
                     limits,
                 )
+            if any(anchor == event.anchor for anchor, _, _ in open_):
+                # A value that holds itself cannot be stored or sent as JSON.
+                raise _limit(
+                    field,
+                    f"refers to itself (the alias *{_short(str(event.anchor), 40)} is inside "
+                    "its own anchor); accepts values that do not contain themselves. Write the "
+                    "value out instead",
+                    limits,
+                )
             more_nodes, more_size = anchored.get(event.anchor, (1, 0))
             nodes += more_nodes
             size += more_size

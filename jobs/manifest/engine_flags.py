@@ -231,6 +231,10 @@ def _check_one(
     if _CONTROL.search(arg):
         out.append((index, f"{show(arg)} holds a control character; remove it."))
         return 0
+    if given != arg:
+        # vLLM gets the item as it is: with spaces around it, it is not read as a flag.
+        out.append((index, f"{show(arg)} has spaces around it; remove them."))
+        return 0
     if not given.startswith("-") or _INT.match(given) or _FLOAT.match(given):
         out.append(
             (

@@ -72,6 +72,7 @@ def test_supported_flags_pass(args):
         (["--rope-scaling=[1]"], 0, "accepts a JSON object"),
         (["--response-role=a\nb"], 0, "holds a control character"),
         (["--max-num-batched-tokens 8192"], 0, "holds a space"),
+        ([" --trust-remote-code"], 0, "has spaces around it"),
     ],
     ids=repr,
 )

