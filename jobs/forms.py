@@ -69,7 +69,10 @@ def load_yaml_field(text: str, field: str, expect: type, limits: Limits = FORM_Y
     try:
         value = load_bounded(text, field, limits)
     except DocumentError as error:
-        raise forms.ValidationError([str(p) for p in error.problems]) from None
+        # Problems inside the text (a key given twice) are named under the field.
+        raise forms.ValidationError(
+            [str(p) if p.path == field else f"{field}: {p}" for p in error.problems]
+        ) from None
     if not isinstance(value, expect):
         noun = "mapping" if expect is dict else "list"
         raise forms.ValidationError(f"{field} must be a YAML {noun}; {kind_of(value)} was given.")

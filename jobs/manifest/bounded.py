@@ -302,13 +302,14 @@ def _find_duplicates(node: Any, out: list[Problem]) -> None:
             children = []
             for key_node, value_node in node.value:
                 key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-                child = f"{path}.{key}" if path else str(key)
+                shown = str(key)[:60]  # paths stay short whatever the keys
+                child = f"{path}.{shown}" if path else shown
                 if isinstance(key, str) and key != "<<":
                     line = key_node.start_mark.line + 1
                     if key in lines:
                         out.append(
                             Problem(
-                                _short(child, 200),
+                                child,
                                 f"is given twice (lines {lines[key]} and {line}); YAML would "
                                 "keep only the last. Keep one of them.",
                             )
