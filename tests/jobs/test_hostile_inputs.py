@@ -350,6 +350,15 @@ def test_api_dry_run_answers_a_clear_status(api, text):
 
 @PROPERTY
 @given(text=hostile_documents())
+def test_api_create_answers_a_clear_status(api, text):
+    response = api("post", API, text)
+    assert response.status_code in (201, 400, 409, 422), response.content[:500]
+    Application.objects.all().delete()  # a document that passed is not the point here
+    _memory_bounded()
+
+
+@PROPERTY
+@given(text=hostile_documents())
 def test_api_put_answers_a_clear_status(api, existing, text):
     response = api("put", f"{API}/bge-embed?dryRun=true", text)
     assert response.status_code in (200, 400, 409, 422), response.content[:500]
