@@ -205,6 +205,10 @@ CONTENT_SECURITY_POLICY = "; ".join(
 # The local backend: model servers as processes on this machine. The command template has
 # {model} {port} {name} {args} placeholders; empty means vLLM's own `vllm serve`.
 SERVEDECK_LOCAL_COMMAND = env_str("SERVEDECK_LOCAL_COMMAND")
+# Engine flags the operator's model server takes beyond the platform's list, as
+# "--name=kind ..." (kind: bool, int, float, text, json). Flags that set host, port, host
+# paths, downloads or remote code stay refused whatever this says.
+SERVEDECK_EXTRA_ENGINE_FLAGS = env_str("SERVEDECK_EXTRA_ENGINE_FLAGS")
 SERVEDECK_LOCAL_STATE_DIR = Path(env_str("SERVEDECK_LOCAL_STATE_DIR", str(VAR_DIR / "local")))
 # Clusters added from the console's pages may only use kubeconfig files an operator put in this
 # folder, and the console's own service account (in-cluster) only when this is on; the
@@ -221,7 +225,13 @@ KSERVE_CRD_DIR = env_str("KSERVE_CRD_DIR")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    # Bounded: a request's text that reaches a message or traceback never makes a huge line.
+    "formatters": {
+        "plain": {
+            "()": "console.logs.BoundedFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }
+    },
     "filters": {"one_line_4xx": {"()": "console.log_filters.OneLineClientErrors"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},

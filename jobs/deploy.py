@@ -11,6 +11,7 @@ from django.utils import timezone
 from accesspolicies.access import require
 from jobs import manifest as mf
 from jobs.backends import BackendFailed, backend_for
+from jobs.backends.local_command import configured_engine_flags
 from jobs.lifecycle import Observed, record_status
 from jobs.manifest.context import ExistingApplication, ManifestContext
 from jobs.models import Application, Event, Phase, Profile, Revision
@@ -24,8 +25,10 @@ from models_catalog.service import (
     model_facts,
 )
 
-# Problems at these paths make Check model pointless: it would only repeat them.
+# Problems at these paths make Check model pointless: it would only repeat them. The source
+# and its model themselves count too (missing, or not a mapping: nothing to check).
 CHECK_INPUTS = ("spec.profileName", "spec.source.model.uri", "spec.source.model.format")
+CHECK_CONTAINERS = ("spec", "spec.source", "spec.source.type", "spec.source.model")
 
 
 @dataclass
@@ -108,6 +111,8 @@ def manifest_context(
         profiles={p.name: p.facts() for p in profiles},
         existing=existing,
         engine_defaults=master.engine_defaults() if master else {},
+        master_name=master.model_id if master else None,
+        extra_engine_flags=configured_engine_flags(),
     )
 
 
@@ -169,11 +174,14 @@ def dry_run(doc, organization, *, expect_name: str | None = None) -> DryRun:
 def _check_model(result, organization) -> CheckResult | None:
     """Check model for the manifest's artifact on its profile, unless its inputs are wrong."""
     manifest = result.manifest
-    if manifest is None or any(p.path.startswith(CHECK_INPUTS) for p in result.refusals):
+    if manifest is None or any(
+        p.path in CHECK_CONTAINERS or p.path.startswith(CHECK_INPUTS) for p in result.refusals
+    ):
         return None
     spec = manifest["spec"]
-    model = spec["source"].get("model")
-    if spec["source"].get("type") != "Model" or not isinstance(model, dict):
+    source = spec.get("source")
+    model = source.get("model") if isinstance(source, dict) else None
+    if not isinstance(model, dict) or source.get("type") != "Model":
         return None
     profile = Profile.objects.filter(organization=organization, name=spec["profileName"]).first()
     if profile is None:
@@ -210,12 +218,19 @@ def _on_target(run: DryRun, organization) -> None:
 
 def _layout_refusal(manifest: dict | None, checked: CheckResult):
     """Whether the GPUs the manifest reserves hold the model, by Check model's sizing."""
-    model = (manifest or {}).get("spec", {}).get("source", {}).get("model") or {}
+    model = _field_mapping(manifest, "spec", "source", "model")
     resources = model.get("resources") or {}
     gpu = (resources.get("accelerator") or {}).get("gpu") or {}
     return layout_refusal(
         checked, gpu.get("model"), gpu.get("countPerReplica"), resources.get("nodesPerReplica")
     )
+
+
+def _field_mapping(doc, *path) -> dict:
+    """A mapping deep in a document that may be malformed; empty when it is not there."""
+    for key in path:
+        doc = doc.get(key) if isinstance(doc, dict) else None
+    return doc if isinstance(doc, dict) else {}
 
 
 def _add_check_problems(run: DryRun, checked: CheckResult) -> None:

@@ -7,6 +7,8 @@ import yaml
 from django import forms
 from django.conf import settings
 
+from jobs.manifest.bounded import DocumentError, Limits, load_bounded
+from jobs.manifest.problems import kind_of, listing, show
 from jobs.manifest.quantity import parse_quantity
 from jobs.models import ADDONS, Cluster, Profile
 
@@ -47,13 +49,33 @@ def _yaml_field(label, help_text):
     )
 
 
-def _load_yaml(text: str, field: str, expect: type):
+# A form's YAML field holds a short mapping or list: much smaller bounds than a manifest's.
+FORM_YAML_LIMITS = Limits(
+    max_bytes=64 * 1024,
+    max_depth=16,
+    max_nodes=5_000,
+    max_aliases=20,
+    max_expanded_bytes=128 * 1024,
+    what="a form field",
+    hint="shorten it",
+)
+
+
+def load_yaml_field(text: str, field: str, expect: type, limits: Limits = FORM_YAML_LIMITS):
+    """A form field's YAML (or JSON) as `expect` (dict or list), read by the bounded loader;
+    raises ValidationError naming the field and never quoting more than a few characters."""
+    if not text.strip():
+        return expect()
     try:
-        value = yaml.safe_load(text) if text.strip() else expect()
-    except yaml.YAMLError as error:
-        raise forms.ValidationError(f"{field} is not valid YAML: {error}") from None
+        value = load_bounded(text, field, limits)
+    except DocumentError as error:
+        # Problems inside the text (a key given twice) are named under the field.
+        raise forms.ValidationError(
+            [str(p) if p.path == field else f"{field}: {p}" for p in error.problems]
+        ) from None
     if not isinstance(value, expect):
-        raise forms.ValidationError(f"{field} must be a YAML {expect.__name__}.")
+        noun = "mapping" if expect is dict else "list"
+        raise forms.ValidationError(f"{field} must be a YAML {noun}; {kind_of(value)} was given.")
     return value
 
 
@@ -110,13 +132,13 @@ class ClusterForm(OrganizationScopedForm):
         return [q.strip() for q in self.cleaned_data["queues"].split(",") if q.strip()]
 
     def clean_cache_node_groups(self):
-        groups = _load_yaml(self.cleaned_data["cache_node_groups"], "Cached node groups", dict)
+        groups = load_yaml_field(self.cleaned_data["cache_node_groups"], "Cached node groups", dict)
         sizes = {}
         for name, size in groups.items():
             try:
                 sizes[str(name)] = int(parse_quantity(str(size)))
             except ValueError as error:
-                raise forms.ValidationError(f"Node group {name}: {error}") from None
+                raise forms.ValidationError(f"Node group {str(name)[:60]}: {error}") from None
         return sizes
 
     def clean(self):
@@ -149,14 +171,15 @@ def validate_catalog(catalog: list) -> list:
         if not isinstance(kind, dict) or not isinstance(kind.get("name"), str):
             errors.append(f"{where}: each GPU kind is a mapping with a name.")
             continue
-        where = f"{kind['name']}"
+        where = kind["name"][:60]
         if kind["name"] in seen:
             errors.append(f"{where}: listed twice; keep one.")
         seen.add(kind["name"])
         unknown = set(kind) - CATALOG_KEYS
         if unknown:
             errors.append(
-                f"{where}: unknown keys {sorted(unknown)}; accepted {sorted(CATALOG_KEYS)}."
+                f"{where}: unknown keys {listing(show(k) for k in unknown)}; accepted "
+                f"{sorted(CATALOG_KEYS)}."
             )
         for key in ("gpuMemory", "nodeCpu", "nodeMemory"):
             try:
@@ -168,9 +191,11 @@ def validate_catalog(catalog: list) -> list:
             errors.append(f"{where}: gpuMemory is required, for example 24Gi.")
         per_node = kind.get("gpusPerNode", 1)
         if not isinstance(per_node, int) or isinstance(per_node, bool) or not 1 <= per_node <= 64:
-            errors.append(f"{where}.gpusPerNode: {per_node!r} is not a whole number from 1 to 64.")
+            errors.append(
+                f"{where}.gpusPerNode: {show(per_node)} is not a whole number from 1 to 64."
+            )
         if kind.get("vendor", "nvidia") not in ("nvidia", "amd"):
-            errors.append(f"{where}.vendor: {kind['vendor']!r}; accepted nvidia, amd.")
+            errors.append(f"{where}.vendor: {show(kind['vendor'])}; accepted nvidia, amd.")
         if not isinstance(kind.get("nodeLabels", {}), dict):
             errors.append(f"{where}.nodeLabels: must be a mapping of label to value.")
     if errors:
@@ -209,11 +234,13 @@ class ProfileForm(OrganizationScopedForm):
         return ref
 
     def clean_machine_catalog_yaml(self):
-        catalog = _load_yaml(self.cleaned_data["machine_catalog_yaml"], "Machine catalog", list)
+        catalog = load_yaml_field(
+            self.cleaned_data["machine_catalog_yaml"], "Machine catalog", list
+        )
         return validate_catalog(catalog)
 
     def clean_defaults_yaml(self):
-        return _load_yaml(self.cleaned_data["defaults_yaml"], "Defaults", dict)
+        return load_yaml_field(self.cleaned_data["defaults_yaml"], "Defaults", dict)
 
     def save(self, commit=True):
         self.instance.machine_catalog = self.cleaned_data["machine_catalog_yaml"]

@@ -5,15 +5,17 @@ import shlex
 import yaml
 from django import forms
 
-from jobs.forms import OrganizationScopedForm
+from jobs.forms import OrganizationScopedForm, load_yaml_field
+from models_catalog.master_checks import ENV_LIMITS, MAX_ARGS_TEXT, args_problems, env_problems
 from models_catalog.models import ModelMaster
-from models_catalog.recipes import RecipeError, parse_recipe
+from models_catalog.recipes import MAX_RECIPE_BYTES, RecipeError, parse_recipe
 
 
 class ModelMasterForm(OrganizationScopedForm):
     extra_args_text = forms.CharField(
         label="Extra engine arguments",
         required=False,
+        max_length=MAX_ARGS_TEXT,
         help_text="Passed to the engine as they are, e.g. --enable-prefix-caching.",
     )
     env_yaml = forms.CharField(
@@ -62,18 +64,20 @@ class ModelMasterForm(OrganizationScopedForm):
 
     def clean_extra_args_text(self):
         try:
-            return shlex.split(self.cleaned_data["extra_args_text"])
+            args = shlex.split(self.cleaned_data["extra_args_text"])
         except ValueError as error:
             raise forms.ValidationError(f"Extra engine arguments: {error}.") from None
+        # The rule the dry run applies to the manifest's engine.extraArgs, read the same way.
+        problems = args_problems(args, "Extra engine arguments")
+        if problems:
+            raise forms.ValidationError(problems)
+        return args
 
     def clean_env_yaml(self):
-        text = self.cleaned_data["env_yaml"]
-        try:
-            env = yaml.safe_load(text) if text.strip() else {}
-        except yaml.YAMLError as error:
-            raise forms.ValidationError(f"Environment is not valid YAML: {error}") from None
-        if not isinstance(env, dict):
-            raise forms.ValidationError("Environment must be a mapping of NAME: value.")
+        env = load_yaml_field(self.cleaned_data["env_yaml"], "Environment", dict, ENV_LIMITS)
+        problems = env_problems(env, "Environment")
+        if problems:
+            raise forms.ValidationError(problems)
         return {str(k): str(v) for k, v in env.items()}
 
     def save(self, commit=True):
@@ -100,6 +104,12 @@ class RecipeForm(forms.Form):
     def clean(self):
         data = super().clean()
         upload = data.get("recipe_file")
+        if upload is not None and upload.size > MAX_RECIPE_BYTES:
+            # Refused before reading it: a vLLM recipe is a short YAML file.
+            raise forms.ValidationError(
+                f"Recipe file: is {upload.size} bytes; accepts at most {MAX_RECIPE_BYTES} bytes. "
+                "A vLLM recipe is a short YAML file: check that this is one."
+            )
         text = upload.read().decode("utf-8", "replace") if upload else data.get("recipe_text", "")
         if not text.strip():
             raise forms.ValidationError("Upload a recipe file or paste its YAML.")

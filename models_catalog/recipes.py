@@ -9,15 +9,27 @@ import math
 import shlex
 from dataclasses import dataclass, field
 
-import yaml
-
+from jobs.manifest.bounded import DocumentError, Limits, load_bounded
+from jobs.manifest.problems import kind_of, show
 from jobs.manifest.quantity import parse_quantity
+from models_catalog.master_checks import args_problems, env_problems
 
 TOP_KEYS = {"meta", "model", "variants", "compatible_strategies", "hardware_overrides"}
 MODEL_KEYS = {"model_id", "min_vllm_version", "docker_image", "base_args", "base_env"}
 VARIANT_KEYS = {"precision", "vram_minimum_gb", "extra_args", "model_id", "description"}
 OVERRIDE_KEYS = {"extra_args", "env"}
 GB = 10**9
+# A vLLM recipe is a short YAML file (a few KB): bounded well below a manifest.
+MAX_RECIPE_BYTES = 256 * 1024
+RECIPE_LIMITS = Limits(
+    max_bytes=MAX_RECIPE_BYTES,
+    max_depth=16,
+    max_nodes=20_000,
+    max_aliases=50,
+    max_expanded_bytes=512 * 1024,
+    what="a vLLM recipe",
+    hint="a recipe is a short YAML file; check that this is one",
+)
 
 # precision -> (dtype, quantization) the engine is started with
 PRECISIONS = {
@@ -94,7 +106,7 @@ def _args(value, key: str, problems: list[str]) -> list[str]:
             return []
     if isinstance(value, list) and all(isinstance(a, str | int | float) for a in value):
         return [str(a) for a in value]
-    problems.append(f"{key}: {value!r} is not a list of arguments; write a list of strings.")
+    problems.append(f"{key}: {show(value)} is not a list of arguments; write a list of strings.")
     return []
 
 
@@ -102,22 +114,24 @@ def _mapping(value, key: str, problems: list[str]) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        problems.append(f"{key}: {type(value).__name__} given; a mapping is needed.")
+        problems.append(f"{key}: {kind_of(value)} given; a mapping is needed.")
         return {}
     return value
 
 
 def _unknown(data: dict, allowed: set, where: str, problems: list[str]) -> None:
     for key in sorted(set(data) - allowed, key=str):
-        problems.append(f"{where}{key}: unknown key; accepted: {', '.join(sorted(allowed))}.")
+        problems.append(
+            f"{where}{str(key)[:60]}: unknown key; accepted: {', '.join(sorted(allowed))}."
+        )
 
 
 def parse_recipe(text: str) -> Recipe:
     """The recipe in `text`, or a RecipeError listing every problem with its key."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise RecipeError([f"recipe: not valid YAML ({error}); check indentation."]) from None
+        data = load_bounded(text, "recipe", RECIPE_LIMITS)
+    except DocumentError as error:
+        raise RecipeError([str(p) for p in error.problems]) from None
     if not isinstance(data, dict):
         raise RecipeError(["recipe: the document must be a mapping with model and variants."])
     problems: list[str] = []
@@ -126,7 +140,9 @@ def parse_recipe(text: str) -> Recipe:
     _unknown(model, MODEL_KEYS, "model.", problems)
     model_id = model.get("model_id")
     if not isinstance(model_id, str) or model_id.count("/") != 1:
-        problems.append(f"model.model_id: {model_id!r}; give the Hugging Face repo as org/name.")
+        problems.append(
+            f"model.model_id: {show(model_id)}; give the Hugging Face repo as org/name."
+        )
     variants = _mapping(data.get("variants"), "variants", problems)
     if not variants and "variants" not in data:
         problems.append("variants: missing; list at least one variant with its precision.")
@@ -137,14 +153,16 @@ def parse_recipe(text: str) -> Recipe:
         precision = str(variant.get("precision", "")).lower()
         if precision not in PRECISIONS:
             problems.append(
-                f"{where}precision: {variant.get('precision')!r}; accepted: "
+                f"{where}precision: {show(variant.get('precision'))}; accepted: "
                 f"{', '.join(sorted(PRECISIONS))}."
             )
         vram = variant.get("vram_minimum_gb")
         if vram is not None and (
             isinstance(vram, bool) or not isinstance(vram, int | float) or vram <= 0
         ):
-            problems.append(f"{where}vram_minimum_gb: {vram!r}; give GPU memory in GB, e.g. 24.")
+            problems.append(
+                f"{where}vram_minimum_gb: {show(vram)}; give GPU memory in GB, e.g. 24."
+            )
         _args(variant.get("extra_args"), f"{where}extra_args", problems)
     overrides = _mapping(data.get("hardware_overrides"), "hardware_overrides", problems)
     for gpu, override in overrides.items():
@@ -153,7 +171,9 @@ def parse_recipe(text: str) -> Recipe:
         _args(override.get("extra_args"), f"hardware_overrides.{gpu}.extra_args", problems)
     strategies = data.get("compatible_strategies") or []
     if not isinstance(strategies, list) or not all(isinstance(s, str) for s in strategies):
-        problems.append(f"compatible_strategies: {strategies!r}; give a list of strategy names.")
+        problems.append(
+            f"compatible_strategies: {show(strategies)}; give a list of strategy names."
+        )
         strategies = []
     base_args = _args(model.get("base_args"), "model.base_args", problems)
     base_env = _mapping(model.get("base_env"), "model.base_env", problems)
@@ -210,7 +230,7 @@ def master_from_recipe(recipe: Recipe, variant_name: str, gpu_kind: dict) -> Mas
     if variant_name not in recipe.variants:
         raise RecipeError(
             [
-                f"variant: {variant_name!r} is not in this recipe; pick one of "
+                f"variant: {show(variant_name)} is not in this recipe; pick one of "
                 f"{', '.join(recipe.variants)}."
             ]
         )
@@ -241,12 +261,19 @@ def master_from_recipe(recipe: Recipe, variant_name: str, gpu_kind: dict) -> Mas
             try:
                 fields[key] = int(value)
             except ValueError:
-                raise RecipeError([f"{key}: {value!r} is not a whole number."]) from None
+                raise RecipeError([f"{key}: {show(value)} is not a whole number."]) from None
         elif key == "gpu_memory_utilization":
-            fields[key] = float(value)
+            try:
+                fields[key] = float(value)
+            except ValueError:
+                raise RecipeError([f"{key}: {show(value)} is not a number."]) from None
         else:
             fields[key] = value
     notes = _size_for(recipe, variant_name, variant, gpu_kind, fields)
+    # The master is checked as the form checks one: its arguments by the manifest's rule.
+    problems = args_problems(extra) + env_problems(fields["env"])
+    if problems:
+        raise RecipeError(problems)
     title = recipe.title or recipe.model_id
     notes.insert(0, f"From the vLLM recipe {title}, variant {variant_name}, on {gpu_kind['name']}.")
     if recipe.min_vllm_version:

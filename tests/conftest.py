@@ -14,7 +14,7 @@ from accesspolicies.models import Role
 from jobs.backends import forget_local_runner, local_runners_on_disk
 from models_catalog import hub
 from tests.fakes.hub import FakeHub
-from tests.helpers import client_for, make_member, make_org
+from tests.helpers import STAND_IN_FLAGS, client_for, make_member, make_org
 
 
 def pytest_collection_modifyitems(config, items):
@@ -60,6 +60,8 @@ def local_model_servers(settings, tmp_path):
         f"{shlex.quote(sys.executable)} {shlex.quote(str(STAND_IN))} --port {{port}} "
         "--served-model-name {name} --startup-delay 0.1 {args}"
     )
+    # The stand-in's own test switches, allowed the way an operator allows a server's flags.
+    settings.SERVEDECK_EXTRA_ENGINE_FLAGS = STAND_IN_FLAGS
     settings.SERVEDECK_LOCAL_STATE_DIR = tmp_path / "local-backend"
     forget_local_runner()
     yield

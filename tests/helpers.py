@@ -17,6 +17,13 @@ spec:
       uri: hf://BAAI/bge-m3
 """
 
+# The stand-in model server's own test switches (tests/fakes/model_server.py), allowed the way
+# an operator allows the flags of a server other than vLLM (SERVEDECK_EXTRA_ENGINE_FLAGS).
+STAND_IN_FLAGS = (
+    "--startup-delay=float --crash-after=float --fail-on-start=bool --ignore-sigterm=bool "
+    "--spawn-worker=bool --stream-delay=float"
+)
+
 
 def make_org(slug: str) -> Organization:
     org = Organization.objects.create(slug=slug, name=slug.title())

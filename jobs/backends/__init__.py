@@ -20,14 +20,8 @@ class LocalBackend:
         self.runner = runner
 
     def preflight(self, manifest: dict, objects: list) -> Preflight:
+        # The runner's check reads the engine arguments as vLLM will (local_command).
         refusals = self.runner.check(manifest)
-        model = manifest["spec"]["source"].get("model") or {}
-        if "--trust-remote-code" in ((model.get("engine") or {}).get("extraArgs") or []):
-            # The server would run the repository's code on the console's own machine.
-            refusals.append(
-                "spec.source.model.engine.extraArgs: --trust-remote-code is not allowed on the "
-                "local backend, which runs next to the console; deploy it to a Kubernetes profile."
-            )
         return Preflight(refusals=refusals, warnings=[])
 
     def apply(self, application, revision) -> Observed:

@@ -18,6 +18,7 @@ from .local_command import (
     DEFAULT_TEMPLATE,
     TEMPLATE_SETTING,
     TemplateError,
+    extra_args_refusals,
     gpus_per_replica,
     replica_count,
     split_template,
@@ -112,6 +113,7 @@ def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> l
             f"{MODEL}.runtime.isolation is VirtualMachine: the local backend runs processes, not "
             "virtual machines; use Container, or a Kubernetes profile with KubeVirt."
         )
+    refusals += extra_args_refusals(manifest)
     uri = model.get("uri")
     if not (isinstance(uri, str) and uri.startswith("hf://")):
         refusals.append(

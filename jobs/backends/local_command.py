@@ -14,10 +14,12 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from jobs.manifest.engine_flags import check_engine_args, parse_extra_flags
 from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
 
 TEMPLATE_SETTING = "SERVEDECK_LOCAL_COMMAND"
+FLAGS_SETTING = "SERVEDECK_EXTRA_ENGINE_FLAGS"
 DEFAULT_TEMPLATE = (
     "vllm serve {model} --host 127.0.0.1 --port {port} --served-model-name {name} {args}"
 )
@@ -26,6 +28,7 @@ ARGS_TOKENS = ("{args}", "{engine_args}")
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _VALUE_PLACEHOLDERS = ("model", "port", "name")
 GIB = 2**30
+EXTRA_ARGS_PATH = "spec.source.model.engine.extraArgs"
 MODALITY_LIMITS = {
     "maxImagesPerPrompt": "image",
     "maxVideosPerPrompt": "video",
@@ -51,6 +54,29 @@ def configured_template() -> str:
     if not value:
         value = os.environ.get(TEMPLATE_SETTING, "")
     return value.strip() or DEFAULT_TEMPLATE
+
+
+def configured_engine_flags() -> dict[str, Any]:
+    """The SERVEDECK_EXTRA_ENGINE_FLAGS setting (else the environment variable), read when
+    called; raises ValueError naming the entry that cannot be read."""
+    value = None
+    try:
+        from django.conf import settings
+
+        if settings.configured:
+            value = getattr(settings, FLAGS_SETTING, None)
+    except ImportError:
+        value = None
+    if not value:
+        value = os.environ.get(FLAGS_SETTING, "")
+    try:
+        return parse_extra_flags(value)
+    except ValueError as exc:
+        raise ValueError(f"{FLAGS_SETTING}: {exc}") from None
+
+
+class EngineArgsRefused(ValueError):
+    """Engine arguments vLLM would read as a flag the platform does not pass."""
 
 
 def split_template(template: str) -> list[str]:
@@ -142,7 +168,7 @@ def engine_args(manifest: Mapping[str, Any]) -> list[str]:
         # Per GPU, as the manifest defines it; vLLM then ignores gpu-memory-utilization for it.
         add("--kv-cache-memory-bytes", parse_bytes(serving["kvCacheSize"]))
     add("--reasoning-parser", engine.get("reasoningParser"))
-    extra = [str(a) for a in engine.get("extraArgs") or []]
+    extra = checked_extra_args(manifest)
     if engine.get("toolCallParser"):
         # A tool-call parser is only used when vLLM may choose tools itself.
         if "--enable-auto-tool-choice" not in extra:
@@ -156,6 +182,25 @@ def engine_args(manifest: Mapping[str, Any]) -> list[str]:
     if limits:
         add("--limit-mm-per-prompt", json.dumps(limits, separators=(",", ":")))
     return args + extra
+
+
+def extra_args_refusals(manifest: Mapping[str, Any]) -> list[str]:
+    """Why the filled-in engine.extraArgs cannot reach this machine's server (sentences).
+
+    The dry run checks them too; this is the last guard where the process arguments are built,
+    for manifests stored before that check or that reached the runner another way."""
+    args = (_model(manifest).get("engine") or {}).get("extraArgs") or []
+    if not isinstance(args, list):
+        return [f"{EXTRA_ARGS_PATH} is not a list of arguments."]
+    problems = check_engine_args(args, extra_flags=configured_engine_flags())
+    return [f"{EXTRA_ARGS_PATH}[{index}]: {sentence}" for index, sentence in problems]
+
+
+def checked_extra_args(manifest: Mapping[str, Any]) -> list[str]:
+    refusals = extra_args_refusals(manifest)
+    if refusals:
+        raise EngineArgsRefused(" ".join(refusals))
+    return [str(a) for a in (_model(manifest).get("engine") or {}).get("extraArgs") or []]
 
 
 def local_command(manifest: Mapping[str, Any], port: int, template: str | None = None) -> list[str]:

@@ -3,6 +3,7 @@
 `parse(doc, ctx)` is the one entry point; see MANIFEST.md for every field and rule.
 """
 
+from .bounded import MANIFEST_LIMITS, Limits, load_bounded
 from .context import (
     ADDONS,
     MODALITIES,
@@ -60,6 +61,7 @@ __all__ = [
     "INSTALLED_RUNTIMES",
     "ISOLATIONS",
     "KIND",
+    "MANIFEST_LIMITS",
     "MEMORY_DEFAULTS",
     "MODALITIES",
     "MODEL_MASTER_KEYS",
@@ -69,6 +71,7 @@ __all__ = [
     "SYNC_TYPES",
     "DocumentError",
     "ExistingApplication",
+    "Limits",
     "ManifestContext",
     "ModelFacts",
     "ParseResult",
@@ -79,6 +82,7 @@ __all__ = [
     "format_bytes",
     "format_cpu",
     "is_generative",
+    "load_bounded",
     "load_document",
     "parse",
     "parse_bytes",

@@ -65,3 +65,7 @@ class ManifestContext:
     # From the model's model master: dtype, quantization, reasoningParser, toolCallParser,
     # gpuMemoryUtilization, extraArgs. They replace the built-in defaults; user values win.
     engine_defaults: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    master_name: str | None = None  # the model master engine_defaults come from, for messages
+    # Flags an operator's model server takes beyond the platform's list (flag -> value kind;
+    # engine_flags.parse_extra_flags reads the SERVEDECK_EXTRA_ENGINE_FLAGS setting).
+    extra_engine_flags: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)

@@ -14,6 +14,7 @@ from .checks import Bad, Qty
 from .context import ManifestContext
 from .defaults import MODEL_PATH as M
 from .defaults import Facts, group, ok
+from .engine_flags import check_engine_args
 from .fixed import check_fixed
 from .problems import Out, Problem, listing, show
 from .quantity import format_bytes
@@ -26,27 +27,6 @@ from .schema import (
     api_formats,
 )
 
-# vLLM flags that a manifest field already sets, and the field to use instead.
-FLAG_FIELDS = {
-    "--dtype": "engine.dtype",
-    "--quantization": "engine.quantization",
-    "-q": "engine.quantization",
-    "--tensor-parallel-size": "engine.tensorParallelSize",
-    "-tp": "engine.tensorParallelSize",
-    "--pipeline-parallel-size": "engine.pipelineParallelSize",
-    "-pp": "engine.pipelineParallelSize",
-    "--reasoning-parser": "engine.reasoningParser",
-    "--tool-call-parser": "engine.toolCallParser",
-    "--gpu-memory-utilization": "engine.gpuMemoryUtilization",
-    "--max-model-len": "serving.maxContextTokens",
-    "--max-num-seqs": "serving.maxConcurrentRequests",
-    "--limit-mm-per-prompt": "serving.multimodal",
-    "--kv-cache-memory-bytes": "serving.kvCacheSize",
-    "--served-model-name": "spec.name",
-    "--model": "source.model.uri",
-    "--port": None,
-    "--host": None,
-}
 MODALITY_FIELDS = {
     "maxImagesPerPrompt": "image",
     "maxVideosPerPrompt": "video",
@@ -87,6 +67,7 @@ def check(
             _artifact(model, facts, out)
             _check_model(facts, ctx, out)
             _engine(model, facts, out)
+            _engine_args(model, manifest, facts, ctx, out)
             _serving(model, facts, ctx, out)
             check_capacity(model, facts, out)
     if ctx.existing is not None:
@@ -390,30 +371,35 @@ def _engine(model: dict[str, Any], facts: Facts, out: Out) -> None:
             f"accepts {facts.nodes}. Set pipelineParallelSize to {facts.nodes} (or leave it out), "
             f"or set nodesPerReplica to {facts.pp}.",
         )
-    if facts.custom_runtime:
-        # Its only way to get a setting is extraArgs: no field sets a flag that could clash.
+
+
+def _engine_args(
+    model: dict[str, Any], manifest: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out
+) -> None:
+    """The filled-in engine arguments, as vLLM will read them, whatever their source: the
+    manifest's engine.extraArgs, else the model master's (stored masters apply to every later
+    deployment, so they are checked where they are used, not only when saved)."""
+    if facts.parakeet or facts.generative is False:
+        return  # parakeet's engine block is refused apart; predictive runtimes get no flags
+    filled = group(group(group(manifest["spec"], "source"), "model"), "engine").get("extraArgs")
+    if not isinstance(filled, list):
         return
-    args = group(model, "engine").get("extraArgs")
-    for index, arg in enumerate(args if isinstance(args, list) else ()):
-        flag = arg.strip().split("=", 1)[0].split(None, 1)[0] if arg.strip() else ""
-        if flag.startswith("--"):
-            flag = flag.replace("_", "-")
-        if flag not in FLAG_FIELDS:
-            continue
-        field = FLAG_FIELDS[flag]
-        path = f"{M}.engine.extraArgs[{index}]"
-        if field is None:
+    path = f"{M}.engine.extraArgs"
+    from_master = group(model, "engine").get("extraArgs") is None and bool(filled)
+    problems = check_engine_args(
+        filled, custom_runtime=facts.custom_runtime, extra_flags=ctx.extra_engine_flags
+    )
+    for index, sentence in problems:
+        if from_master:
+            master = ctx.master_name or "of this model"
             out.refuse(
                 path,
-                f"{show(arg)} sets {flag}, which the platform sets; accepts arguments no field or "
-                "the platform sets. Remove it.",
+                f"model master {master}, field extra_args[{index}]: {sentence} Correct the "
+                "model master (Models, Masters), or set engine.extraArgs in the manifest, "
+                "which replaces the master's.",
             )
         else:
-            out.refuse(
-                path,
-                f"{show(arg)} repeats {flag}, which {field} sets; accepts arguments no field "
-                f"sets. Remove it and set {field} instead.",
-            )
+            out.refuse(f"{path}[{index}]", sentence)
 
 
 # --- serving ---------------------------------------------------------------------------------

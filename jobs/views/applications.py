@@ -107,7 +107,9 @@ def deploy_from_yaml_dry_run(request):
     text = request.POST.get("manifest", "")
     run = verbs.dry_run(text, membership.organization)
     context = {"manifest_text": text, "run": run}
-    if run.manifest:
+    if run.manifest and run.ok:
+        # Only a manifest that passed is shown; a refused one may hold input-sized bad values,
+        # and writing them out as YAML took minutes for a 1 MB scalar.
         context["filled_yaml"] = to_yaml(run.manifest)
     template = "jobs/_dry_run.html" if request.htmx else "jobs/deploy_yaml.html"
     return render(request, template, context)

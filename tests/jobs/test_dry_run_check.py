@@ -103,3 +103,19 @@ def test_a_context_above_the_limit_is_said_once(org):
     )
     run = dry_run(text, org)
     assert [p.path for p in run.refusals] == ["spec.source.model.serving.maxContextTokens"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["", "  source: null\n", "  source: [hf://BAAI/bge-m3]\n", "  source: text\n"],
+    ids=["missing", "null", "a-list", "text"],
+)
+def test_a_source_that_is_missing_or_not_a_mapping_is_refused_without_check_model(org, source):
+    text = (
+        "apiVersion: servedeck.io/v1\nkind: Application\nspec:\n  name: m\n"
+        "  profileName: local\n" + source
+    )
+    run = dry_run(text, org)
+    assert not run.ok
+    assert [p.path for p in run.refusals] == ["spec.source"]
+    assert run.check is None

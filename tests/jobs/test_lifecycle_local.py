@@ -129,10 +129,25 @@ def test_each_organisation_has_its_own_model_servers(app, outsider):
     assert local_runner("acme").observe(app.name).phase == "Running"
 
 
-def test_trust_remote_code_is_refused_on_the_local_backend(org):
-    text = SHORTEST + "      engine:\n        extraArgs: [--trust-remote-code]\n"
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        ("[--trust-remote-code]", "--trust-remote-code"),
+        ("[--trust_remote_code]", "--trust-remote-code"),
+        ("[--trust-remote-code=true]", "--trust-remote-code"),
+        ("[--trust-remote]", "--trust-remote-code"),
+        ("[--host=0.0.0.0]", "--host"),
+        ("[--hos, 0.0.0.0]", "--host"),
+        ("[--download_dir=/etc]", "--download-dir"),
+    ],
+)
+def test_engine_flags_are_read_as_vllm_reads_them_at_the_dry_run(org, args, flag):
+    text = SHORTEST + f"      engine:\n        extraArgs: {args}\n"
     run = verbs.dry_run(text, org)
-    assert any("--trust-remote-code is not allowed" in p.message for p in run.refusals)
+    assert not run.ok
+    refusal = run.refusals[0]
+    assert refusal.path == "spec.source.model.engine.extraArgs[0]"
+    assert f"is read as {flag}," in refusal.message
 
 
 def test_vllm_missing_is_a_dry_run_refusal(org, settings, monkeypatch, tmp_path):

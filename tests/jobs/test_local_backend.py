@@ -43,11 +43,14 @@ from jobs.backends.local_command import (
 )
 from jobs.backends.local_state import AppState, Replica
 from jobs.manifest import ManifestContext, ProfileFacts, parse
+from jobs.manifest.engine_flags import parse_extra_flags
+from tests.helpers import STAND_IN_FLAGS
 
 FAKE_SERVER = Path(__file__).resolve().parents[1] / "fakes" / "model_server.py"
 COMMIT = "5617a9f61b028005a4858fdac845db406aefb181"
 CONTEXT = ManifestContext(
-    profiles={"local": ProfileFacts(name="local", namespace="default", backend="local")}
+    profiles={"local": ProfileFacts(name="local", namespace="default", backend="local")},
+    extra_engine_flags=parse_extra_flags(STAND_IN_FLAGS),
 )
 WAIT_SECONDS = 10.0
 PYTHON = sys.executable  # some tests point sys.executable elsewhere
@@ -141,7 +144,7 @@ VLLM_HEAD = ["vllm", "serve", "Qwen/Qwen3-0.6B", "--host", "127.0.0.1", "--port"
                     "quantization": "fp8",
                     "reasoningParser": "qwen3",
                     "toolCallParser": "hermes",
-                    "extraArgs": ["--enforce-eager", "--chat-template=$(rm -rf ~) ; x"],
+                    "extraArgs": ["--enforce-eager", "--response-role=$(rm -rf ~) ; x"],
                 },
                 "serving": {"maxContextTokens": 8192, "maxConcurrentRequests": 8},
                 "resources": {"cpu": "4"},
@@ -151,7 +154,7 @@ VLLM_HEAD = ["vllm", "serve", "Qwen/Qwen3-0.6B", "--host", "127.0.0.1", "--port"
                 "--tensor-parallel-size", "1", "--max-model-len", "8192", "--max-num-seqs", "8",
                 "--reasoning-parser", "qwen3", "--enable-auto-tool-choice",
                 "--tool-call-parser", "hermes",
-                "--enforce-eager", "--chat-template=$(rm -rf ~) ; x",
+                "--enforce-eager", "--response-role=$(rm -rf ~) ; x",
             ],
             id="pinned-engine-parsers-extra-args",
         ),
@@ -200,10 +203,12 @@ def test_local_command_runs_vllm_serve_with_the_manifest_engine_args(model, expe
 
 def test_local_command_fills_a_template_token_by_token_without_a_shell():
     template = "python -m my.server --model={model} --listen '127.0.0.1:{port}' {args} --id {name}"
-    argv = local_command(manifest(engine={"extraArgs": ["a b", "'q'"]}), 9000, template)
+    argv = local_command(
+        manifest(engine={"extraArgs": ["--response-role", "a b 'q'"]}), 9000, template
+    )
     assert argv[:4] == ["python", "-m", "my.server", "--model=Qwen/Qwen3-0.6B"]
     assert argv[4:6] == ["--listen", "127.0.0.1:9000"]
-    assert argv[-4:] == ["a b", "'q'", "--id", "chat"]
+    assert argv[-4:] == ["--response-role", "a b 'q'", "--id", "chat"]
 
 
 def test_default_template_is_vllm_serve():
@@ -697,8 +702,20 @@ def test_stand_in_completions_embeddings_and_errors(wire):
         client.chat.completions.create(model="wire", messages=[])
 
 
-def test_stand_in_requires_its_api_key_when_given_one(runner):
-    runner.apply("locked", manifest("locked", engine={"extraArgs": ["--api-key", "k3y"]}), 1)
+def test_stand_in_requires_its_api_key_when_given_one(tag):
+    # --api-key is never an engine argument (the platform decides who may call); an
+    # operator's command template may still give one.
+    runner = LocalRunner(
+        tag, template=stand_in(tag) + " --api-key k3y", grace_seconds=1.0, probe_timeout=0.5
+    )
+    try:
+        _locked_server_refuses_calls_without_its_key(runner)
+    finally:
+        runner.shutdown()
+
+
+def _locked_server_refuses_calls_without_its_key(runner):
+    runner.apply("locked", manifest("locked"), 1)
     port = runner.observe("locked").replicas[0].port
     base = f"http://127.0.0.1:{port}"
     with httpx.Client(trust_env=False) as client:

@@ -571,7 +571,7 @@ CASES = [
     ),
     (
         "extraArgs-served-name",
-        {"engine.extraArgs": ["--served-model-name x"]},
+        {"engine.extraArgs": ["--served-model-name=x"]},
         {},
         "engine.extraArgs[0]",
         "r",

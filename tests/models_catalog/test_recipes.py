@@ -95,11 +95,23 @@ def test_hardware_env_override():
 
 
 def test_deepseek_needs_eight_h200():
-    draft = master_from_recipe(parse_recipe(DEEPSEEK), "fp8", KINDS["h200"])
+    recipe = parse_recipe(DEEPSEEK.replace("--trust-remote-code ", ""))
+    draft = master_from_recipe(recipe, "fp8", KINDS["h200"])
     f = draft.fields
     assert f["tensor_parallel_size"] == 8  # 720 GB over 141 GiB GPUs: 6 -> the next power of two
     assert f["reasoning_parser"] == "deepseek_r1" and f["gpu_memory_utilization"] == 0.95
-    assert f["extra_args"] == ["--trust-remote-code", "--enable-expert-parallel"]
+    assert f["extra_args"] == ["--enable-expert-parallel"]
+
+
+def test_a_recipe_that_runs_the_repositorys_code_is_refused_naming_the_flag():
+    # The platform never passes --trust-remote-code: a master holding it is not saved.
+    with pytest.raises(RecipeError) as raised:
+        master_from_recipe(parse_recipe(DEEPSEEK), "fp8", KINDS["h200"])
+    assert raised.value.problems == [
+        "extra_args[0]: '--trust-remote-code' is read as --trust-remote-code, which makes the "
+        "server download or run code from elsewhere; accepts the flags the platform supports. "
+        "Remove it."
+    ]
 
 
 def test_too_big_for_the_gpu_kind_says_what_to_pick():

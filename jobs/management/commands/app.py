@@ -16,6 +16,7 @@ from django.http import Http404
 from accesspolicies.cli import acting_membership, add_verb
 from jobs import deploy as verbs
 from jobs.access import get_application
+from jobs.manifest.bounded import MANIFEST_LIMITS
 from jobs.models import Application, Profile
 from jobs.present import described
 from jobs.render import RenderError, render_for_profile, to_json, to_yaml
@@ -90,11 +91,16 @@ class Command(BaseCommand):
         for problem in run.warnings:
             self.stderr.write(self.style.WARNING(f"warning: {problem}"))
 
-    def _read(self, filename: str) -> str:
+    def _read(self, filename: str) -> str | bytes:
+        """The file's bytes, at most one more than a manifest may hold (the dry run refuses
+        more, and a non-UTF-8 file, with a message): /dev/zero never fills the memory."""
+        limit = MANIFEST_LIMITS.max_bytes + 1
         if filename == "-":
-            return sys.stdin.read()
+            stream = getattr(sys.stdin, "buffer", sys.stdin)
+            return stream.read(limit)
         try:
-            return Path(filename).read_text()
+            with Path(filename).open("rb") as handle:
+                return handle.read(limit)
         except OSError as error:
             raise CommandError(f"-f {filename}: cannot read it ({error.strerror}).") from None
 
