@@ -1,7 +1,9 @@
-"""Attach the member the request acts as (`request.membership`), looked up only when used."""
+"""Attach the member the request acts as (`request.membership`), looked up only when used, and
+the request's address for the audit log."""
 
 from django.utils.functional import SimpleLazyObject
 
+from accesspolicies import audit
 from accesspolicies.access import current_membership
 
 
@@ -11,4 +13,5 @@ class MembershipMiddleware:
 
     def __call__(self, request):
         request.membership = SimpleLazyObject(lambda: current_membership(request))
-        return self.get_response(request)
+        with audit.request_origin(request):
+            return self.get_response(request)

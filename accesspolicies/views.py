@@ -1,17 +1,24 @@
-"""Access pages: the organisation's members and roles, and each member's personal access tokens."""
+"""Access pages: the organisation's members, roles and invitations, joining through an
+invitation, and each member's personal access tokens."""
 
 from datetime import timedelta
 
 from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_not_required
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from accesspolicies.access import require
-from accesspolicies.forms import MemberForm, RoleForm, TokenForm
+from accesspolicies import members as member_verbs
+from accesspolicies.access import ORG_SESSION_KEY, require
+from accesspolicies.forms import InviteForm, JoinForm, RoleForm, TokenForm, show_invalid
+from accesspolicies.gateway_views import flash_secret, take_secret
 from accesspolicies.models import MembershipError, PersonalAccessToken, Role
+from accesspolicies.problems import Invalid
 
 
 def _own_tokens(request):
@@ -54,69 +61,123 @@ def token_revoke(request, lookup):
     return redirect("accesspolicies:tokens")
 
 
-def _member(membership, username):
-    found = membership.organization.memberships.filter(user__username=username).first()
-    if found is None:
-        raise Http404(f"{username!r} is not a member of {membership.organization}.")
-    return found
-
-
-def members(request, form=None, created=None):
+def members(request, form=None, status=200):
     membership = require(request.membership, "view", "members")
+    may_admin = membership.may("admin")
     context = {
         "members": membership.organization.memberships.select_related("user").order_by(
             "user__username"
         ),
         "roles": Role.choices,
-        "may_admin": membership.may("admin"),
-        "form": form or MemberForm(),
-        "created": created,
+        "may_admin": may_admin,
+        "form": form or InviteForm(),
+        "invitations": member_verbs.pending_invitations(membership) if may_admin else [],
+        "shown": take_secret(request) if may_admin else None,
     }
-    return render(request, "accesspolicies/members.html", context)
+    return render(request, "accesspolicies/members.html", context, status=status)
+
+
+@require_POST
+def invite(request):
+    membership = require(request.membership, "admin", "members")
+    form = InviteForm(request.POST)
+    if not form.is_valid():
+        return members(request, form=form, status=400)
+    data = form.cleaned_data
+    try:
+        invitation, plain = member_verbs.invite(
+            membership.organization,
+            data["role"],
+            data["note"],
+            data["expires_in_days"],
+            actor=membership,
+        )
+    except Invalid as error:
+        show_invalid(form, error)
+        return members(request, form=form, status=error.status)
+    link = request.build_absolute_uri(reverse("accesspolicies:join", args=[plain]))
+    flash_secret(
+        request,
+        f"Invitation to join as {invitation.role} is ready. Hand over this link; it works once, "
+        f"until {invitation.expires_at:%Y-%m-%d %H:%M} UTC.",
+        link,
+    )
+    return redirect("accesspolicies:members")
+
+
+@require_POST
+def invitation_withdraw(request, lookup):
+    invitation = member_verbs.get_invitation(request.membership, lookup)
+    member_verbs.withdraw(invitation, actor=request.membership)
+    messages.success(request, "The invitation is withdrawn; its link no longer works.")
+    return redirect("accesspolicies:members")
 
 
 @never_cache
-@require_POST
-def member_add(request):
-    membership = require(request.membership, "admin", "members")
-    form = MemberForm(request.POST)
-    if not form.is_valid():
-        return members(request, form=form)
-    try:
-        added, password = membership.organization.add_member(
-            form.cleaned_data["username"], form.cleaned_data["role"]
-        )
-    except MembershipError as error:
-        form.add_error("username", str(error))
-        return members(request, form=form)
-    created = {"username": added.user.username, "password": password} if password else None
-    if not created:
-        messages.success(request, f"{added.user} joined as {added.role}.")
-    return members(request, created=created)
+@login_not_required
+def join(request, token):
+    """Whoever opens the link joins: logged in, with a button; new, by making an account."""
+    invitation = member_verbs.find_invitation(token)
+    problem = member_verbs.why_unusable(invitation)
+    if problem:
+        return render(request, "accesspolicies/join.html", {"problem": problem}, status=410)
+    form = JoinForm()
+    status = 200
+    if request.method == "POST":
+        try:
+            if request.user.is_authenticated:
+                member_verbs.accept(token, request.user)
+                user = request.user
+            else:
+                form = JoinForm(request.POST)
+                if not form.is_valid():
+                    raise _FormInvalid
+                user = member_verbs.sign_up(
+                    token, form.cleaned_data["username"], form.cleaned_data["password"]
+                )
+                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        except _FormInvalid:
+            status = 400
+        except Invalid as error:
+            if error.field == "invitation":
+                return render(
+                    request, "accesspolicies/join.html", {"problem": error.message}, status=410
+                )
+            show_invalid(form, error)
+            status = 400
+        else:
+            request.session[ORG_SESSION_KEY] = invitation.organization.slug
+            messages.success(request, f"Welcome to {invitation.organization}, {user}.")
+            return redirect("console:home")
+    context = {"invitation": invitation, "form": form}
+    return render(request, "accesspolicies/join.html", context, status=status)
+
+
+class _FormInvalid(Exception):
+    pass
 
 
 @require_POST
 def member_role(request, username):
-    membership = require(request.membership, "admin", "members")
-    member = _member(membership, username)
+    member = member_verbs.member_named(request.membership, username)
     form = RoleForm(request.POST)
     if form.is_valid():
         try:
-            membership.organization.change_role(member, form.cleaned_data["role"])
+            member_verbs.change_role(member, form.cleaned_data["role"], actor=request.membership)
             messages.success(request, f"{username} is now {member.role}.")
         except MembershipError as error:
             messages.error(request, str(error))
     else:
+        require(request.membership, "admin", "members")
         messages.error(request, "role: pick admin, deployer or viewer.")
     return redirect("accesspolicies:members")
 
 
 @require_POST
 def member_remove(request, username):
-    membership = require(request.membership, "admin", "members")
-    member = _member(membership, username)
+    member = member_verbs.member_named(request.membership, username)
     try:
-        membership.organization.remove_member(member)
+        member_verbs.remove(member, actor=request.membership)
         messages.success(request, f"{username} is no longer a member; their tokens are revoked.")
     except MembershipError as error:
         messages.error(request, str(error))

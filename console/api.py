@@ -9,7 +9,9 @@ from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
 
+from accesspolicies.api import domains_router, keys_router, policies_router
 from accesspolicies.api_auth import SessionMemberAuth, TokenAuth
+from accesspolicies.problems import Invalid
 from jobs.api import router as applications_router
 from jobs.deploy import ActionError, Refused
 from models_catalog.api import router as models_router
@@ -25,6 +27,9 @@ api = NinjaAPI(
 )
 api.add_router("/applications", applications_router)
 api.add_router("/models", models_router)
+api.add_router("/keys", keys_router)
+api.add_router("/policies", policies_router)
+api.add_router("/domains", domains_router)
 
 
 @api.exception_handler(Refused)
@@ -34,6 +39,11 @@ def refused(request, error: Refused):
 
 @api.exception_handler(ActionError)
 def action_error(request, error: ActionError):
+    return api.create_response(request, [error.as_dict()], status=error.status)
+
+
+@api.exception_handler(Invalid)
+def invalid(request, error: Invalid):
     return api.create_response(request, [error.as_dict()], status=error.status)
 
 

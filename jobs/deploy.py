@@ -8,7 +8,9 @@ from dataclasses import dataclass, field, replace
 from django.db import transaction
 from django.utils import timezone
 
+from accesspolicies import audit, domains
 from accesspolicies.access import require
+from accesspolicies.models import AccessPolicy
 from jobs import manifest as mf
 from jobs.backends import BackendFailed, backend_for
 from jobs.lifecycle import Observed, record_status
@@ -106,6 +108,10 @@ def manifest_context(
         )
     return ManifestContext(
         profiles={p.name: p.facts() for p in profiles},
+        verified_domains=domains.verified_names(organization),
+        access_policies=frozenset(
+            AccessPolicy.objects.filter(organization=organization).values_list("name", flat=True)
+        ),
         existing=existing,
         engine_defaults=master.engine_defaults() if master else {},
     )
@@ -276,6 +282,14 @@ def apply(doc, membership, *, expect_name: str | None = None, create_only=False)
             revision.outcome = Revision.Outcome.WAITING
             revision.message = "syncType is Manual: deploy it explicitly to apply it."
             revision.save(update_fields=["outcome", "message"])
+        audit.record(
+            organization,
+            membership.user,
+            "application.apply",
+            "application",
+            application.name,
+            {"revision": revision.number, "created": created},
+        )
     return Applied(application, revision, run, created=created)
 
 
@@ -326,7 +340,16 @@ def _min_replicas(manifest: dict) -> int:
 def deploy_latest(application: Application, membership) -> Revision:
     require(membership, "deploy", "applications")
     with transaction.atomic():
-        return deploy(application)
+        revision = deploy(application)
+        audit.record(
+            application.organization,
+            membership.user,
+            "application.deploy",
+            "application",
+            application.name,
+            {"revision": revision.number, "outcome": revision.outcome},
+        )
+    return revision
 
 
 def rollback(application: Application, number: int, membership) -> Applied:
@@ -363,6 +386,14 @@ def rollback(application: Application, number: int, membership) -> Applied:
             f"Revision {revision.number} rolls back to revision {number}, by {membership.user}.",
         )
         deploy(application, revision)
+        audit.record(
+            application.organization,
+            membership.user,
+            "application.rollback",
+            "application",
+            application.name,
+            {"to": number, "revision": revision.number},
+        )
     return Applied(application, revision, run, created=False)
 
 
@@ -373,6 +404,13 @@ def _operate(verb: str, application: Application, membership) -> Observed:
     except BackendFailed as failure:
         raise ActionError(application.name, f"{failure.reason} {failure.next_step}") from None
     _record(application, verb.capitalize(), f"{verb.capitalize()} by {membership.user}.")
+    audit.record(
+        application.organization,
+        membership.user,
+        f"application.{verb}",
+        "application",
+        application.name,
+    )
     record_status(application, observed)
     return observed
 
@@ -400,4 +438,6 @@ def delete(application: Application, membership) -> None:
         raise ActionError(
             application.name, f"could not be deleted: {failure.reason} {failure.next_step}"
         ) from None
+    organization, name = application.organization, application.name
     application.delete()
+    audit.record(organization, membership.user, "application.delete", "application", name)
