@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from accesspolicies import audit
 from accesspolicies import members as member_verbs
 from accesspolicies.access import ORG_SESSION_KEY, require
 from accesspolicies.forms import InviteForm, JoinForm, RoleForm, TokenForm, show_invalid
@@ -43,9 +44,10 @@ def token_create(request):
         return tokens(request, form=form)
     days = form.cleaned_data["expires_in_days"]
     expires = timezone.now() + timedelta(days=days) if days else None
-    _, plain = PersonalAccessToken.issue(
+    token, plain = PersonalAccessToken.issue(
         request.user, membership.organization, form.cleaned_data["name"], expires
     )
+    audit.record(membership.organization, request.user, "token.create", "token", token.name)
     # Rendered, not redirected: the plain text exists only in this response.
     return tokens(request, plain=plain)
 
@@ -57,6 +59,7 @@ def token_revoke(request, lookup):
     if token is None:
         raise Http404(f"You have no token {lookup!r} in this organisation.")
     token.revoke()
+    audit.record(token.organization, request.user, "token.revoke", "token", token.name)
     messages.success(request, f"Token {token.name} is revoked; calls with it are refused from now.")
     return redirect("accesspolicies:tokens")
 

@@ -197,3 +197,38 @@ def test_only_admins_manage_domains(org, admin, as_deployer, as_viewer, as_outsi
     if args:
         assert as_outsider.post(url).status_code == 404
     assert VerifiedDomain.objects.filter(domain="x.com").exists()
+
+
+# --- the resolver setting ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("127.0.0.1", ("127.0.0.1", 53)),
+        ("127.0.0.1:5353", ("127.0.0.1", 5353)),
+        ("[::1]:5353", ("::1", 5353)),
+        ("[::1]", ("::1", 53)),
+        ("dns.internal:53", ("dns.internal", 53)),
+    ],
+)
+def test_the_resolver_address_is_host_and_port(raw, expected):
+    from console.env import parse_host_port
+
+    assert parse_host_port(raw, 53) == expected
+
+
+@pytest.mark.parametrize("raw", ["127.0.0.1:0", "127.0.0.1:http", ":53", "[::1]x", "h:99999"])
+def test_a_bad_resolver_address_is_refused(raw):
+    from console.env import parse_host_port
+
+    with pytest.raises(ValueError, match="host:port|\\[address\\]:port"):
+        parse_host_port(raw, 53)
+
+
+def test_a_bad_resolver_setting_stops_start_up_naming_it(tmp_path):
+    from tests.console.test_settings import start
+
+    result = start({"SERVEDECK_DNS_RESOLVER": "127.0.0.1:dns", "SERVEDECK_VAR_DIR": str(tmp_path)})
+    assert result.returncode != 0
+    assert "SERVEDECK_DNS_RESOLVER" in result.stderr.splitlines()[-1]
