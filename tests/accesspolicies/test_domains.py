@@ -232,3 +232,53 @@ def test_a_bad_resolver_setting_stops_start_up_naming_it(tmp_path):
     result = start({"SERVEDECK_DNS_RESOLVER": "127.0.0.1:dns", "SERVEDECK_VAR_DIR": str(tmp_path)})
     assert result.returncode != 0
     assert "SERVEDECK_DNS_RESOLVER" in result.stderr.splitlines()[-1]
+
+
+# --- the wizard's Access step ------------------------------------------------------------
+
+
+def test_the_wizard_offers_the_domain_once_verified_with_a_policy(as_deployer, org, admin):
+    import re
+
+    from django.utils import timezone
+
+    from tests.jobs.test_wizard_views import start, text, url
+
+    draft = start(as_deployer)
+    assert re.search(r'value="Domain" disabled', text(as_deployer.get(url("access", draft))))
+    VerifiedDomain.objects.create(
+        organization=org, domain="models.example.com", verified_at=timezone.now()
+    )
+    policies.create(org, "public", actor=admin)
+    body = text(as_deployer.get(url("access", draft)))
+    assert not re.search(r'value="Domain" disabled', body)
+    assert '<option value="models.example.com"' in body and '<option value="public"' in body
+    response = as_deployer.post(
+        url("access", draft),
+        {
+            "exposure": "Domain",
+            "domain": "models.example.com",
+            "access_policy": "public",
+            "go": "next",
+        },
+    )
+    assert response["Location"] == url("api", draft)
+    draft.refresh_from_db()
+    assert draft.manifest["spec"]["access"] == {
+        "exposure": "Domain",
+        "domain": "models.example.com",
+        "accessPolicy": "public",
+    }
+    # A domain that is not the organisation's (a forged form) is refused by the manifest rules.
+    as_deployer.post(
+        url("access", draft),
+        {
+            "exposure": "Domain",
+            "domain": "evil.example.com",
+            "access_policy": "public",
+            "go": "next",
+        },
+    )
+    page = text(as_deployer.get(url("access", draft)))
+    assert 'id="domain-error"' in page and "evil.example.com" in page
+    assert as_deployer.get(url("review", draft))["Location"] == url("access", draft)
