@@ -10,6 +10,7 @@ from accesspolicies import domains as domain_verbs
 from accesspolicies import keys as key_verbs
 from accesspolicies import policies as policy_verbs
 from accesspolicies.models import AccessPolicy, APIKey, VerifiedDomain
+from accesspolicies.problems import Invalid
 
 
 class Problem(Schema):
@@ -120,14 +121,33 @@ def revoke_key(request, name: str):
     return _key(key)
 
 
+ROTATE_BODY = {
+    "requestBody": {
+        "required": False,
+        "description": "Optional; graceMinutes defaults to 60.",
+        "content": {"application/json": {"schema": RotateIn.model_json_schema()}},
+    }
+}
+
+
 @keys_router.post(
     "/{name}/rotate",
     response={200: KeyCreated, **ERRORS},
+    openapi_extra=ROTATE_BODY,
     summary="Give an API key a new secret; the old one works for graceMinutes",
 )
-def rotate_key(request, name: str, body: RotateIn | None = None):
+def rotate_key(request, name: str):
     key = key_verbs.get_key(request.auth, name)
-    grace = body.graceMinutes if body is not None else 60
+    grace = 60
+    # The body is optional: an empty POST (or a form post) takes the default.
+    if request.content_type == "application/json" and request.body.strip():
+        try:
+            grace = RotateIn.model_validate_json(request.body).graceMinutes
+        except ValueError:
+            raise Invalid(
+                "graceMinutes",
+                'send {"graceMinutes": N} (0 to 10080) as JSON, or no body for 60.',
+            ) from None
     key, plain = key_verbs.rotate(key, grace, actor=request.auth)
     return _key(key, secret=plain)
 

@@ -223,7 +223,8 @@ def _usage_model():
         names = {f.name: f for f in model._meta.concrete_fields}
         if relation.many_to_many or "requests" not in names:
             continue
-        minute = next((f.name for f in names.values() if isinstance(f, models.DateTimeField)), None)
+        stamps = [n for n, f in names.items() if isinstance(f, models.DateTimeField)]
+        minute = "minute" if "minute" in stamps else next(iter(stamps), None)
         if minute is None:
             continue
         tokens = [n for n in ("prompt_tokens", "completion_tokens") if n in names]

@@ -230,6 +230,13 @@ def test_api_rotate_and_revoke(api, org, admin):
         "/api/v1/keys/bot/rotate", {"graceMinutes": 0}, content_type="application/json"
     ).json()
     assert rotated["key"] != old and rotated["state"] == "active"
+    for default in (
+        api.post("/api/v1/keys/bot/rotate"),
+        api.post("/api/v1/keys/bot/rotate", content_type="application/json"),
+    ):
+        assert default.status_code == 200 and default.json()["previousExpiresAt"]
+    bad = api.post("/api/v1/keys/bot/rotate", "{nope", content_type="application/json")
+    assert bad.status_code == 400 and bad.json()[0]["path"] == "graceMinutes"
     revoked = api.post("/api/v1/keys/bot/revoke").json()
     assert revoked["state"] == "revoked"
 
