@@ -64,6 +64,7 @@ def token_revoke(request, lookup):
     return redirect("accesspolicies:tokens")
 
 
+@never_cache  # it may show an invitation link, once
 def members(request, form=None, status=200):
     membership = require(request.membership, "view", "members")
     may_admin = membership.may("admin")
@@ -116,6 +117,10 @@ def invitation_withdraw(request, lookup):
     return redirect("accesspolicies:members")
 
 
+def _problem(request, message: str):
+    return render(request, "accesspolicies/join.html", {"problem": message}, status=410)
+
+
 @never_cache
 @login_not_required
 def join(request, token):
@@ -123,41 +128,30 @@ def join(request, token):
     invitation = member_verbs.find_invitation(token)
     problem = member_verbs.why_unusable(invitation)
     if problem:
-        return render(request, "accesspolicies/join.html", {"problem": problem}, status=410)
-    form = JoinForm()
-    status = 200
-    if request.method == "POST":
-        try:
-            if request.user.is_authenticated:
-                member_verbs.accept(token, request.user)
-                user = request.user
-            else:
-                form = JoinForm(request.POST)
-                if not form.is_valid():
-                    raise _FormInvalid
-                user = member_verbs.sign_up(
-                    token, form.cleaned_data["username"], form.cleaned_data["password"]
-                )
-                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        except _FormInvalid:
-            status = 400
-        except Invalid as error:
-            if error.field == "invitation":
-                return render(
-                    request, "accesspolicies/join.html", {"problem": error.message}, status=410
-                )
-            show_invalid(form, error)
-            status = 400
-        else:
-            request.session[ORG_SESSION_KEY] = invitation.organization.slug
-            messages.success(request, f"Welcome to {invitation.organization}, {user}.")
-            return redirect("console:home")
+        return _problem(request, problem)
+    signing_up = not request.user.is_authenticated
+    form = JoinForm(request.POST if request.method == "POST" else None)
     context = {"invitation": invitation, "form": form}
-    return render(request, "accesspolicies/join.html", context, status=status)
-
-
-class _FormInvalid(Exception):
-    pass
+    if request.method != "POST":
+        return render(request, "accesspolicies/join.html", context)
+    if signing_up and not form.is_valid():
+        return render(request, "accesspolicies/join.html", context, status=400)
+    try:
+        if signing_up:
+            data = form.cleaned_data
+            user = member_verbs.sign_up(token, data["username"], data["password"])
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        else:
+            user = request.user
+            member_verbs.accept(token, user)
+    except Invalid as error:
+        if error.field == "invitation":
+            return _problem(request, error.message)
+        show_invalid(form, error)
+        return render(request, "accesspolicies/join.html", context, status=400)
+    request.session[ORG_SESSION_KEY] = invitation.organization.slug
+    messages.success(request, f"Welcome to {invitation.organization}, {user}.")
+    return redirect("console:home")
 
 
 @require_POST

@@ -323,3 +323,14 @@ def test_cli_refuses_a_member_who_is_not_admin(admin, deployer):
     with pytest.raises(CommandError, match="may not administer API keys"):
         run("apikey", "create", "bot", "--user", "dan")
     assert not APIKey.objects.exists()
+
+
+@pytest.mark.parametrize("sort", ["last_used_at", "-expires_at", "name", "-state", "bogus"])
+def test_the_keys_table_sorts_with_empty_cells(as_admin, org, admin, sort):
+    used, _ = keys.create(org, "used", actor=admin)
+    keys.create(org, "never", expires_in=3, actor=admin)
+    APIKey.objects.filter(pk=used.pk).update(last_used_at=timezone.now())
+    response = as_admin.get(reverse("accesspolicies:keys"), {"sort": sort})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert ">used</td>" in page and ">never</td>" in page
