@@ -56,7 +56,10 @@ class FakeDNS:
                 continue
             except OSError:
                 return
-            reply = self._answer(wire)
+            try:
+                reply = self._answer(wire)
+            except Exception:  # noqa: BLE001 - a query it cannot parse gets no answer
+                reply = None
             if reply is not None:
                 self._socket.sendto(reply, peer)
 
