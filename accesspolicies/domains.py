@@ -16,7 +16,7 @@ from django.utils import timezone
 from accesspolicies import audit
 from accesspolicies.access import require
 from accesspolicies.models import Membership, Organization, VerifiedDomain
-from accesspolicies.problems import Invalid, show
+from accesspolicies.problems import Invalid, searchable, show
 
 WHAT = "domains"
 CHALLENGE_LABEL = "_servedeck-challenge"
@@ -45,7 +45,10 @@ def _admin(org: Organization, actor: Membership) -> None:
 
 def get_domain(actor: Membership, domain: str) -> VerifiedDomain:
     require(actor, "admin", WHAT)
-    entry = VerifiedDomain.objects.filter(organization=actor.organization, domain=domain).first()
+    entry = None
+    if searchable(domain):
+        entry = VerifiedDomain.objects.filter(organization=actor.organization, domain=domain)
+        entry = entry.first()
     if entry is None:
         raise Http404(f"{actor.organization} has no domain {show(domain)}.")
     return entry

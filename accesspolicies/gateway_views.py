@@ -12,7 +12,7 @@ from accesspolicies import policies as policy_verbs
 from accesspolicies.access import require
 from accesspolicies.forms import APIKeyForm, DomainForm, PolicyForm, RotateForm, show_invalid
 from accesspolicies.models import APIKey, AuditEntry
-from accesspolicies.problems import Invalid
+from accesspolicies.problems import Invalid, searchable
 from accesspolicies.tables import APIKeyTable, AuditTable
 
 SHOWN_ONCE = "shown_once"  # session key: a secret made by the last POST, shown on the next page
@@ -273,6 +273,7 @@ def audit_log(request):
     chosen = {
         key: request.GET.get(key, "").strip()[:FILTER_MAX] for key in ("action", "object", "actor")
     }
+    chosen = {key: value if searchable(value) else "" for key, value in chosen.items()}
     if chosen["action"]:
         entries = entries.filter(action=chosen["action"])
     if chosen["object"]:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from accesspolicies import audit, limits
 from accesspolicies.access import require
 from accesspolicies.models import APIKey, Membership, Organization
-from accesspolicies.problems import Invalid, show
+from accesspolicies.problems import Invalid, searchable, show
 
 WHAT = "API keys"
 USAGE_WINDOW = timedelta(hours=24)
@@ -31,7 +31,9 @@ def _admin(org: Organization, actor: Membership) -> Membership:
 def get_key(actor: Membership, name: str) -> APIKey:
     """The organisation's key `name`, for an admin; 404 when the organisation has none."""
     require(actor, "admin", WHAT)
-    key = APIKey.objects.filter(organization=actor.organization, name=name).first()
+    key = None
+    if searchable(name):
+        key = APIKey.objects.filter(organization=actor.organization, name=name).first()
     if key is None:
         raise Http404(f"{actor.organization} has no API key named {show(name)}.")
     return key
@@ -55,7 +57,9 @@ def application_names(org: Organization, value: object) -> list[str] | None:
         )
     names = list(dict.fromkeys(v.strip() for v in value if v.strip()))
     known = set(
-        Application.objects.filter(organization=org, name__in=names).values_list("name", flat=True)
+        Application.objects.filter(
+            organization=org, name__in=[n for n in names if searchable(n, 63)]
+        ).values_list("name", flat=True)
     )
     missing = [n for n in names if n not in known]
     if missing:

@@ -24,7 +24,7 @@ from accesspolicies.models import (
     Role,
     _digest,
 )
-from accesspolicies.problems import Invalid, show
+from accesspolicies.problems import Invalid, searchable, show
 
 WHAT = "members"
 INVITE_PREFIX = "sdi_"
@@ -41,8 +41,10 @@ def _admin(org: Organization, actor: Membership) -> None:
 
 def member_named(actor: Membership, username: str) -> Membership:
     require(actor, "view", WHAT)
-    found = actor.organization.memberships.select_related("user").filter(user__username=username)
-    member = found.first()
+    member = None
+    if searchable(username):
+        found = actor.organization.memberships.select_related("user")
+        member = found.filter(user__username=username).first()
     if member is None:
         raise Http404(f"{show(username)} is not a member of {actor.organization}.")
     return member
@@ -96,7 +98,9 @@ def find_invitation(presented: str) -> Invitation | None:
     if not isinstance(presented, str) or not presented.startswith(INVITE_PREFIX):
         return None
     lookup = presented[len(INVITE_PREFIX) : len(INVITE_PREFIX) + LOOKUP_LENGTH]
-    found = Invitation.objects.select_related("organization").filter(lookup=lookup).first()
+    found = None
+    if searchable(lookup):
+        found = Invitation.objects.select_related("organization").filter(lookup=lookup).first()
     expected = found.secret_hash if found else _digest("no such invitation")
     if not hmac.compare_digest(expected, _digest(presented)) or found is None:
         return None
@@ -214,7 +218,9 @@ def pending_invitations(actor: Membership):
 
 def get_invitation(actor: Membership, lookup: str) -> Invitation:
     require(actor, "admin", WHAT)
-    found = actor.organization.invitations.filter(lookup=lookup).first()
+    found = None
+    if searchable(lookup):
+        found = actor.organization.invitations.filter(lookup=lookup).first()
     if found is None:
         raise Http404(f"{actor.organization} has no invitation {show(lookup)}.")
     return found

@@ -12,7 +12,7 @@ from django.http import Http404
 from accesspolicies import audit, limits
 from accesspolicies.access import require
 from accesspolicies.models import AccessPolicy, APIKey, Membership, Organization
-from accesspolicies.problems import Invalid, show
+from accesspolicies.problems import Invalid, searchable, show
 
 WHAT = "access policies"
 MAX_NETWORKS = 50
@@ -27,7 +27,9 @@ def _admin(org: Organization, actor: Membership) -> None:
 
 def get_policy(actor: Membership, name: str) -> AccessPolicy:
     require(actor, "admin", WHAT)
-    policy = AccessPolicy.objects.filter(organization=actor.organization, name=name).first()
+    policy = None
+    if searchable(name):
+        policy = AccessPolicy.objects.filter(organization=actor.organization, name=name).first()
     if policy is None:
         raise Http404(f"{actor.organization} has no access policy named {show(name)}.")
     return policy
@@ -79,7 +81,8 @@ def key_names(org: Organization, value: object) -> list[APIKey] | None:
     if len(value) > MAX_KEYS:
         raise Invalid("keys", f"{len(value)} keys; accepts at most {MAX_KEYS}.")
     names = list(dict.fromkeys(v.strip() for v in value if v.strip()))
-    found = {k.name: k for k in APIKey.objects.filter(organization=org, name__in=names)}
+    findable = [n for n in names if searchable(n, 100)]
+    found = {k.name: k for k in APIKey.objects.filter(organization=org, name__in=findable)}
     missing = [n for n in names if n not in found]
     if missing:
         known = list(APIKey.objects.filter(organization=org).values_list("name", flat=True)[:20])

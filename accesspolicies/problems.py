@@ -12,6 +12,12 @@ def show(value: object) -> str:
     return repr(text)
 
 
+def searchable(text: object, longest: int = 300) -> bool:
+    """Whether `text` may go into a query: PostgreSQL refuses NUL characters, and nothing
+    longer than any stored name can match."""
+    return isinstance(text, str) and "\x00" not in text and len(text) <= longest
+
+
 class Invalid(Exception):
     """Bad input to a verb: `field` is the form field or API field it comes from."""
 

@@ -19,7 +19,7 @@ from accesspolicies.access import ORG_SESSION_KEY, require
 from accesspolicies.forms import InviteForm, JoinForm, RoleForm, TokenForm, show_invalid
 from accesspolicies.gateway_views import flash_secret, take_secret
 from accesspolicies.models import MembershipError, PersonalAccessToken, Role
-from accesspolicies.problems import Invalid
+from accesspolicies.problems import Invalid, searchable
 
 
 def _own_tokens(request):
@@ -55,7 +55,7 @@ def token_create(request):
 @require_POST
 def token_revoke(request, lookup):
     _, own = _own_tokens(request)
-    token = own.filter(lookup=lookup).first()
+    token = own.filter(lookup=lookup).first() if searchable(lookup) else None
     if token is None:
         raise Http404(f"You have no token {lookup!r} in this organisation.")
     token.revoke()

@@ -121,3 +121,30 @@ def test_the_admin_tabs_show_only_to_admins(as_admin, as_deployer, admin, deploy
     url = reverse(f"accesspolicies:{name}")
     assert url in as_admin.get(reverse("accesspolicies:members")).content.decode()
     assert url not in as_deployer.get(reverse("accesspolicies:members")).content.decode()
+
+
+def test_nul_characters_in_names_and_filters_are_not_found_never_a_crash(
+    as_admin, client, org, admin
+):
+    """PostgreSQL refuses NUL in a query: such names are simply not found."""
+    keys.create(org, "bot", actor=admin)
+    for url in (
+        "/access/keys/b%00t/revoke/",
+        "/access/policies/p%00/",
+        "/access/domains/x%00.com/verify/",
+        "/access/members/a%00/remove/",
+        "/access/invitations/%00/withdraw/",
+        "/access/tokens/%00/revoke/",
+    ):
+        method = as_admin.get if url.startswith("/access/policies/") else as_admin.post
+        assert method(url).status_code == 404, url
+    assert as_admin.get("/access/audit/?object=%00&actor=%00&action=%00").status_code == 200
+    assert client.get("/api/v1/keys/b%00t", **bearer(admin)).status_code == 404
+    assert as_admin.get("/access/join/sdi_%00/").status_code == 410
+    response = client.post(
+        "/api/v1/policies",
+        {"name": "p", "keys": ["b\x00t"]},
+        content_type="application/json",
+        **bearer(admin),
+    )
+    assert response.status_code == 400 and response.json()[0]["path"] == "keys"

@@ -135,3 +135,63 @@ def test_only_admins_manage_policies(
     url = reverse("accesspolicies:policy-edit", args=["public"])
     assert as_outsider.get(url).status_code == 404
     assert AccessPolicy.objects.filter(name="public").exists()
+
+
+# --- any input gives a clear error, never a crash -----------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from accesspolicies import limits  # noqa: E402
+
+ANYTHING = st.one_of(
+    st.none(),
+    st.text(max_size=300),
+    st.integers(),
+    st.booleans(),
+    st.lists(st.text(max_size=60), max_size=60),
+    st.floats(allow_nan=True),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=ANYTHING)
+def test_networks_accept_or_refuse_anything_clearly(value):
+    try:
+        out = policies.networks(value)
+    except Invalid as error:
+        assert error.field == "allowedNetworks" and len(error.message) < 400
+    else:
+        assert isinstance(out, list) and len(out) <= policies.MAX_NETWORKS
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=ANYTHING, number=ANYTHING)
+def test_names_and_limits_accept_or_refuse_anything_clearly(name, number):
+    try:
+        assert limits.NAME_RE.fullmatch(limits.name("name", name, "key"))
+    except Invalid as error:
+        assert error.field == "name" and len(error.message) < 400
+    try:
+        value = limits.bounded_int("requestsPerMinute", number, 1, 100, "requests per minute")
+    except Invalid as error:
+        assert error.field == "requestsPerMinute" and len(error.message) < 400
+    else:
+        assert value is None or 1 <= value <= 100
+
+
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(value=ANYTHING)
+def test_application_and_key_lists_accept_or_refuse_anything_clearly(org, admin, value):
+    from accesspolicies import keys as key_verbs
+
+    for check, field in (
+        (key_verbs.application_names, "applications"),
+        (policies.key_names, "keys"),
+    ):
+        try:
+            check(org, value)
+        except Invalid as error:
+            assert error.field == field and len(error.message) < 600
