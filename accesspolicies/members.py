@@ -19,7 +19,6 @@ from accesspolicies.models import (
     LOOKUP_LENGTH,
     Invitation,
     Membership,
-    MembershipError,
     Organization,
     Role,
     _digest,
@@ -233,7 +232,8 @@ def change_role(member: Membership, role: object, *, actor: Membership) -> None:
     _admin(member.organization, actor)
     role = _role(role)
     before = member.role
-    member.organization.change_role(member, role)  # raises MembershipError for the last admin
+    # MembershipError when the member is the last admin: the caller shows it.
+    member.organization.change_role(member, role)
     audit.record(
         member.organization,
         actor.user,
@@ -250,6 +250,3 @@ def remove(member: Membership, *, actor: Membership) -> None:
     audit.record(
         member.organization, actor.user, "member.remove", "member", member.user.get_username()
     )
-
-
-__all__ = ["MembershipError"]
