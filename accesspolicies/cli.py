@@ -56,3 +56,16 @@ def _find_membership(org_slug: str | None, username: str | None) -> Membership:
     if membership is None:
         raise CommandError(f"{organization.slug} has no admin: name the member acting with --user.")
     return membership
+
+
+def table_lines(rows: list[tuple[str, ...]]) -> list[str]:
+    """Rows as aligned columns, the first row being the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def when(value) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if value else "never"

@@ -1,9 +1,11 @@
 """Attach the member a request acts as (`request.membership`), looked up only when used, and
-refuse a page's form that was opened for another organisation than the session's."""
+the request's address for the audit log; refuse a page's form that was opened for another
+organisation than the session's."""
 
 from django.shortcuts import render
 from django.utils.functional import SimpleLazyObject
 
+from accesspolicies import audit
 from accesspolicies.access import current_membership
 
 # Every page form carries the organisation it was rendered for ({% page_organization %} next to
@@ -14,7 +16,14 @@ MISMATCH_HEADER = "X-Organization-Mismatch"
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 # Not acting in an organisation: the API (its callers name it by token), the login pages, and
 # choosing an organisation itself.
-EXEMPT_PREFIXES = ("/api/", "/login/", "/logout/", "/organization/switch/", "/password/")
+EXEMPT_PREFIXES = (
+    "/api/",
+    "/login/",
+    "/logout/",
+    "/organization/switch/",
+    "/password/",
+    "/access/join/",  # joining an organisation is acting outside the session's one
+)
 
 
 class MembershipMiddleware:
@@ -23,7 +32,8 @@ class MembershipMiddleware:
 
     def __call__(self, request):
         request.membership = SimpleLazyObject(lambda: current_membership(request))
-        return self.get_response(request)
+        with audit.request_origin(request):
+            return self.get_response(request)
 
 
 def page_organization(request) -> str:

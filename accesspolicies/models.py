@@ -6,12 +6,8 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
-
-from accesspolicies.validators import validate_new_user
 
 
 class MembershipError(Exception):
@@ -32,42 +28,33 @@ class Organization(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def add_member(self, username: str, role: str) -> tuple["Membership", str | None]:
-        """Add a user (created when new, with a password returned once) in `role`."""
-        User = get_user_model()
-        user = User.objects.filter(username=username).first()
-        password = None
-        if user is None:
-            password = secrets.token_urlsafe(12)
-            try:
-                validate_new_user(username, password)
-            except ValidationError as error:
-                raise MembershipError(" ".join(error.messages)) from None
-            user = User.objects.create_user(username=username, password=password)
-        elif self.memberships.filter(user=user).exists():
-            raise MembershipError(
-                f"{username} is a member of {self} already; change their role instead."
-            )
-        return self.memberships.create(user=user, role=role), password
-
     def _ensure_an_admin_remains(self, leaving: "Membership") -> None:
-        admins = self.memberships.filter(role=Role.ADMIN).exclude(pk=leaving.pk)
-        if leaving.role == Role.ADMIN and not admins.exists():
+        """Call inside a transaction: the organisation's admin memberships are locked until it
+        ends, so two admins demoting each other at once cannot both see the other one stay."""
+        admins = list(
+            self.memberships.select_for_update()
+            .filter(role=Role.ADMIN)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
+        if admins == [leaving.pk]:
             raise MembershipError(
                 f"{leaving.user} is the last admin of {self}; make another member admin first."
             )
 
     def change_role(self, membership: "Membership", role: str) -> None:
-        if role != Role.ADMIN:
-            self._ensure_an_admin_remains(membership)
-        membership.role = role
-        membership.save(update_fields=["role"])
+        with transaction.atomic():
+            if role != Role.ADMIN:
+                self._ensure_an_admin_remains(membership)
+            membership.role = role
+            membership.save(update_fields=["role"])
 
     def remove_member(self, membership: "Membership") -> None:
         """Remove a member; their tokens for this organisation stop working with them."""
-        self._ensure_an_admin_remains(membership)
-        self.access_tokens.filter(user=membership.user).delete()
-        membership.delete()
+        with transaction.atomic():
+            self._ensure_an_admin_remains(membership)
+            self.access_tokens.filter(user=membership.user).delete()
+            membership.delete()
 
 
 class Role(models.TextChoices):

@@ -6,7 +6,9 @@ in `message`. Routers added here get that shape for every error without doing an
 declares its own error statuses with `console.api_errors.errors(...)`.
 """
 
+from accesspolicies.api import domains_router, keys_router, policies_router
 from accesspolicies.api_auth import SessionMemberAuth, TokenAuth
+from accesspolicies.problems import Invalid
 from console.api_errors import ErrorShapedAPI, respond
 from jobs.api import router as applications_router
 from jobs.deploy import ActionError, Refused
@@ -26,6 +28,9 @@ api = ErrorShapedAPI(
 )
 api.add_router("/applications", applications_router)
 api.add_router("/models", models_router)
+api.add_router("/keys", keys_router)
+api.add_router("/policies", policies_router)
+api.add_router("/domains", domains_router)
 
 
 @api.exception_handler(Refused)
@@ -42,4 +47,9 @@ def refused(request, error: Refused):
 
 @api.exception_handler(ActionError)
 def action_error(request, error: ActionError):
+    return respond(api, request, error.status, str(error), [error.as_dict()])
+
+
+@api.exception_handler(Invalid)
+def invalid(request, error: Invalid):
     return respond(api, request, error.status, str(error), [error.as_dict()])

@@ -55,3 +55,31 @@ def env_url(name: str, schemes: set[str], default: str = "") -> str:
             f"{name} has scheme {parts.scheme or '(none)'!r}; accepted: {accepted}."
         )
     return raw
+
+
+def parse_host_port(raw: str, default_port: int) -> tuple[str, int]:
+    """`host`, `host:port` or `[v6]:port` as (host, port); ValueError says what is wrong."""
+    text = raw.strip()
+    host, port = text, str(default_port)
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        if rest:
+            if not rest.startswith(":"):
+                raise ValueError("write an IPv6 address as [address]:port")
+            port = rest[1:]
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("expected host:port with a port from 1 to 65535")
+    return host, int(port)
+
+
+def env_host_port(name: str, default_port: int) -> tuple[str, int] | None:
+    """An address as (host, port), or None when the variable is unset or empty."""
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        return None
+    try:
+        return parse_host_port(raw, default_port)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"{name}={raw[:80]!r}: {error}.") from None

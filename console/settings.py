@@ -10,7 +10,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import env_bool, env_int, env_list, env_str, env_url
+from console.env import env_bool, env_host_port, env_int, env_list, env_str, env_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SERVEDECK_VAR_DIR", str(BASE_DIR / "var")))
@@ -219,6 +219,13 @@ SERVEDECK_ALLOW_IN_CLUSTER = env_bool("SERVEDECK_ALLOW_IN_CLUSTER", False)
 # stream: the longest wait between two chunks) before the client gets 504.
 SERVEDECK_GATEWAY_CONNECT_TIMEOUT = env_int("SERVEDECK_GATEWAY_CONNECT_TIMEOUT", 5)
 SERVEDECK_GATEWAY_READ_TIMEOUT = env_int("SERVEDECK_GATEWAY_READ_TIMEOUT", 600)
+# Domain verification asks this DNS server (host:port) for the TXT record; unset means the
+# system's resolvers. Each lookup gives up after SERVEDECK_DNS_TIMEOUT seconds.
+SERVEDECK_DNS_RESOLVER = env_host_port("SERVEDECK_DNS_RESOLVER", 53)
+SERVEDECK_DNS_TIMEOUT = env_int("SERVEDECK_DNS_TIMEOUT", 5)
+# Where an HTTPRoute of Domain exposure sends requests: ServeDeck's gateway Service
+# (namespace/name:port), so the access policy applies to every request.
+SERVEDECK_GATEWAY_SERVICE = env_str("SERVEDECK_GATEWAY_SERVICE", "servedeck/servedeck-gateway:8000")
 # Where KServe's CRDs are read from to validate rendered objects (tests; optional elsewhere).
 KSERVE_CRD_DIR = env_str("KSERVE_CRD_DIR")
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field, replace
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accesspolicies import audit, domains
 from accesspolicies.access import require
+from accesspolicies.models import AccessPolicy
 from jobs import manifest as mf
 from jobs.backends import BackendFailed, backend_for
 from jobs.backends.local_command import configured_engine_flags
@@ -109,6 +111,10 @@ def manifest_context(
         )
     return ManifestContext(
         profiles={p.name: p.facts() for p in profiles},
+        verified_domains=domains.verified_names(organization),
+        access_policies=frozenset(
+            AccessPolicy.objects.filter(organization=organization).values_list("name", flat=True)
+        ),
         existing=existing,
         engine_defaults=master.engine_defaults() if master else {},
         master_name=master.model_id if master else None,
@@ -318,6 +324,14 @@ def _save(run: DryRun, membership, *, create_only: bool) -> Applied:
             revision.outcome = Revision.Outcome.WAITING
             revision.message = "syncType is Manual: deploy it explicitly to apply it."
             revision.save(update_fields=["outcome", "message"])
+        audit.record(
+            organization,
+            membership.user,
+            "application.apply",
+            "application",
+            application.name,
+            {"revision": revision.number, "created": created},
+        )
     return Applied(application, revision, run, created=created)
 
 
@@ -388,7 +402,16 @@ def _min_replicas(manifest: dict) -> int:
 
 def deploy_latest(application: Application, membership) -> Revision:
     require(membership, "deploy", "applications")
-    return deploy(application)
+    revision = deploy(application)
+    audit.record(
+        application.organization,
+        membership.user,
+        "application.deploy",
+        "application",
+        application.name,
+        {"revision": revision.number, "outcome": revision.outcome},
+    )
+    return revision
 
 
 def rollback(application: Application, number: int, membership) -> Applied:
@@ -427,6 +450,14 @@ def rollback(application: Application, number: int, membership) -> Applied:
             f"Revision {revision.number} rolls back to revision {number}, by {membership.user}.",
         )
     deploy(application, revision)
+    audit.record(
+        application.organization,
+        membership.user,
+        "application.rollback",
+        "application",
+        application.name,
+        {"to": number, "revision": revision.number},
+    )
     return Applied(application, revision, run, created=False)
 
 
@@ -439,6 +470,13 @@ def _operate(verb: str, application: Application, membership) -> Observed:
             raise _unavailable(application, verb, failure) from None
         raise ActionError(application.name, f"{failure.reason} {failure.next_step}") from None
     _record(application, verb.capitalize(), f"{verb.capitalize()} by {membership.user}.")
+    audit.record(
+        application.organization,
+        membership.user,
+        f"application.{verb}",
+        "application",
+        application.name,
+    )
     record_status(application, observed)
     return observed
 
@@ -494,15 +532,20 @@ def delete(application: Application, membership, *, keep_on_cluster: bool = Fals
         if not keep_on_cluster:
             raise _unavailable(application, "delete", failure, FORGET_HINT) from None
         left = left_on_cluster(application)
-        _forget(application)
+        _forget(application, membership, keep_on_cluster=True)
         return left
-    _forget(application)
+    _forget(application, membership)
     return ""
 
 
-def _forget(application: Application) -> None:
+def _forget(application: Application, membership, *, keep_on_cluster: bool = False) -> None:
+    organization, name = application.organization, application.name
     with transaction.atomic():
         application.delete()
+        detail = {"keepOnCluster": True} if keep_on_cluster else {}
+        audit.record(
+            organization, membership.user, "application.delete", "application", name, detail
+        )
 
 
 def left_on_cluster(application: Application) -> str:

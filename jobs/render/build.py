@@ -14,7 +14,7 @@ from .common import RenderError, dig, our_labels, quantity_text, revision_annota
 from .extras import http_route, local_model_cache
 from .inference import model_inference_service, yaml_inference_service
 from .runtimes import HUGGINGFACE_OPENAI_PREFIX, parakeet_serving_runtime
-from .target import RenderTarget
+from .target import RenderTarget, service_ref
 
 GATEWAY_API_ADDON = "gatewayApi"
 
@@ -46,17 +46,21 @@ def _render(manifest: Mapping[str, Any], target: RenderTarget) -> list[dict[str,
     labels = our_labels(name)
     source = spec["source"]
     objects: list[dict[str, Any]] = []
-    openai_prefix = None
     if source["type"] == "YAML":
         objects.append(yaml_inference_service(source["inferenceService"], name, namespace, labels))
     else:
         model = source["model"]
         objects.extend(_model_objects(model, name, namespace, labels, target))
-        openai_prefix = _openai_prefix(model)
     access = spec.get("access") or {}
     # Without Gateway API on the cluster the console's own gateway serves the domain (it routes
     # by host); an HTTPRoute there would only make the apply fail.
     if access.get("exposure") == "Domain" and GATEWAY_API_ADDON in target.addons:
+        try:
+            gateway_service = service_ref(target.gateway_service)
+        except ValueError as error:
+            raise RenderError(
+                f"SERVEDECK_GATEWAY_SERVICE: {error}. Ask the operator to set it."
+            ) from None
         objects.append(
             http_route(
                 name,
@@ -65,15 +69,16 @@ def _render(manifest: Mapping[str, Any], target: RenderTarget) -> list[dict[str,
                 access["domain"],
                 target.gateway_name,
                 target.gateway_namespace,
-                openai_prefix,
+                gateway_service,
             )
         )
     return objects
 
 
-def _openai_prefix(model: Mapping[str, Any]) -> str | None:
+def openai_prefix(model: Mapping[str, Any]) -> str | None:
     """KServe's Hugging Face server serves the OpenAI API under /openai (its
-    KSERVE_OPENAI_ROUTE_PREFIX); parakeet and the predictive runtimes need no rewrite."""
+    KSERVE_OPENAI_ROUTE_PREFIX); parakeet and the predictive runtimes need none. The gateway
+    prepends it when it proxies `/v1/...` to the predictor (Domain exposure included)."""
     engine = dig(model, "runtime", "engine")
     api = dig(model, "serving", "apiFormat")
     return HUGGINGFACE_OPENAI_PREFIX if engine == "vllm" and api == "OpenAI" else None

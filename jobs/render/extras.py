@@ -46,38 +46,21 @@ def http_route(
     domain: str,
     gateway_name: str,
     gateway_namespace: str,
-    openai_prefix: str | None = None,
+    gateway_service: tuple[str, str, int],
 ) -> dict[str, Any]:
-    """`<name>.<domain>` on the shared gateway, to the predictor Service. The gateway's listener
-    must allow routes from this namespace (allowedRoutes.namespaces).
-
-    `openai_prefix`: where the runtime serves the OpenAI API when not at /v1 (KServe's Hugging
-    Face server: /openai/v1), so clients still call https://<host>/v1/... as MANIFEST.md says."""
-    rules: list[dict[str, Any]] = []
-    if openai_prefix:
-        rules.append(
-            {
-                "matches": [{"path": {"type": "PathPrefix", "value": "/v1"}}],
-                "filters": [
-                    {
-                        "type": "URLRewrite",
-                        "urlRewrite": {
-                            "path": {
-                                "type": "ReplacePrefixMatch",
-                                "replacePrefixMatch": f"{openai_prefix}/v1",
-                            }
-                        },
-                    }
-                ],
-                "backendRefs": [_backend(name)],
-            }
-        )
-    rules.append(
-        {
-            "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-            "backendRefs": [_backend(name)],
-        }
-    )
+    """`<name>.<domain>` on the cluster's shared Gateway, to ServeDeck's gateway Service
+    (namespace, name, port): it checks the caller's key and the application's access policy,
+    then proxies to the predictor by host name (with the runtime's OpenAI prefix), so no
+    request reaches the model server unchecked. The Gateway's listener must allow routes from
+    this namespace (allowedRoutes.namespaces), and a ReferenceGrant in the gateway Service's
+    namespace must allow HTTPRoutes from it (the operator installs both)."""
+    service_namespace, service_name, port = gateway_service
+    backend = {"kind": "Service", "name": service_name, "port": port}
+    if service_namespace != namespace:
+        backend["namespace"] = service_namespace
+    rules = [
+        {"matches": [{"path": {"type": "PathPrefix", "value": "/"}}], "backendRefs": [backend]}
+    ]
     return {
         "apiVersion": GATEWAY_API,
         "kind": "HTTPRoute",
@@ -95,7 +78,3 @@ def http_route(
             "rules": rules,
         },
     }
-
-
-def _backend(name: str) -> dict[str, Any]:
-    return {"name": predictor_service(name), "port": PREDICTOR_PORT}

@@ -15,6 +15,9 @@ DEFAULT_NAMESPACE = "default"
 DEFAULT_CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
 DEFAULT_GATEWAY_NAME = "servedeck-gateway"
 DEFAULT_GATEWAY_NAMESPACE = "servedeck"
+# ServeDeck's own gateway (the `/v1` ASGI application) as a Service: Domain exposure routes
+# there, not to the predictor, so keys and access policies apply to every request.
+DEFAULT_GATEWAY_SERVICE = "servedeck/servedeck-gateway:8000"
 # prometheus-operator's Service for every Prometheus it runs; KEDA reads vLLM's queue there.
 DEFAULT_PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
 PARAKEET_IMAGE_REPOSITORY = "ghcr.io/servedeck/parakeet-server"
@@ -49,6 +52,7 @@ class RenderTarget:
     gateway_namespace: str = DEFAULT_GATEWAY_NAMESPACE
     prometheus_url: str = DEFAULT_PROMETHEUS_URL
     parakeet_image: str = PARAKEET_IMAGE
+    gateway_service: str = DEFAULT_GATEWAY_SERVICE  # namespace/name:port
 
     @classmethod
     def from_profile(cls, profile: Any) -> RenderTarget:
@@ -62,7 +66,10 @@ class RenderTarget:
         }
         catalog = profile.machine_catalog or ()
         cluster = profile.cluster
+        from django.conf import settings
+
         return cls(
+            gateway_service=getattr(settings, "SERVEDECK_GATEWAY_SERVICE", DEFAULT_GATEWAY_SERVICE),
             namespace=profile.namespace or DEFAULT_NAMESPACE,
             machine_catalog=tuple(k for k in catalog if isinstance(k, Mapping)),
             addons=frozenset(cluster.addons or ()),
@@ -86,3 +93,15 @@ class RenderTarget:
             if kind.get("name") == name:
                 return kind
         return None
+
+
+def service_ref(text: str) -> tuple[str, str, int]:
+    """`namespace/name:port` as (namespace, name, port); ValueError says what is accepted."""
+    namespace, _, rest = text.strip().partition("/")
+    name, _, port = rest.partition(":")
+    if not (namespace and name and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(
+            f"{text[:80]!r} is not a Service reference; accepts namespace/name:port, "
+            f"e.g. {DEFAULT_GATEWAY_SERVICE}"
+        )
+    return namespace, name, int(port)

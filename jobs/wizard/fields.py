@@ -263,8 +263,17 @@ def apply_size(doc: dict, gpu_kind: str | None, gpus: int, nodes: int) -> dict:
 
 
 def apply_access(doc: dict, data: Mapping) -> dict:
+    """Internal only, or On your domain with the domain and access policy picked (the manifest
+    rules check both are the organisation's)."""
     if data.get("exposure") == "Internal":
         put(doc, "spec.access", {"exposure": "Internal"})
+    elif data.get("exposure") == "Domain":
+        access = {
+            "exposure": "Domain",
+            "domain": coerce("text", data.get("domain")),
+            "accessPolicy": coerce("text", data.get("access_policy")),
+        }
+        put(doc, "spec.access", {k: v for k, v in access.items() if v is not None})
     return doc
 
 

@@ -301,9 +301,25 @@ def compute_context(state: State, check=None, data=None) -> dict:
 
 
 def access_context(state: State) -> dict:
-    """Internal only, or On your domain (disabled until verified domains exist)."""
+    """Internal only, or On your domain (offered once the organisation has a verified domain
+    and an access policy)."""
+    from accesspolicies.domains import verified_names
+    from accesspolicies.models import AccessPolicy
+
+    organization = state.draft.organization
+    domains = sorted(verified_names(organization))
+    policies = list(
+        AccessPolicy.objects.filter(organization=organization).values_list("name", flat=True)
+    )
     exposure = get(state.manifest, "spec.access.exposure") or "Internal"
-    return common(state, "access") | {"exposure": exposure}
+    return common(state, "access") | {
+        "exposure": exposure,
+        "domains": domains,
+        "policies": policies,
+        "domain_ready": bool(domains and policies),
+        "domain": get(state.manifest, "spec.access.domain"),
+        "access_policy": get(state.manifest, "spec.access.accessPolicy"),
+    }
 
 
 def endpoint_paths(state: State, api_format: str) -> list[str]:

@@ -102,3 +102,43 @@ def test_login_and_logout(client, admin):
     assert client.get("/").status_code == 200
     client.post(reverse("logout"))
     assert client.get("/").status_code == 302
+
+
+# --- the command line --------------------------------------------------------------------
+
+
+def test_cli_token_create_list_revoke_for_a_member(client, admin, deployer):
+    import json
+
+    from tests.accesspolicies.conftest import run
+
+    out, err = run("token", "create", "ci", "--user", "dan", "--expires-in", "30", "--json")
+    data = json.loads(out)
+    assert data["name"] == "ci" and data["token"].startswith("sdp_")
+    token = PersonalAccessToken.objects.get(name="ci")
+    assert token.user == deployer.user
+    assert token.secret_hash == hashlib.sha256(data["token"].encode()).hexdigest()
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {data['token']}"}
+    assert client.get("/api/v1/applications", **headers).status_code == 200
+    listing, _ = run("token", "list", "--user", "dan")
+    assert "ci" in listing and "active" in listing and data["token"] not in listing
+    assert run("token", "list")[0].count("\n") == 1  # ada (the default) has none: header only
+    out, _ = run("token", "revoke", "ci", "--user", "dan")
+    assert out.strip() == "token/ci revoked"
+    assert client.get("/api/v1/applications", **headers).status_code == 401
+
+
+def test_cli_token_errors_exit_1(admin):
+    from django.core.management.base import CommandError
+
+    from tests.accesspolicies.conftest import run
+
+    for args, words in (
+        (["token", "create", "ci", "--expires-in", "400"], "--expires-in: 400 is out of range"),
+        (["token", "revoke", "ghost"], "no live token named 'ghost'"),
+        (["token", "create", "ci", "--user", "nobody"], "--user nobody: not a member"),
+    ):
+        with pytest.raises(CommandError) as raised:
+            run(*args)
+        assert words in str(raised.value)
+    assert not PersonalAccessToken.objects.exists()

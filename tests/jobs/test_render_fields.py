@@ -414,12 +414,13 @@ def test_weight_cache_is_a_cluster_scoped_local_model_cache():
     assert other[0]["metadata"]["name"] != cache["metadata"]["name"]
 
 
-def test_domain_exposure_routes_the_host_to_the_predictor():
+def test_domain_exposure_routes_the_host_to_servedecks_gateway():
     target = RenderTarget(
         namespace="ml-serving",
         addons=frozenset({"gatewayApi"}),
         gateway_name="edge",
         gateway_namespace="infra",
+        gateway_service="servedeck/v1-gateway:8080",
     )
     objects = build({"spec.access": DOMAIN}, target=target)
     route = objects[-1]
@@ -436,27 +437,19 @@ def test_domain_exposure_routes_the_host_to_the_predictor():
             }
         ],
         "hostnames": ["app.models.example.com"],
+        # Every request goes through ServeDeck's gateway (keys, policy, limits, metering);
+        # it adds the runtime's OpenAI prefix itself, so the route rewrites nothing.
         "rules": [
             {
-                # KServe's Hugging Face server answers OpenAI calls under /openai/v1; clients
-                # call /v1 as MANIFEST.md promises.
-                "matches": [{"path": {"type": "PathPrefix", "value": "/v1"}}],
-                "filters": [
+                "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                "backendRefs": [
                     {
-                        "type": "URLRewrite",
-                        "urlRewrite": {
-                            "path": {
-                                "type": "ReplacePrefixMatch",
-                                "replacePrefixMatch": "/openai/v1",
-                            }
-                        },
+                        "kind": "Service",
+                        "name": "v1-gateway",
+                        "namespace": "servedeck",
+                        "port": 8080,
                     }
                 ],
-                "backendRefs": [{"name": "app-predictor", "port": 80}],
-            },
-            {
-                "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-                "backendRefs": [{"name": "app-predictor", "port": 80}],
             },
         ],
     }
@@ -469,17 +462,49 @@ def test_domain_exposure_routes_the_host_to_the_predictor():
         predictive("SKLearn"),
         {"serving.apiFormat": "V2"},
         {"spec.source": {"type": "YAML", "inferenceService": YAML_ISVC}},
+        {},
     ],
-    ids=["parakeet", "predictive", "vllm-v2", "yaml-source"],
+    ids=["parakeet", "predictive", "vllm-v2", "yaml-source", "vllm-openai"],
 )
-def test_routes_to_runtimes_serving_v1_paths_need_no_rewrite(changes):
+def test_no_route_reaches_the_predictor_directly(changes):
     route = build({**changes, "spec.access": DOMAIN})[-1]
     assert route["spec"]["rules"] == [
         {
             "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-            "backendRefs": [{"name": "app-predictor", "port": 80}],
+            "backendRefs": [
+                {
+                    "kind": "Service",
+                    "name": "servedeck-gateway",
+                    "namespace": "servedeck",
+                    "port": 8000,
+                }
+            ],
         }
     ]
+
+
+def test_a_gateway_service_in_the_route_namespace_needs_no_namespace():
+    target = RenderTarget(
+        namespace="servedeck", addons=frozenset({"gatewayApi"}), gateway_service="servedeck/gw:80"
+    )
+    objects = build({"spec.access": DOMAIN, "spec.namespace": "servedeck"}, target=target)
+    backend = objects[-1]["spec"]["rules"][0]["backendRefs"]
+    assert backend == [{"kind": "Service", "name": "gw", "port": 80}]
+
+
+@pytest.mark.parametrize("value", ["servedeck-gateway:8000", "ns/name", "ns/name:http", "ns/:80"])
+def test_a_malformed_gateway_service_is_a_render_error_naming_the_setting(value):
+    target = RenderTarget(addons=frozenset({"gatewayApi"}), gateway_service=value)
+    with pytest.raises(RenderError, match="SERVEDECK_GATEWAY_SERVICE.*namespace/name:port"):
+        build({"spec.access": DOMAIN}, target=target)
+
+
+def test_the_gateway_service_comes_from_the_setting(settings, db):
+    from tests.helpers import make_org
+
+    settings.SERVEDECK_GATEWAY_SERVICE = "edge/gw:9000"
+    profile = make_org("initech").profiles.get()
+    assert RenderTarget.from_profile(profile).gateway_service == "edge/gw:9000"
 
 
 def test_default_gateway_is_servedeck_gateway_in_servedeck():

@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
 
+from accesspolicies import audit
 from accesspolicies.cli import acting_membership, add_verb
 from jobs import deploy as verbs
 from jobs.access import get_application
@@ -72,10 +73,11 @@ class Command(BaseCommand):
     def handle(self, *args, verb, org, user, **options):
         membership = acting_membership(org, user)
         try:
-            if verb in OPERATIONS:
-                self.operate(verb, membership, options["name"])
-            else:
-                getattr(self, f"do_{verb}")(membership, **options)
+            with audit.cli_origin():
+                if verb in OPERATIONS:
+                    self.operate(verb, membership, options["name"])
+                else:
+                    getattr(self, f"do_{verb}")(membership, **options)
         except verbs.Refused as refused:
             self._report(refused.dry_run)
             count = len(refused.dry_run.refusals)

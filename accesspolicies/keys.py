@@ -1,0 +1,247 @@
+"""API keys for the gateway (`/v1`): create, revoke, rotate and list, the same for the pages,
+the REST API and the command line. Only admins manage keys; the secret is returned once and
+only its hash is stored; every change is in the audit log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, models, transaction
+from django.db.models import Sum
+from django.http import Http404
+from django.utils import timezone
+
+from accesspolicies import audit, limits
+from accesspolicies.access import require
+from accesspolicies.models import APIKey, Membership, Organization
+from accesspolicies.problems import Invalid, searchable, show
+
+WHAT = "API keys"
+USAGE_WINDOW = timedelta(hours=24)
+
+
+def _admin(org: Organization, actor: Membership) -> Membership:
+    require(actor, "admin", WHAT)
+    if actor.organization_id != org.pk:
+        raise Http404("No such organisation.")
+    return actor
+
+
+def get_key(actor: Membership, name: str) -> APIKey:
+    """The organisation's key `name`, for an admin; 404 when the organisation has none."""
+    require(actor, "admin", WHAT)
+    key = None
+    if searchable(name):
+        key = APIKey.objects.filter(organization=actor.organization, name=name).first()
+    if key is None:
+        raise Http404(f"{actor.organization} has no API key named {show(name)}.")
+    return key
+
+
+def application_names(org: Organization, value: object) -> list[str] | None:
+    """None (every application) or the named applications, each one of the organisation's."""
+    from jobs.models import Application
+
+    if value is None or value == [] or value == "":
+        return None
+    if isinstance(value, str):
+        value = [part for part in value.replace(",", " ").split() if part]
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise Invalid("applications", "must be a list of application names, or empty for all.")
+    if len(value) > limits.MAX_APPLICATIONS:
+        raise Invalid(
+            "applications",
+            f"{len(value)} names; accepts at most {limits.MAX_APPLICATIONS}. Leave it empty to "
+            "allow every application.",
+        )
+    names = list(dict.fromkeys(v.strip() for v in value if v.strip()))
+    known = set(
+        Application.objects.filter(
+            organization=org, name__in=[n for n in names if searchable(n, 63)]
+        ).values_list("name", flat=True)
+    )
+    missing = [n for n in names if n not in known]
+    if missing:
+        existing = list(
+            Application.objects.filter(organization=org).values_list("name", flat=True)[:20]
+        )
+        raise Invalid(
+            "applications",
+            f"{show(missing[0])} is not an application of {org}; accepts "
+            f"{', '.join(existing) or 'none yet'}. Name an existing application, or leave it "
+            "empty to allow every application.",
+        )
+    return names or None
+
+
+def _expiry(field: str, days: object) -> datetime | None:
+    days = limits.bounded_int(field, days, 1, limits.MAX_EXPIRES_IN_DAYS, "days")
+    return timezone.now() + timedelta(days=days) if days else None
+
+
+def create(
+    org: Organization,
+    name: str,
+    applications: object = None,
+    rpm: object = None,
+    tpm: object = None,
+    concurrency: object = None,
+    expires_in: object = None,
+    *,
+    actor: Membership,
+) -> tuple[APIKey, str]:
+    """A new key; the plain secret is returned once and never stored."""
+    _admin(org, actor)
+    name = limits.name("name", name, "key")
+    apps = application_names(org, applications)
+    caps = limits.caller_limits(rpm, tpm, concurrency)
+    expires_at = _expiry("expiresInDays", expires_in)
+    lookup, plain, digest = APIKey.new_secret()
+    try:
+        with transaction.atomic():
+            key = APIKey.objects.create(
+                organization=org,
+                name=name,
+                lookup=lookup,
+                secret_hash=digest,
+                all_applications=apps is None,
+                applications=apps or [],
+                expires_at=expires_at,
+                created_by=actor.user,
+                **caps,
+            )
+    except IntegrityError:
+        raise Invalid(
+            "name",
+            f"{org} has an API key named {name!r} already; accepts a new name. Choose another "
+            f"name, or rotate {name} to get a new secret.",
+            status=409,
+        ) from None
+    audit.record(
+        org,
+        actor.user,
+        "apikey.create",
+        "apikey",
+        name,
+        {"applications": apps or "all", **caps, "expiresAt": _iso(expires_at)},
+    )
+    return key, plain
+
+
+def revoke(key: APIKey, *, actor: Membership) -> bool:
+    """Refuse the key (and a rotated key's old secret) from now; False when it already was."""
+    _admin(key.organization, actor)
+    if key.revoked_at is not None:
+        return False
+    now = timezone.now()
+    key.revoked_at = now
+    fields = ["revoked_at"]
+    if key.previous_lookup:
+        key.previous_expires_at = now
+        fields.append("previous_expires_at")
+    key.save(update_fields=fields)
+    audit.record(key.organization, actor.user, "apikey.revoke", "apikey", key.name)
+    return True
+
+
+def rotate(key: APIKey, grace_minutes: object = 60, *, actor: Membership) -> tuple[APIKey, str]:
+    """A new secret for the same caller; the old one keeps working for `grace_minutes`."""
+    _admin(key.organization, actor)
+    if key.revoked_at is not None:
+        raise Invalid(
+            "name",
+            f"{key.name} is revoked; a revoked key cannot be rotated. Create a new key instead.",
+            status=409,
+        )
+    grace = limits.bounded_int(
+        "graceMinutes", grace_minutes, 0, limits.MAX_GRACE_MINUTES, "minutes"
+    )
+    grace = 0 if grace is None else grace
+    lookup, plain, digest = APIKey.new_secret()
+    now = timezone.now()
+    key.previous_lookup, key.previous_secret_hash = key.lookup, key.secret_hash
+    key.previous_expires_at = now + timedelta(minutes=grace)
+    key.lookup, key.secret_hash = lookup, digest
+    key.save(
+        update_fields=[
+            "lookup",
+            "secret_hash",
+            "previous_lookup",
+            "previous_secret_hash",
+            "previous_expires_at",
+        ]
+    )
+    audit.record(
+        key.organization, actor.user, "apikey.rotate", "apikey", key.name, {"graceMinutes": grace}
+    )
+    return key, plain
+
+
+def state(key: APIKey) -> str:
+    if key.revoked_at is not None:
+        return "revoked"
+    if key.expires_at is not None and key.expires_at <= timezone.now():
+        return "expired"
+    if key.previous_expires_at is not None and key.previous_expires_at > timezone.now():
+        return "rotating"
+    return "active"
+
+
+@dataclass(frozen=True)
+class Usage:
+    requests: int = 0
+    tokens: int = 0
+
+
+def usage_by_key(keys: list[APIKey], since: datetime) -> dict[int, Usage]:
+    """Requests and tokens per key since `since`, from the metering's per-minute rows.
+
+    The rows belong to metering (a model with a foreign key to APIKey, a `requests` count and
+    a per-minute timestamp); they are found through the relation so this module does not
+    depend on where metering keeps them. Without such a model every key shows no usage."""
+    rows_model = _usage_model()
+    if rows_model is None or not keys:
+        return {}
+    model, key_field, minute_field, token_fields = rows_model
+    sums = {"requests": Sum("requests")}
+    for field in token_fields:
+        sums[field] = Sum(field)
+    rows = (
+        model.objects.filter(**{f"{key_field}__in": keys, f"{minute_field}__gte": since})
+        .values(key_field)
+        .annotate(**sums)
+    )
+    return {
+        row[key_field]: Usage(
+            requests=row["requests"] or 0,
+            tokens=sum(row[field] or 0 for field in token_fields),
+        )
+        for row in rows
+    }
+
+
+def _usage_model():
+    for relation in APIKey._meta.related_objects:
+        model = relation.related_model
+        names = {f.name: f for f in model._meta.concrete_fields}
+        if relation.many_to_many or "requests" not in names:
+            continue
+        stamps = [n for n, f in names.items() if isinstance(f, models.DateTimeField)]
+        minute = "minute" if "minute" in stamps else next(iter(stamps), None)
+        if minute is None:
+            continue
+        tokens = [n for n in ("prompt_tokens", "completion_tokens") if n in names]
+        return model, relation.field.name, minute, tokens
+    return None
+
+
+def listing(org: Organization, *, actor: Membership) -> tuple[list[APIKey], dict[int, Usage]]:
+    """The organisation's keys and their usage over the last day, for an admin."""
+    _admin(org, actor)
+    keys = list(APIKey.objects.filter(organization=org))
+    return keys, usage_by_key(keys, timezone.now() - USAGE_WINDOW)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None

@@ -1,0 +1,153 @@
+"""`manage.py apikey …`: create, list, revoke and rotate the gateway's API keys (admins only).
+
+The same verbs as the Access pages and `/api/v1/keys`; the secret is printed once."""
+
+import json
+
+from django.core.exceptions import PermissionDenied
+from django.core.management.base import BaseCommand, CommandError
+from django.http import Http404
+
+from accesspolicies import audit
+from accesspolicies import keys as key_verbs
+from accesspolicies.cli import acting_membership, add_verb, table_lines, when
+from accesspolicies.problems import Invalid
+
+
+class Command(BaseCommand):
+    help = "Manage API keys for the gateway (/v1): create, list, revoke, rotate."
+
+    def add_arguments(self, parser):
+        verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+        create = add_verb(verbs, "create", help="a new key; its secret is printed once")
+        create.add_argument("name", help="who calls with it, e.g. support-bot")
+        create.add_argument(
+            "--app",
+            action="append",
+            dest="apps",
+            metavar="APP",
+            help="an application it may call (repeat; default: every application)",
+        )
+        create.add_argument("--rpm", help="requests per minute (default: no limit)")
+        create.add_argument("--tpm", help="tokens per minute (default: no limit)")
+        create.add_argument("--concurrency", help="concurrent requests (default: no limit)")
+        create.add_argument("--expires-in", metavar="DAYS", help="days until it expires")
+        create.add_argument(
+            "--json", action="store_true", dest="as_json", help="print a JSON object"
+        )
+        listing = add_verb(verbs, "list", help="the organisation's keys")
+        listing.add_argument(
+            "--json", action="store_true", dest="as_json", help="print a JSON list"
+        )
+        add_verb(verbs, "revoke", help="refuse a key from now").add_argument("name")
+        rotate = add_verb(verbs, "rotate", help="a new secret; the old one works for a while")
+        rotate.add_argument("name")
+        rotate.add_argument(
+            "--grace", default="60", metavar="MINUTES", help="minutes the old secret keeps working"
+        )
+        rotate.add_argument(
+            "--json", action="store_true", dest="as_json", help="print a JSON object"
+        )
+
+    def handle(self, *args, verb, org, user, **options):
+        membership = acting_membership(org, user, "admin", key_verbs.WHAT)
+        try:
+            with audit.cli_origin():
+                getattr(self, f"do_{verb}")(membership, **options)
+        except Invalid as error:
+            raise CommandError(f"{_flag(error.field)}: {error.message}", returncode=1) from None
+        except (Http404, PermissionDenied) as error:
+            raise CommandError(str(error), returncode=1) from None
+
+    def _secret(self, key, plain: str, as_json: bool, said: str) -> None:
+        if as_json:
+            self.stdout.write(json.dumps({**_described(key), "key": plain}, default=str))
+            return
+        self.stdout.write(said)
+        self.stdout.write(plain)
+        self.stderr.write("Copy it now: it is shown once; ServeDeck keeps only a hash of it.")
+
+    def do_create(self, membership, name, apps, rpm, tpm, concurrency, expires_in, as_json, **_):
+        key, plain = key_verbs.create(
+            membership.organization,
+            name,
+            apps,
+            rpm,
+            tpm,
+            concurrency,
+            expires_in,
+            actor=membership,
+        )
+        self._secret(key, plain, as_json, f"apikey/{key.name} created; its key:")
+
+    def do_list(self, membership, as_json, **_):
+        found, usage = key_verbs.listing(membership.organization, actor=membership)
+        if as_json:
+            rows = [
+                {**_described(k), "requests24h": usage.get(k.pk, key_verbs.Usage()).requests}
+                for k in found
+            ]
+            self.stdout.write(json.dumps(rows, default=str))
+            return
+        rows = [("NAME", "KEY", "APPLICATIONS", "STATE", "EXPIRES", "LAST USED", "REQUESTS 24H")]
+        for key in found:
+            apps = "all" if key.all_applications else ",".join(key.applications)
+            rows.append(
+                (
+                    key.name,
+                    key.masked,
+                    apps,
+                    key_verbs.state(key),
+                    when(key.expires_at),
+                    when(key.last_used_at),
+                    str(usage.get(key.pk, key_verbs.Usage()).requests),
+                )
+            )
+        for line in table_lines(rows):
+            self.stdout.write(line)
+
+    def do_revoke(self, membership, name, **_):
+        key = key_verbs.get_key(membership, name)
+        if key_verbs.revoke(key, actor=membership):
+            self.stdout.write(f"apikey/{name} revoked")
+        else:
+            self.stdout.write(f"apikey/{name} was revoked already")
+
+    def do_rotate(self, membership, name, grace, as_json, **_):
+        key, plain = key_verbs.rotate(key_verbs.get_key(membership, name), grace, actor=membership)
+        self._secret(
+            key,
+            plain,
+            as_json,
+            f"apikey/{name} rotated; the old secret works until "
+            f"{when(key.previous_expires_at)} UTC. The new key:",
+        )
+
+
+FLAGS = {
+    "requestsPerMinute": "rpm",
+    "tokensPerMinute": "tpm",
+    "concurrentRequests": "concurrency",
+    "expiresInDays": "expires-in",
+    "graceMinutes": "grace",
+    "applications": "app",
+}
+
+
+def _flag(field: str) -> str:
+    """The option a verb's field came from (NAME is positional)."""
+    return f"--{FLAGS[field]}" if field in FLAGS else field.upper()
+
+
+def _described(key) -> dict:
+    return {
+        "name": key.name,
+        "prefix": key.masked,
+        "applications": None if key.all_applications else key.applications,
+        "requestsPerMinute": key.requests_per_minute,
+        "tokensPerMinute": key.tokens_per_minute,
+        "concurrentRequests": key.concurrent_requests,
+        "state": key_verbs.state(key),
+        "expiresAt": key.expires_at,
+        "lastUsedAt": key.last_used_at,
+    }

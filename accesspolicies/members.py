@@ -1,0 +1,252 @@
+"""Members: admins invite people with a one-time link, change roles and remove members; the
+organisation always keeps an admin. The link says nothing about who has an account elsewhere."""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model, password_validation
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.http import Http404
+from django.utils import timezone
+
+from accesspolicies import audit, limits
+from accesspolicies.access import require
+from accesspolicies.models import (
+    LOOKUP_LENGTH,
+    Invitation,
+    Membership,
+    Organization,
+    Role,
+    _digest,
+)
+from accesspolicies.problems import Invalid, searchable, show
+
+WHAT = "members"
+INVITE_PREFIX = "sdi_"
+DEFAULT_INVITE_DAYS = 7
+MAX_INVITE_DAYS = 30
+USERNAME_MAX = 150
+
+
+def _admin(org: Organization, actor: Membership) -> None:
+    require(actor, "admin", WHAT)
+    if actor.organization_id != org.pk:
+        raise Http404("No such organisation.")
+
+
+def member_named(actor: Membership, username: str) -> Membership:
+    require(actor, "view", WHAT)
+    member = None
+    if searchable(username):
+        found = actor.organization.memberships.select_related("user")
+        member = found.filter(user__username=username).first()
+    if member is None:
+        raise Http404(f"{show(username)} is not a member of {actor.organization}.")
+    return member
+
+
+def _role(value: object) -> str:
+    if value not in Role.values:
+        raise Invalid(
+            "role", f"{show(value)} is not a role; accepts {', '.join(Role.values)}. Pick one."
+        )
+    return str(value)
+
+
+# --- invitations ---------------------------------------------------------------------------
+
+
+def invite(
+    org: Organization,
+    role: object,
+    note: object = "",
+    expires_in_days: object = DEFAULT_INVITE_DAYS,
+    *,
+    actor: Membership,
+) -> tuple[Invitation, str]:
+    """A one-time invitation; the plain token (the link's last part) is returned once."""
+    _admin(org, actor)
+    role = _role(role)
+    note = (note or "").strip() if isinstance(note, str) else ""
+    if len(note) > 200:
+        raise Invalid("note", f"{len(note)} characters; accepts at most 200. Shorten it.")
+    days = limits.bounded_int("expiresInDays", expires_in_days, 1, MAX_INVITE_DAYS, "days")
+    lookup = secrets.token_hex(LOOKUP_LENGTH // 2)
+    plain = f"{INVITE_PREFIX}{lookup}{secrets.token_urlsafe(32)}"
+    invitation = Invitation.objects.create(
+        organization=org,
+        role=role,
+        note=note,
+        lookup=lookup,
+        secret_hash=_digest(plain),
+        created_by=actor.user,
+        expires_at=timezone.now() + timedelta(days=days or DEFAULT_INVITE_DAYS),
+    )
+    audit.record(
+        org, actor.user, "invitation.create", "invitation", lookup, {"role": role, "note": note}
+    )
+    return invitation, plain
+
+
+def find_invitation(presented: str) -> Invitation | None:
+    """The invitation `presented` is, whatever its state; unknown and wrong look the same."""
+    if not isinstance(presented, str) or not presented.startswith(INVITE_PREFIX):
+        return None
+    lookup = presented[len(INVITE_PREFIX) : len(INVITE_PREFIX) + LOOKUP_LENGTH]
+    found = None
+    if searchable(lookup):
+        found = Invitation.objects.select_related("organization").filter(lookup=lookup).first()
+    expected = found.secret_hash if found else _digest("no such invitation")
+    if not hmac.compare_digest(expected, _digest(presented)) or found is None:
+        return None
+    return found
+
+
+def why_unusable(invitation: Invitation | None) -> str | None:
+    """Why the link cannot be used, or None when it can."""
+    if invitation is None:
+        return "This invitation link is not valid. Ask an admin of the organisation for a new one."
+    if invitation.revoked_at is not None:
+        return "This invitation was withdrawn. Ask an admin of the organisation for a new one."
+    if invitation.accepted_at is not None:
+        return "This invitation was used already; each link works once. Ask for a new one."
+    if invitation.expires_at <= timezone.now():
+        return "This invitation has expired. Ask an admin of the organisation for a new one."
+    return None
+
+
+def _join(invitation_pk: int, user) -> Membership:
+    """Use the invitation for `user`, once: the row is locked so two clicks cannot both join."""
+    invitation = Invitation.objects.select_for_update().get(pk=invitation_pk)
+    problem = why_unusable(invitation)
+    if problem:
+        raise Invalid("invitation", problem, status=410)
+    org = invitation.organization
+    if org.memberships.filter(user=user).exists():
+        raise Invalid(
+            "invitation",
+            f"You are a member of {org} already; the invitation stays unused for someone else.",
+            status=409,
+        )
+    membership = Membership.objects.create(organization=org, user=user, role=invitation.role)
+    invitation.accepted_at = timezone.now()
+    invitation.accepted_by = user
+    invitation.save(update_fields=["accepted_at", "accepted_by"])
+    audit.record(org, user, "member.join", "member", user.get_username(), {"role": invitation.role})
+    return membership
+
+
+def accept(presented: str, user) -> Membership:
+    """A logged-in person joins through the link."""
+    invitation = find_invitation(presented)
+    if invitation is None:
+        raise Invalid("invitation", why_unusable(None), status=404)
+    with transaction.atomic():
+        return _join(invitation.pk, user)
+
+
+def validate_username(value: object) -> str:
+    User = get_user_model()
+    text = value.strip() if isinstance(value, str) else ""
+    try:
+        if not text or len(text) > USERNAME_MAX:
+            raise ValidationError("empty or too long")
+        User.username_validator(text)
+    except ValidationError:
+        raise Invalid(
+            "username",
+            f"{show(value)} is not a username; accepts 1 to {USERNAME_MAX} letters, digits and "
+            "@ . + - _ only. Choose one like that.",
+        ) from None
+    return text
+
+
+def sign_up(presented: str, username: object, password: object):
+    """A new person makes an account through the link and joins. A username someone else has
+    is refused with the same words as a reserved one: the answer tells nothing about who
+    else has an account."""
+    invitation = find_invitation(presented)
+    problem = why_unusable(invitation)
+    if problem:
+        raise Invalid("invitation", problem, status=404 if invitation is None else 410)
+    username = validate_username(username)
+    if not isinstance(password, str) or not password:
+        raise Invalid("password", "required; choose a password.")
+    User = get_user_model()
+    candidate = User(username=username)
+    try:
+        password_validation.validate_password(password, candidate)
+    except ValidationError as error:
+        raise Invalid("password", " ".join(error.messages)) from None
+    taken = Invalid("username", "cannot be used; choose another username.")
+    try:
+        with transaction.atomic():
+            if User.objects.filter(username__iexact=username).exists():
+                raise taken
+            user = User.objects.create_user(username=username, password=password)
+            _join(invitation.pk, user)
+    except IntegrityError:
+        raise taken from None
+    return user
+
+
+def withdraw(invitation: Invitation, *, actor: Membership) -> None:
+    _admin(invitation.organization, actor)
+    if invitation.accepted_at is None and invitation.revoked_at is None:
+        invitation.revoked_at = timezone.now()
+        invitation.save(update_fields=["revoked_at"])
+        audit.record(
+            invitation.organization,
+            actor.user,
+            "invitation.withdraw",
+            "invitation",
+            invitation.lookup,
+        )
+
+
+def pending_invitations(actor: Membership):
+    require(actor, "admin", WHAT)
+    return actor.organization.invitations.filter(
+        accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
+    )
+
+
+def get_invitation(actor: Membership, lookup: str) -> Invitation:
+    require(actor, "admin", WHAT)
+    found = None
+    if searchable(lookup):
+        found = actor.organization.invitations.filter(lookup=lookup).first()
+    if found is None:
+        raise Http404(f"{actor.organization} has no invitation {show(lookup)}.")
+    return found
+
+
+# --- roles -----------------------------------------------------------------------------------
+
+
+def change_role(member: Membership, role: object, *, actor: Membership) -> None:
+    _admin(member.organization, actor)
+    role = _role(role)
+    before = member.role
+    # MembershipError when the member is the last admin: the caller shows it.
+    member.organization.change_role(member, role)
+    audit.record(
+        member.organization,
+        actor.user,
+        "member.role",
+        "member",
+        member.user.get_username(),
+        {"from": before, "to": role},
+    )
+
+
+def remove(member: Membership, *, actor: Membership) -> None:
+    _admin(member.organization, actor)
+    member.organization.remove_member(member)
+    audit.record(
+        member.organization, actor.user, "member.remove", "member", member.user.get_username()
+    )
