@@ -11,15 +11,9 @@ from accesspolicies import keys as key_verbs
 from accesspolicies import policies as policy_verbs
 from accesspolicies.models import AccessPolicy, APIKey, VerifiedDomain
 from accesspolicies.problems import Invalid
+from console.api_errors import errors
 
-
-class Problem(Schema):
-    path: str
-    message: str
-    level: str
-
-
-ERRORS = {400: list[Problem], 409: list[Problem]}
+ERRORS = errors(400, 409)
 
 
 # --- API keys ----------------------------------------------------------------------------

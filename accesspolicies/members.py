@@ -7,13 +7,13 @@ import hmac
 import secrets
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model, password_validation
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
 
-from accesspolicies import audit, limits
+from accesspolicies import audit, limits, validators
 from accesspolicies.access import require
 from accesspolicies.models import (
     LOOKUP_LENGTH,
@@ -29,7 +29,6 @@ WHAT = "members"
 INVITE_PREFIX = "sdi_"
 DEFAULT_INVITE_DAYS = 7
 MAX_INVITE_DAYS = 30
-USERNAME_MAX = 150
 
 
 def _admin(org: Organization, actor: Membership) -> None:
@@ -149,18 +148,14 @@ def accept(presented: str, user) -> Membership:
         return _join(invitation.pk, user)
 
 
-def validate_username(value: object) -> str:
-    User = get_user_model()
+def _username(value: object) -> str:
     text = value.strip() if isinstance(value, str) else ""
     try:
-        if not text or len(text) > USERNAME_MAX:
-            raise ValidationError("empty or too long")
-        User.username_validator(text)
+        validators.validate_username(text)
     except ValidationError:
         raise Invalid(
             "username",
-            f"{show(value)} is not a username; accepts 1 to {USERNAME_MAX} letters, digits and "
-            "@ . + - _ only. Choose one like that.",
+            f"{show(value)} is not a username; {validators.USERNAME_RULE}. Choose one like that.",
         ) from None
     return text
 
@@ -173,15 +168,13 @@ def sign_up(presented: str, username: object, password: object):
     problem = why_unusable(invitation)
     if problem:
         raise Invalid("invitation", problem, status=404 if invitation is None else 410)
-    username = validate_username(username)
+    username = _username(username)
     if not isinstance(password, str) or not password:
         raise Invalid("password", "required; choose a password.")
     User = get_user_model()
-    candidate = User(username=username)
-    try:
-        password_validation.validate_password(password, candidate)
-    except ValidationError as error:
-        raise Invalid("password", " ".join(error.messages)) from None
+    weak = validators.password_problems(password, User(username=username))
+    if weak:
+        raise Invalid("password", " ".join(weak))
     taken = Invalid("username", "cannot be used; choose another username.")
     try:
         with transaction.atomic():

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
 from django.http import HttpResponse, JsonResponse
 
+from console.api_errors import error_body
+
 # Paths that authenticate on their own (tokens) or must be reachable without a session.
 OPEN_PREFIXES = ("/api/",)
 
@@ -49,7 +51,7 @@ class ContentSecurityPolicyMiddleware:
 CREDENTIAL_PARAMETERS = frozenset(
     {"token", "access_token", "api_key", "apikey", "key", "password", "secret", "bearer", "auth"}
 )
-TOKEN_PREFIXES = ("sdp_",)
+TOKEN_PREFIXES = ("sdp_", "sdk_")  # personal access tokens, API keys
 
 
 class QueryStringCredentialsMiddleware:
@@ -74,5 +76,5 @@ class QueryStringCredentialsMiddleware:
             "token, revoke it under Access and create another."
         )
         if request.path.startswith(OPEN_PREFIXES):
-            return JsonResponse({"detail": message}, status=400)
+            return JsonResponse(error_body(400, message), status=400)
         return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")

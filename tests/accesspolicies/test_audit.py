@@ -8,7 +8,7 @@ from accesspolicies import audit, keys
 from accesspolicies.models import AuditEntry
 from jobs import deploy as verbs
 from tests.accesspolicies.conftest import run
-from tests.helpers import SHORTEST, bearer
+from tests.helpers import SHORTEST, bearer, problems
 
 MANUAL = SHORTEST + "  syncType: Manual\n"
 
@@ -147,4 +147,4 @@ def test_nul_characters_in_names_and_filters_are_not_found_never_a_crash(
         content_type="application/json",
         **bearer(admin),
     )
-    assert response.status_code == 400 and response.json()[0]["path"] == "keys"
+    assert response.status_code == 400 and problems(response)[0]["path"] == "keys"

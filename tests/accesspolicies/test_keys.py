@@ -14,7 +14,7 @@ from accesspolicies import keys
 from accesspolicies.models import APIKey, AuditEntry, ChangeCounter
 from accesspolicies.problems import Invalid
 from tests.accesspolicies.conftest import make_application, run
-from tests.helpers import bearer
+from tests.helpers import bearer, problems
 
 # --- the verbs ---------------------------------------------------------------------------
 
@@ -236,7 +236,7 @@ def test_api_rotate_and_revoke(api, org, admin):
     ):
         assert default.status_code == 200 and default.json()["previousExpiresAt"]
     bad = api.post("/api/v1/keys/bot/rotate", "{nope", content_type="application/json")
-    assert bad.status_code == 400 and bad.json()[0]["path"] == "graceMinutes"
+    assert bad.status_code == 400 and problems(bad)[0]["path"] == "graceMinutes"
     revoked = api.post("/api/v1/keys/bot/revoke").json()
     assert revoked["state"] == "revoked"
 
@@ -246,7 +246,7 @@ def test_api_errors_name_the_field(api, org):
         "/api/v1/keys", {"name": "bot", "applications": ["nope"]}, content_type="application/json"
     )
     assert response.status_code == 400
-    assert response.json()[0]["path"] == "applications"
+    assert problems(response)[0]["path"] == "applications"
     api.post("/api/v1/keys", {"name": "bot"}, content_type="application/json")
     again = api.post("/api/v1/keys", {"name": "bot"}, content_type="application/json")
     assert again.status_code == 409

@@ -108,7 +108,7 @@ def test_a_new_person_makes_an_account_and_joins(as_admin, admin):
     [
         ("nina", "123", "This password is too short"),
         ("nina", "password123", "too common"),
-        ("ni'na", STRONG, "is not a username; accepts 1 to 150 letters"),
+        ("ni'na", STRONG, "is not a username; a username is 1 to 150 characters"),
         ("ni/na", STRONG, "is not a username"),
         ("x" * 151, STRONG, "Ensure this value has at most 150 characters"),
     ],

@@ -12,7 +12,9 @@ from django.core.management.base import CommandError
 from django.test import Client
 from django.urls import reverse
 
-from accesspolicies.models import Membership, MembershipError, Role
+from accesspolicies import members
+from accesspolicies.models import Membership, Role
+from accesspolicies.problems import Invalid
 from tests.accesspolicies.counting_hasher import CountingHasher
 from tests.helpers import client_for
 
@@ -109,9 +111,13 @@ def test_bootstrap_refuses_a_username_that_pages_cannot_carry(db, monkeypatch):
         call_command("bootstrap", "--admin", "o'brien", stdout=StringIO())
 
 
-def test_a_new_member_needs_a_valid_username(org):
-    with pytest.raises(MembershipError, match="not a valid username"):
-        org.add_member("a/b", Role.VIEWER)
+def test_a_new_member_needs_a_valid_username_and_password(admin):
+    _, link = members.invite(admin.organization, Role.VIEWER, actor=admin)
+    with pytest.raises(Invalid, match="not a username"):
+        members.sign_up(link, "a/b", "a long enough passphrase")
+    with pytest.raises(Invalid) as weak:
+        members.sign_up(link, "dana", "1")
+    assert weak.value.field == "password"
 
 
 # --- changing one's own password ------------------------------------------------------------

@@ -7,7 +7,7 @@ from accesspolicies import keys, policies
 from accesspolicies.models import AccessPolicy, AuditEntry
 from accesspolicies.problems import Invalid
 from tests.accesspolicies.conftest import make_application
-from tests.helpers import bearer
+from tests.helpers import bearer, problems
 
 
 def test_a_policy_for_some_keys_with_limits_and_networks(org, admin):
@@ -113,7 +113,7 @@ def test_the_api(client, org, admin):
     bad = client.put(
         "/api/v1/policies/public", {"allowedNetworks": ["nope"]}, "application/json", **headers
     )
-    assert bad.status_code == 400 and bad.json()[0]["path"] == "allowedNetworks"
+    assert bad.status_code == 400 and problems(bad)[0]["path"] == "allowedNetworks"
     changed = client.put(
         "/api/v1/policies/public", {"concurrentRequests": 3}, "application/json", **headers
     ).json()

@@ -11,7 +11,7 @@ import pytest
 from django.conf import settings
 
 from console.serve import redact_path
-from tests.helpers import bearer
+from tests.helpers import api_error, bearer
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_credentials_in_the_query_string_are_refused(as_viewer, viewer, url):
 def test_the_api_refusal_is_json(client, db):
     response = client.get("/api/v1/applications?token=sdp_abc")
     assert response.status_code == 400
-    assert "credential" in response.json()["detail"]
+    assert "credential" in api_error(response)["message"]
 
 
 def test_ordinary_parameters_pass(as_viewer):
