@@ -10,6 +10,7 @@ from django.conf import settings
 
 from jobs.backends.base import BackendFailed, Preflight
 from jobs.backends.local import LocalRefused, LocalRunner, UnknownApplication
+from jobs.backends.local_process import private_dir
 from jobs.lifecycle import Observed
 
 
@@ -75,7 +76,7 @@ def local_runner(organization_slug: str) -> LocalRunner:
     with _local_lock:
         if organization_slug not in _local_runners:
             state = settings.SERVEDECK_LOCAL_STATE_DIR / organization_slug
-            state.mkdir(parents=True, exist_ok=True)
+            private_dir(state)
             _local_runners[organization_slug] = LocalRunner(state)
         return _local_runners[organization_slug]
 

@@ -275,8 +275,8 @@ class LocalRunner:
         with self._guard:
             lock = self._locks.setdefault(name, threading.Lock())
         lock_dir = self.state_dir / ".locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with lock, open(lock_dir / f"{name}.lock", "a") as handle:
+        proc.private_dir(lock_dir)
+        with lock, open(lock_dir / f"{name}.lock", "a", opener=proc.private_opener) as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
             yield
 
@@ -296,9 +296,10 @@ class LocalRunner:
 
     def _save(self, state: AppState) -> None:
         folder = self._dir(state.name)
-        folder.mkdir(parents=True, exist_ok=True)
+        proc.private_dir(folder)
         temporary = folder / f".{STATE_FILE}.tmp"
-        temporary.write_text(json.dumps(asdict(state), indent=1))
+        with open(temporary, "w", opener=proc.private_opener) as handle:
+            handle.write(json.dumps(asdict(state), indent=1))
         os.replace(temporary, folder / STATE_FILE)  # readers never see half a file
 
     def _require(self, name: str) -> AppState:
@@ -381,9 +382,9 @@ class LocalRunner:
         extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
         env = server_environment(os.environ, extra)
         log_path = self._log(state.name, index)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+        proc.private_dir(log_path.parent)
         started_at = now_iso()
-        with open(log_path, "a", encoding="utf-8") as log:
+        with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
             log.write(
                 f"{MARKER}replica {index} of {state.name}, revision {state.revision}, "
                 f"started {started_at}: {describe(command)}\n"
@@ -391,7 +392,7 @@ class LocalRunner:
         try:
             popen = proc.spawn(command, env, log_path)
         except OSError as exc:
-            with open(log_path, "a", encoding="utf-8") as log:
+            with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
                 log.write(f"could not start {command[0]}: {exc}\n")
             return Replica(
                 index, port, None, None, started_at, command, gpus,

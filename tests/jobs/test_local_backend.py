@@ -727,3 +727,34 @@ def test_stand_in_health_and_metrics(wire):
     assert "# TYPE vllm:num_requests_waiting gauge" in metrics
     assert models["object"] == "list"
     assert models["data"][0]["id"] == "wire"
+
+
+@pytest.fixture
+def open_umask():
+    """The umask of a user who lets everyone read (the console's settings set 077)."""
+    before = os.umask(0o022)
+    yield
+    os.umask(before)
+
+
+def test_state_logs_and_locks_are_private_whatever_the_umask(open_umask, tmp_path):
+    tag = tmp_path / "fresh" / "state"  # neither folder exists yet
+    runner = LocalRunner(tag, template=stand_in(tag), grace_seconds=1.0, probe_timeout=0.5)
+    try:
+        runner.apply("chat", manifest(), 1)
+        wait_for(runner, "chat", RUNNING)
+    finally:
+        runner.shutdown()
+    made = [p for p in [tmp_path / "fresh", *sorted((tmp_path / "fresh").rglob("*"))]]
+    assert {p.relative_to(tmp_path).as_posix() for p in made} >= {
+        "fresh/state/chat/state.json",
+        "fresh/state/chat/replica-0.log",
+        "fresh/state/.locks/chat.lock",
+    }
+    wrong = {
+        p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777)
+        for p in made
+        if p.stat().st_mode & 0o777 != (0o700 if p.is_dir() else 0o600)
+    }
+    assert wrong == {}
+    assert servers_tagged(tag) == []
