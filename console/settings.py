@@ -187,9 +187,10 @@ SECURE_REFERRER_POLICY = "same-origin"
 # {model} {port} {name} {args} placeholders; empty means vLLM's own `vllm serve`.
 SERVEDECK_LOCAL_COMMAND = env_str("SERVEDECK_LOCAL_COMMAND")
 SERVEDECK_LOCAL_STATE_DIR = Path(env_str("SERVEDECK_LOCAL_STATE_DIR", str(VAR_DIR / "local")))
-# Clusters added from the console's pages may only use kubeconfig files an operator put in this
-# folder, and the console's own service account (in-cluster) only when this is on; the
-# `cluster add` command, run by an operator on the host, is not limited.
+# A cluster's kubeconfig is one regular file an operator put in this folder (checked when the
+# cluster is saved and again when its client is made: never a path list, `~` or a file
+# elsewhere on the host). The console's own service account (in-cluster) is for the
+# `cluster add` command, run by an operator on the host, or for the pages when this is on.
 SERVEDECK_KUBECONFIG_DIR = Path(env_str("SERVEDECK_KUBECONFIG_DIR", str(VAR_DIR / "kubeconfigs")))
 SERVEDECK_ALLOW_IN_CLUSTER = env_bool("SERVEDECK_ALLOW_IN_CLUSTER", False)
 # Where KServe's CRDs are read from to validate rendered objects (tests; optional elsewhere).

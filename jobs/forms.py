@@ -1,12 +1,12 @@
 """Forms for clusters and profiles; the pages and the `cluster`/`profile` commands share them."""
 
 import re
-from pathlib import Path
 
 import yaml
 from django import forms
 from django.conf import settings
 
+from jobs.backends.kubeconfig import KubeconfigRefused, resolve_kubeconfig
 from jobs.manifest.quantity import parse_quantity
 from jobs.models import ADDONS, Cluster, Profile
 
@@ -86,16 +86,13 @@ class ClusterForm(OrganizationScopedForm):
 
     def clean_kubeconfig_path(self):
         path = self.cleaned_data["kubeconfig_path"].strip()
-        if not path or self.trusted or self.cleaned_data.get("backend") == Cluster.Backend.LOCAL:
+        if not path or self.cleaned_data.get("backend") == Cluster.Backend.LOCAL:
             return path  # (a local cluster with a path is refused as a whole, in clean)
-        folder = Path(settings.SERVEDECK_KUBECONFIG_DIR).resolve()
-        if not Path(path).resolve().is_relative_to(folder):
-            # A page may not point the console at any file of its host.
-            raise forms.ValidationError(
-                f"Use a kubeconfig file in {folder} (an operator puts it there), or add the "
-                "cluster with `manage.py cluster add` on the console's host."
-            )
-        return path
+        # The operator's command line too: the client set-up applies the same rule.
+        try:
+            return resolve_kubeconfig(path, settings.SERVEDECK_KUBECONFIG_DIR)
+        except KubeconfigRefused as refused:
+            raise forms.ValidationError(str(refused)) from None
 
     def clean_in_cluster(self):
         in_cluster = self.cleaned_data["in_cluster"]

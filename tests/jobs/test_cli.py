@@ -132,7 +132,8 @@ def test_bootstrap_generates_a_password_once(db, monkeypatch):
     assert "shown once" in out
 
 
-def test_cluster_and_profile_commands(admin, tmp_path):
+def test_cluster_and_profile_commands(admin, tmp_path, settings):
+    settings.SERVEDECK_KUBECONFIG_DIR = tmp_path
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     out, _ = run(

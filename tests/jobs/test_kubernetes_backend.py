@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -205,15 +206,68 @@ def test_a_slow_api_server_times_out_with_the_read_timeout(kube):
     assert caught.value.reason.endswith("did not answer within 0.3 s")
 
 
-def test_a_missing_kubeconfig_is_named(kube, tmp_path):
-    missing = tmp_path / "nowhere.yaml"
+def test_a_missing_kubeconfig_is_named(kube):
+    missing = kube.directory / "nowhere.yaml"
     broken = KubernetesBackend.for_cluster(cluster_for(kube, path=str(missing)))
     with pytest.raises(BackendError) as caught:
         broken.discover()
     assert f"Cannot use cluster gpu-prod's kubeconfig {missing} (context emulator)" in str(
         caught.value
     )
+    assert "does not exist" in caught.value.reason
+    assert "name a kubeconfig file in the folder" in caught.value.next_step
+
+
+def test_a_broken_kubeconfig_is_named(kube):
+    broken_file = kube.directory / "broken.yaml"
+    broken_file.write_text("apiVersion: v1\nkind: Config\ncontexts: []\n")
+    broken = KubernetesBackend.for_cluster(cluster_for(kube, path=str(broken_file)))
+    with pytest.raises(BackendError) as caught:
+        broken.discover()
+    assert f"Cannot use cluster gpu-prod's kubeconfig {broken_file}" in caught.value.reason
     assert "Fix the kubeconfig path and context" in caught.value.next_step
+
+
+def write_empty_kubeconfig(path: Path) -> Path:
+    path.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["path-list", "home", "outside", "symlink-out", "folder-itself", "empty"],
+)
+def test_the_client_reads_only_one_file_inside_the_folder(kube, tmp_path, settings, how):
+    """A cluster row written past the form (or before the rule) still cannot make the real
+    client read a file of the host: here the emulator's kubeconfig, kept outside the folder."""
+    folder = tmp_path / "kubeconfigs"
+    folder.mkdir()
+    settings.SERVEDECK_KUBECONFIG_DIR = folder
+    inside = write_empty_kubeconfig(folder / "x")
+    outside = kube.kubeconfig_path  # reaches the emulator: reading it would connect
+    (folder / "link").symlink_to(outside)
+    path = {
+        "path-list": f"{inside}:{outside}",
+        "home": "~/.kube/config",
+        "outside": str(outside),
+        "symlink-out": str(folder / "link"),
+        "folder-itself": str(folder),
+        "empty": "",
+    }[how]
+    row = cluster_for(kube)
+    row.kubeconfig_path = path
+    seen = len(kube.requests)
+    with KubernetesBackend.for_cluster(row) as backend, pytest.raises(BackendError) as caught:
+        backend.discover()
+    assert len(kube.requests) == seen  # nothing reached the API server
+    assert str(folder) in caught.value.reason
+    assert "Give the path of one kubeconfig file in" in caught.value.reason
+
+
+def test_a_relative_path_is_a_file_of_the_folder(kube):
+    row = cluster_for(kube, path="kubeconfig")
+    with KubernetesBackend.for_cluster(row) as backend:
+        assert backend.discover().version == "v1.31.4"
 
 
 def test_in_cluster_outside_a_cluster_says_so(monkeypatch):
