@@ -1,7 +1,5 @@
 """Forms for clusters and profiles; the pages and the `cluster`/`profile` commands share them."""
 
-import re
-
 import yaml
 from django import forms
 from django.conf import settings
@@ -9,10 +7,8 @@ from django.conf import settings
 from jobs.backends.kubeconfig import KubeconfigRefused, resolve_kubeconfig
 from jobs.manifest.quantity import parse_quantity
 from jobs.models import ADDONS, Cluster, Profile
+from jobs.token_refs import allowed_variables, reference_problem
 
-# env/ may name only HF_… variables: the console sends the value to the Hub as a token, so
-# a reference must never reach SECRET_KEY, DATABASE_URL or the like.
-HF_TOKEN_REF = re.compile(r"^(secret/[a-z0-9]([-a-z0-9.]*[a-z0-9])?|env/HF_[A-Z0-9_]*)$")
 CATALOG_KEYS = {"name", "vendor", "gpuMemory", "gpusPerNode", "nodeCpu", "nodeMemory", "nodeLabels"}
 
 
@@ -197,12 +193,13 @@ class ProfileForm(OrganizationScopedForm):
             self.initial["defaults_yaml"] = yaml.safe_dump(self.instance.defaults or {})
 
     def clean_hf_token_ref(self):
+        # env/ may name only variables the operator allowed for this organisation: the value
+        # is sent to the Hub and to model servers as a token.
         ref = self.cleaned_data["hf_token_ref"].strip()
-        if ref and not HF_TOKEN_REF.match(ref):
-            raise forms.ValidationError(
-                f"{ref!r} is not a token reference; write secret/<secret-name> or "
-                "env/HF_<NAME> (a variable of the console's, named HF_…). Never paste the token."
-            )
+        org = self.organization
+        problem = reference_problem(ref, allowed_variables(org.token_variables), org.slug)
+        if problem:
+            raise forms.ValidationError(problem)
         return ref
 
     def clean_machine_catalog_yaml(self):

@@ -17,7 +17,7 @@ import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -112,8 +112,12 @@ class LocalRunner:
         grace_seconds: float = 10.0,
         probe_timeout: float = 1.0,
         max_log_bytes: int = 5 * 2**20,
+        token_for: Callable[[str], str | None] | None = None,
     ) -> None:
+        """`token_for(app_name)`: the application's own Hugging Face token (or None), asked
+        each time one of its servers starts; never stored in its state."""
         self.state_dir = Path(state_dir)
+        self.token_for = token_for
         self.template = template if template is not None else configured_template()
         split_template(self.template)  # a bad SERVEDECK_LOCAL_COMMAND fails here, named
         self.grace_seconds = grace_seconds
@@ -380,7 +384,8 @@ class LocalRunner:
         command[0] = which(command[0]) or command[0]
         # On the CPU no GPU is visible, so a replica never takes one another app was given.
         extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
-        env = server_environment(os.environ, extra)
+        token = self.token_for(state.name) if self.token_for is not None else None
+        env = server_environment(os.environ, extra, token)
         log_path = self._log(state.name, index)
         proc.private_dir(log_path.parent)
         started_at = now_iso()

@@ -258,10 +258,13 @@ def test_servers_see_their_tools_settings_but_never_the_consoles_secrets():
     env = server_environment(console, {"CUDA_VISIBLE_DEVICES": ""})
     assert env == {
         "PATH": "/usr/bin",
-        "HF_TOKEN": "hf_abc",
         "VLLM_LOGGING_LEVEL": "DEBUG",
         "LC_ALL": "C.UTF-8",
         "CUDA_VISIBLE_DEVICES": "",
+        # The host's token is never passed (tests/jobs/test_token_variables.py), nor read
+        # from a file saved on the host.
+        "HF_TOKEN_PATH": os.devnull,
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
     }
 
 

@@ -70,6 +70,8 @@ def one_gpu(tmp_path, monkeypatch):
 def token(org, monkeypatch):
     """The local profile reads gated models with a Hugging Face token from the environment."""
     monkeypatch.setenv("HF_TOKEN_ACME", GOOD_TOKEN)
+    org.token_variables = ["HF_TOKEN_ACME"]  # the operator allowed it
+    org.save()
     Profile.objects.filter(organization=org).update(hf_token_ref="env/HF_TOKEN_ACME")
 
 
