@@ -51,6 +51,10 @@ class LocalBackend:
                 f"{application.name} has no model server on this machine to {verb}.",
                 "Deploy it first.",
             ) from None
+        except LocalRefused as refused:
+            raise BackendFailed(
+                " ".join(refused.refusals), "Fix the manifest or the machine, then deploy again."
+            ) from None
 
     def restart(self, application) -> Observed:
         return self._on_existing("restart", application)

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from . import local_process as proc
-from .local_check import VLLM_MISSING, check, list_gpus, which
+from .local_check import VLLM_MISSING, capacity_refusals, check, list_gpus, which
 from .local_command import (
     configured_template,
     describe,
@@ -101,6 +101,14 @@ def check_name(name: str) -> str:
     return name
 
 
+def _require_capacity(manifest: Mapping[str, Any]) -> None:
+    """A state written before the capacity rule (or by hand) cannot start more model servers
+    than this machine holds."""
+    refusals = capacity_refusals(manifest)
+    if refusals:
+        raise LocalRefused(refusals)
+
+
 class LocalRunner:
     """Runs, watches and stops the model server processes of local applications."""
 
@@ -165,6 +173,7 @@ class LocalRunner:
         """Replace every server with a new process; settings, ports and logs are kept."""
         with self._locked(check_name(app_name)):
             state = self._require(app_name)
+            _require_capacity(state.manifest)  # before anything is stopped
             self._terminate(state.replicas)
             gpus = self._plan_gpus(app_name, state.manifest)
             state.replicas, state.stopped, state.stopped_at = [], None, None
@@ -185,6 +194,7 @@ class LocalRunner:
             state = self._require(app_name)
             self._refresh(state)
             running = [r for r in state.replicas if r.exited_at is None]
+            _require_capacity(state.manifest)
             missing = sorted(set(range(replica_count(state.manifest))) - {r.index for r in running})
             if missing:
                 gpus = self._plan_gpus(app_name, state.manifest, keep=running)
@@ -259,7 +269,8 @@ class LocalRunner:
         """Start again the applications shutdown() stopped; returns their names."""
         resumed = []
         for name in self.applications():
-            with contextlib.suppress(LocalStateError):
+            # One that no longer fits this machine stays stopped; its status says why on start.
+            with contextlib.suppress(LocalStateError, LocalRefused):
                 state = self._load(name)
                 if state is not None and state.stopped == STOPPED_BY_SHUTDOWN:
                     self.start(name)
@@ -368,6 +379,7 @@ class LocalRunner:
     def _start_replicas(
         self, state: AppState, indices: Iterable[int], gpus: Mapping[int, str | None]
     ) -> None:
+        _require_capacity(state.manifest)  # the last guard: never more servers than fit
         taken = {r.port for r in state.replicas}
         for index in indices:
             prefer = state.ports[index] if index < len(state.ports) else None
