@@ -6,9 +6,10 @@ from django.conf import settings
 
 from jobs.backends.kubeconfig import KubeconfigRefused, resolve_kubeconfig
 from jobs.manifest.quantity import parse_quantity
-from jobs.models import ADDONS, Cluster, Profile
+from jobs.models import ADDONS, Cluster, Profile, dns_label
 from jobs.token_refs import allowed_variables, reference_problem
 
+MAX_EXTRA_NAMESPACES = 20
 CATALOG_KEYS = {"name", "vendor", "gpuMemory", "gpusPerNode", "nodeCpu", "nodeMemory", "nodeLabels"}
 
 
@@ -178,6 +179,13 @@ class ProfileForm(OrganizationScopedForm):
         "nodeMemory, nodeLabels.",
     )
     defaults_yaml = _yaml_field("Defaults", "Defaults for applications on this profile, as YAML.")
+    extra_namespaces_text = forms.CharField(
+        label="Other namespaces",
+        required=False,
+        max_length=2000,
+        help_text="Namespaces besides the profile's own that a manifest's spec.namespace may "
+        "name, separated by commas. Organisations may share a cluster: allow only your own.",
+    )
 
     class Meta:
         model = Profile
@@ -191,6 +199,7 @@ class ProfileForm(OrganizationScopedForm):
                 self.instance.machine_catalog, sort_keys=False
             )
             self.initial["defaults_yaml"] = yaml.safe_dump(self.instance.defaults or {})
+            self.initial["extra_namespaces_text"] = ", ".join(self.instance.extra_namespaces or [])
 
     def clean_hf_token_ref(self):
         # env/ may name only variables the operator allowed for this organisation: the value
@@ -202,6 +211,24 @@ class ProfileForm(OrganizationScopedForm):
             raise forms.ValidationError(problem)
         return ref
 
+    def clean_extra_namespaces_text(self):
+        names = [n.strip() for n in self.cleaned_data["extra_namespaces_text"].split(",")]
+        names = list(dict.fromkeys(n for n in names if n))
+        if len(names) > MAX_EXTRA_NAMESPACES:
+            raise forms.ValidationError(
+                f"{len(names)} namespaces; accepts at most {MAX_EXTRA_NAMESPACES}."
+            )
+        for name in names:
+            try:
+                dns_label(name)
+            except forms.ValidationError:
+                shown = name if len(name) <= 70 else name[:70] + "…"
+                raise forms.ValidationError(
+                    f"{shown!r} is not a namespace name: use a DNS label, 1-63 lowercase "
+                    "letters, digits and '-', starting and ending with a letter or digit."
+                ) from None
+        return names
+
     def clean_machine_catalog_yaml(self):
         catalog = _load_yaml(self.cleaned_data["machine_catalog_yaml"], "Machine catalog", list)
         return validate_catalog(catalog)
@@ -212,4 +239,5 @@ class ProfileForm(OrganizationScopedForm):
     def save(self, commit=True):
         self.instance.machine_catalog = self.cleaned_data["machine_catalog_yaml"]
         self.instance.defaults = self.cleaned_data["defaults_yaml"]
+        self.instance.extra_namespaces = self.cleaned_data["extra_namespaces_text"]
         return super().save(commit)
