@@ -38,6 +38,11 @@ def _where(application) -> tuple[str, str]:
     return application.name, application.manifest["spec"]["namespace"]
 
 
+def _org(application) -> str:
+    """The organisation label its objects carry (jobs.render: the profile's organisation)."""
+    return application.organization.slug
+
+
 def _desired(manifest: dict) -> int:
     model = manifest["spec"]["source"].get("model") or {}
     return (model.get("scaling") or {}).get("minReplicas", 1)
@@ -79,7 +84,7 @@ class ClusterBackend:
 
     def _then_observe(self, verb: str, application) -> Observed:
         try:
-            getattr(self.client, verb)(*_where(application))
+            getattr(self.client, verb)(*_where(application), organization=_org(application))
         except BackendError as error:
             raise self._fail(error) from None
         return self.observe(application)
@@ -95,13 +100,13 @@ class ClusterBackend:
 
     def delete(self, application) -> None:
         try:
-            self.client.delete(*_where(application))
+            self.client.delete(*_where(application), organization=_org(application))
         except BackendError as error:
             raise self._fail(error) from None
 
     def observe(self, application) -> Observed:
         try:
-            seen = self.client.observe(*_where(application))
+            seen = self.client.observe(*_where(application), organization=_org(application))
         except BackendError as error:
             return Observed(
                 phase=application.phase,

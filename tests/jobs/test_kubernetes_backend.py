@@ -27,6 +27,7 @@ from jobs.catalog import default_machine_catalog
 from jobs.manifest import ManifestContext, ProfileFacts, parse
 from jobs.models import ADDONS, Cluster
 from jobs.render import APP_LABEL, RenderTarget, render
+from jobs.render.common import ORGANIZATION_LABEL
 from jobs.render.common import NAMESPACE_LABEL
 from tests.fakes.kube import (  # noqa: F401 - fixtures
     KSERVE,
@@ -39,6 +40,7 @@ from tests.fakes.kube import (  # noqa: F401 - fixtures
 )
 
 NS = "models"
+ORG = "acme"
 COMMIT = "5617a9f61b028005a4858fdac845db406aefb181"
 GIB = 2**30
 ALL = frozenset(ADDONS)
@@ -58,8 +60,10 @@ def rendered(
     domain: bool = False,
     cache: bool = True,
     replicas: int = 1,
+    organization: str = ORG,
 ) -> list[dict]:
-    """What jobs.render makes for a GPU model on a cluster with every add-on."""
+    """What jobs.render makes for a GPU model of `organization` on a cluster with every
+    add-on."""
     profile = ProfileFacts(
         name="prod",
         namespace=namespace,
@@ -89,7 +93,13 @@ def rendered(
         spec["access"] = DOMAIN
     result = parse({"apiVersion": "servedeck.io/v1", "kind": "Application", "spec": spec}, ctx)
     assert result.ok, [str(p) for p in result.refusals]
-    target = RenderTarget(namespace=namespace, machine_catalog=profile.machine_catalog, addons=ALL)
+    target = RenderTarget(
+        namespace=namespace,
+        machine_catalog=profile.machine_catalog,
+        addons=ALL,
+        organization=organization,
+        organization_name=organization.title(),
+    )
     return render(result.manifest, target, revision=revision)
 
 
@@ -121,7 +131,9 @@ def as_rendered(obj: dict) -> dict:
     return obj
 
 
-def pod(name: str, app: str = "llama", namespace: str = NS, **labels: str) -> dict:
+def pod(
+    name: str, app: str = "llama", namespace: str = NS, organization: str = ORG, **labels: str
+) -> dict:
     """A predictor pod as KServe's Deployment makes it: the InferenceService's labels copied."""
     return {
         "apiVersion": "v1",
@@ -132,6 +144,7 @@ def pod(name: str, app: str = "llama", namespace: str = NS, **labels: str) -> di
             "generateName": name.rsplit("-", 1)[0] + "-",
             "labels": {
                 APP_LABEL: app,
+                ORGANIZATION_LABEL: organization,
                 "serving.kserve.io/inferenceservice": app,
                 "component": "predictor",
                 **labels,
@@ -192,8 +205,8 @@ def test_a_cluster_that_is_down_answers_fast_and_clearly(kube):
 def test_an_api_server_that_goes_away_and_comes_back(kube, backend):
     backend.apply(rendered())
     with kube.down(), pytest.raises(Unreachable, match="connection refused"):
-        backend.observe("llama", NS)
-    assert backend.observe("llama", NS).isvc is not None
+        backend.observe("llama", NS, organization=ORG)
+    assert backend.observe("llama", NS, organization=ORG).isvc is not None
 
 
 def test_a_slow_api_server_times_out_with_the_read_timeout(kube):
@@ -201,7 +214,7 @@ def test_a_slow_api_server_times_out_with_the_read_timeout(kube):
     kube.fail_next(None, verb="list", resource="pods", delay=1.0)
     started = time.monotonic()
     with pytest.raises(Unreachable) as caught:
-        slow.observe("llama", NS)
+        slow.observe("llama", NS, organization=ORG)
     assert time.monotonic() - started < 0.9
     assert caught.value.reason.endswith("did not answer within 0.3 s")
 
@@ -544,7 +557,7 @@ def test_restart_replaces_the_pods_and_keeps_the_inference_service(kube, backend
     for name in ("llama-predictor-7d9f-aaaaa", "llama-predictor-7d9f-bbbbb"):
         kube.put(pod(name))
     kube.put(pod("other-predictor-1234-ccccc", app="other"))
-    assert backend.restart("llama", NS) == 2
+    assert backend.restart("llama", NS, organization=ORG) == 2
     names = {p["metadata"]["name"] for p in kube.objects("Pod", NS, f"{APP_LABEL}=llama")}
     assert len(names) == 2  # the ReplicaSet (the emulator's stand-in) made new ones
     assert names.isdisjoint({"llama-predictor-7d9f-aaaaa", "llama-predictor-7d9f-bbbbb"})
@@ -554,7 +567,7 @@ def test_restart_replaces_the_pods_and_keeps_the_inference_service(kube, backend
 
 def test_restart_of_an_application_not_on_the_cluster(backend):
     with pytest.raises(NotFound) as caught:
-        backend.restart("llama", NS)
+        backend.restart("llama", NS, organization=ORG)
     assert str(caught.value) == (
         "InferenceService models/llama is not on the cluster. Deploy the application."
     )
@@ -566,12 +579,12 @@ def test_stop_and_start_use_kserves_stop_annotation(kube, backend):
     def annotations() -> dict:
         return kube.get("InferenceService", "llama", NS)["metadata"]["annotations"]
 
-    backend.stop("llama", NS)
+    backend.stop("llama", NS, organization=ORG)
     assert annotations()[STOP_ANNOTATION] == "true"
     backend.apply(rendered(revision=2))  # a deploy while stopped stays stopped
     assert annotations()[STOP_ANNOTATION] == "true"
     assert annotations()["servedeck.io/revision"] == "2"
-    backend.start("llama", NS)
+    backend.start("llama", NS, organization=ORG)
     assert STOP_ANNOTATION not in annotations()
     assert annotations()["servedeck.io/revision"] == "2"
 
@@ -580,7 +593,7 @@ def test_delete_removes_everything_of_the_application_and_nothing_else(kube, bac
     backend.apply(rendered(domain=True))
     backend.apply(rendered("other", domain=True))
     backend.apply(rendered("llama", "staging", domain=True))  # same name, other namespace
-    backend.delete("llama", NS)
+    backend.delete("llama", NS, organization=ORG)
     for kind in ("InferenceService", "HTTPRoute"):
         assert kube.get(kind, "llama", NS) is None
         assert kube.get(kind, "other", NS) is not None
@@ -590,13 +603,13 @@ def test_delete_removes_everything_of_the_application_and_nothing_else(kube, bac
         for c in kube.objects("LocalModelCache")
     }
     assert caches == {(NS, "other"), ("staging", "llama")}
-    backend.delete("llama", NS)  # again: nothing left, no error
+    backend.delete("llama", NS, organization=ORG)  # again: nothing left, no error
 
 
 def test_delete_on_a_cluster_without_gateway_api(kube, backend):
     backend.apply(rendered())
     kube.uninstall("gatewayApi")
-    backend.delete("llama", NS)
+    backend.delete("llama", NS, organization=ORG)
     assert on_cluster(kube) == {}
 
 
@@ -617,14 +630,14 @@ def test_observe_answers_the_isvc_its_pods_and_the_events_about_them(kube, backe
         kube.put(e)
     kube.put(event("e5", "Pod", "other-predictor-1234-ccccc", "Pulling"))
     kube.put(event("e6", "InferenceService", "llama", "Ready", namespace="staging"))
-    observed = backend.observe("llama", NS)
+    observed = backend.observe("llama", NS, organization=ORG)
     assert observed.isvc["metadata"]["name"] == "llama"
     assert [p["metadata"]["name"] for p in observed.pods] == ["llama-predictor-7d9f-aaaaa"]
     assert sorted(e["metadata"]["name"] for e in observed.events) == ["e1", "e2", "e3", "e4"]
 
 
 def test_observe_an_application_not_on_the_cluster(backend):
-    observed = backend.observe("llama", NS)
+    observed = backend.observe("llama", NS, organization=ORG)
     assert (observed.isvc, observed.pods, observed.events) == (None, [], [])
 
 
@@ -635,7 +648,7 @@ def test_list_then_watch_from_its_resource_version(kube, backend):
     backend.apply(rendered())
     listing = backend.list_inference_services()
     assert [i["metadata"]["name"] for i in listing.items] == ["llama"]
-    backend.stop("llama", NS)
+    backend.stop("llama", NS, organization=ORG)
     backend.apply(rendered("other"))
     seen = list(backend.watch_inference_services(None, listing.resource_version, 1))
     assert [(e.type, e.object["metadata"].get("name")) for e in seen] == [
