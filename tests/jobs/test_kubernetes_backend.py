@@ -27,8 +27,7 @@ from jobs.catalog import default_machine_catalog
 from jobs.manifest import ManifestContext, ProfileFacts, parse
 from jobs.models import ADDONS, Cluster
 from jobs.render import APP_LABEL, RenderTarget, render
-from jobs.render.common import ORGANIZATION_LABEL
-from jobs.render.common import NAMESPACE_LABEL
+from jobs.render.common import NAMESPACE_LABEL, ORGANIZATION_LABEL
 from tests.fakes.kube import (  # noqa: F401 - fixtures
     KSERVE,
     KSERVE_ALPHA,
