@@ -157,3 +157,29 @@ def test_an_object_without_an_organisation_label_says_how_to_claim_it(shared, de
     assert f"kubectl label -n {NS} inferenceservices bge-embed {ORGANIZATION_LABEL}=acme" in str(
         refused.value
     )
+
+
+def test_an_admin_sets_other_namespaces_on_the_profile_page(shared, org, as_admin):
+    from django.urls import reverse
+
+    page = as_admin.get(reverse("jobs:profile-edit", args=["prod"])).content.decode()
+    assert "Other namespaces" in page
+    profile = Profile.objects.get(organization=org, name="prod")
+    form = {
+        "name": "prod",
+        "cluster": profile.cluster.pk,
+        "namespace": NS,
+        "hf_token_ref": "",
+        "vllm_version": "0.13.0",
+        "machine_catalog_yaml": "[]",
+        "defaults_yaml": "",
+        "extra_namespaces_text": "team-b, team-c, team-b",
+    }
+    response = as_admin.post(reverse("jobs:profile-edit", args=["prod"]), form)
+    assert response.status_code == 302, response.content.decode()
+    assert Profile.objects.get(pk=profile.pk).extra_namespaces == ["team-b", "team-c"]
+    many = ", ".join(f"ns-{i}" for i in range(21))
+    response = as_admin.post(
+        reverse("jobs:profile-edit", args=["prod"]), {**form, "extra_namespaces_text": many}
+    )
+    assert "21 namespaces; accepts at most 20." in response.content.decode()
