@@ -183,3 +183,21 @@ def test_an_admin_sets_other_namespaces_on_the_profile_page(shared, org, as_admi
         reverse("jobs:profile-edit", args=["prod"]), {**form, "extra_namespaces_text": many}
     )
     assert "21 namespaces; accepts at most 20." in response.content.decode()
+
+
+def test_the_reconciler_never_takes_another_organisations_status(shared, deployer, globex):
+    from jobs.watching import KINDS, ClusterFollower
+
+    theirs = verbs.apply(MANIFEST, globex).application
+    client_for(theirs.profile.cluster).api.delete(INFERENCE_SERVICE, "bge-embed", NS)
+    ours = verbs.apply(MANIFEST, deployer).application
+    shared.put(with_status(isvc(shared), True))
+    shared.put(predictor_pod("bge-embed", NS, organization="acme"))
+    for application in (ours, theirs):
+        follower = ClusterFollower(application.profile.cluster, watch_timeout=1)
+        for kind in KINDS:
+            follower.relist(kind)
+        follower.drain()
+        application.refresh_from_db()
+    assert ours.phase == "Running"
+    assert theirs.phase != "Running" and theirs.endpoint == ""
