@@ -11,20 +11,23 @@ RUN sed '/^# Tests and tooling/,$d' /tmp/requirements.txt > /tmp/runtime.txt \
 FROM python:3.11-slim
 ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
     DJANGO_SETTINGS_MODULE=console.settings SERVEDECK_VAR_DIR=/var/lib/servedeck
-RUN useradd --system --uid 10001 --home-dir /app servedeck \
- && mkdir -p /var/lib/servedeck && chown servedeck /var/lib/servedeck
+# The runtime user owns only its data folder (private, 0700); the code stays root's, read-only.
+RUN useradd --system --uid 10001 --home-dir /var/lib/servedeck --no-create-home servedeck \
+ && mkdir -p /var/lib/servedeck && chown servedeck /var/lib/servedeck \
+ && chmod 0700 /var/lib/servedeck
 COPY --from=build /venv /venv
 WORKDIR /app
-COPY --chown=servedeck manage.py pyproject.toml ./
-COPY --chown=servedeck console ./console
-COPY --chown=servedeck accesspolicies ./accesspolicies
-COPY --chown=servedeck jobs ./jobs
-COPY --chown=servedeck models_catalog ./models_catalog
-COPY --chown=servedeck templates ./templates
-COPY --chown=servedeck static ./static
+COPY manage.py pyproject.toml ./
+COPY console ./console
+COPY accesspolicies ./accesspolicies
+COPY jobs ./jobs
+COPY models_catalog ./models_catalog
+COPY templates ./templates
+COPY static ./static
 # collectstatic needs a key to import settings; this throwaway one never leaves the build.
 RUN SECRET_KEY=collectstatic-only-$(python -c "import secrets; print(secrets.token_hex(32))") \
-    python manage.py collectstatic --noinput
+    python manage.py collectstatic --noinput \
+ && chown -R root:root /app && chmod -R go-w,a+rX /app
 USER servedeck
 EXPOSE 8000
 HEALTHCHECK CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz')"

@@ -322,7 +322,10 @@ def status_latency(membership, kube: RemoteKube, changes: int, started: list) ->
     started.append((follower, follower.start()))
     listener = GroupListener(group_name(app))
     shapes = {
-        ready: (with_status(isvc, ready), predictor_pod("bge-embed", namespace, ready=ready))
+        ready: (
+            with_status(isvc, ready),
+            predictor_pod("bge-embed", namespace, ready=ready, organization="bench"),
+        )
         for ready in (True, False)
     }
     phases = {
@@ -434,7 +437,10 @@ def fleet(membership, kube: RemoteKube, count: int) -> tuple[Profile, list[dict]
         (isvc,) = [
             o for o in render_for_profile(manifest, profile) if o["kind"] == "InferenceService"
         ]
-        objects += [with_status(isvc, ready=True), predictor_pod(name, namespace)]
+        objects += [
+            with_status(isvc, ready=True),
+            predictor_pod(name, namespace, organization="bench"),
+        ]
     Application.objects.bulk_create(rows, batch_size=500)
     for first in range(0, len(objects), 500):
         kube.put(*objects[first : first + 500])
@@ -480,7 +486,10 @@ def follow_fleet(profile: Profile, kube: RemoteKube, count: int, started: list) 
 def burst(follower: TimedFollower, profile: Profile, kube: RemoteKube, count: int) -> None:
     """Every application's pod starts crash-looping (OOMKilled): `count` pod updates at once."""
     namespace = profile.namespace
-    pods = [predictor_pod(f"app-{i:04d}", namespace, ready=False, oom=True) for i in range(count)]
+    pods = [
+        predictor_pod(f"app-{i:04d}", namespace, ready=False, oom=True, organization="bench")
+        for i in range(count)
+    ]
     marked, drains = follower.marked, len(follower.passes)
     follower.most_dirty = 0
     cpu = CpuShare(kube)
@@ -528,7 +537,9 @@ def where_the_time_goes(profile: Profile, kube: RemoteKube, count: int, sample: 
     stopped), for `sample` of the `count` applications: every pod is ready again, so each
     status changes and record_status writes."""
     namespace = profile.namespace
-    kube.put(*[predictor_pod(f"app-{i:04d}", namespace) for i in range(count)])
+    kube.put(
+        *[predictor_pod(f"app-{i:04d}", namespace, organization="bench") for i in range(count)]
+    )
     follower = ClusterFollower(profile.cluster)  # for its query; never started
     client = ClusterBackend(profile).client
     kube.service_times()  # count the emulator's time from here
@@ -540,7 +551,7 @@ def where_the_time_goes(profile: Profile, kube: RemoteKube, count: int, sample: 
         t0 = time.perf_counter()
         (application,) = follower._applications().filter(name=name)
         t1 = time.perf_counter()
-        seen = client.observe(name, namespace)
+        seen = client.observe(name, namespace, organization="bench")
         t2 = time.perf_counter()
         observed = Observed.of(status_of(application, seen.isvc, seen.pods, seen.events))
         t3 = time.perf_counter()
@@ -591,7 +602,7 @@ def what_would_help(profile: Profile, isvcs: list[dict], count: int) -> None:
     shapes = {
         o["metadata"]["name"]: (
             with_status(o, ready=False),
-            [predictor_pod(o["metadata"]["name"], namespace, ready=False)],
+            [predictor_pod(o["metadata"]["name"], namespace, ready=False, organization="bench")],
         )
         for o in isvcs
     }

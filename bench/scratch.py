@@ -21,6 +21,7 @@ def django_on_scratch(name: str) -> Path:
     os.environ["DJANGO_SETTINGS_MODULE"] = "console.settings"
     os.environ["DATABASE_URL"] = f"sqlite:///{work / 'bench.sqlite3'}"
     os.environ["SERVEDECK_VAR_DIR"] = str(work)
+    os.environ["SERVEDECK_KUBECONFIG_DIR"] = str(work)  # a bench's emulator writes one in it
     os.environ["ALLOWED_HOSTS"] = "testserver"
     os.environ["SERVEDECK_LOCAL_COMMAND"] = (
         f"{sys.executable} {STAND_IN} --port {{port}} --served-model-name {{name}} {{args}}"

@@ -4,6 +4,7 @@ Embedded defaults: a SQLite file and the in-memory channel layer. Production set
 (PostgreSQL), REDIS_URL, SECRET_KEY, ALLOWED_HOSTS and HTTPS=true.
 """
 
+import os
 import secrets
 from pathlib import Path
 
@@ -12,8 +13,21 @@ from django.core.exceptions import ImproperlyConfigured
 
 from console.env import env_bool, env_host_port, env_int, env_list, env_str, env_url
 
+# Everything this process creates (the SQLite database and its journal, the secret key, the
+# local backend's state and logs) is private to the user that runs it, from its first byte.
+os.umask(0o077)
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("SERVEDECK_VAR_DIR", str(BASE_DIR / "var")))
+
+
+def _private_var_dir() -> None:
+    """VAR_DIR exists and only its owner may enter it (a folder an earlier version made 0755
+    is closed too, which also hides the files it made 0644)."""
+    VAR_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if VAR_DIR.stat().st_uid == os.getuid() and VAR_DIR.stat().st_mode & 0o077:
+        VAR_DIR.chmod(0o700)
+
 
 DEBUG = env_bool("DEBUG", False)
 
@@ -29,9 +43,15 @@ def _secret_key() -> str:
         return key
     path = VAR_DIR / "secret-key"
     if not path.exists():
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(64))
-        path.chmod(0o600)
+        _private_var_dir()
+        # Created 0600: the key is never readable by another user, not even for a moment.
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass  # another process started at the same moment wrote it
+        else:
+            with os.fdopen(descriptor, "w") as handle:
+                handle.write(secrets.token_urlsafe(64))
     return path.read_text().strip()
 
 
@@ -102,7 +122,7 @@ DATABASE_URL = env_url(
     default=f"sqlite:///{VAR_DIR / 'servedeck.sqlite3'}",
 )
 if DATABASE_URL.startswith("sqlite:///"):
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    _private_var_dir()
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Concurrent writers: a write transaction takes the write lock when it begins (IMMEDIATE),
@@ -210,9 +230,10 @@ SERVEDECK_LOCAL_COMMAND = env_str("SERVEDECK_LOCAL_COMMAND")
 # paths, downloads or remote code stay refused whatever this says.
 SERVEDECK_EXTRA_ENGINE_FLAGS = env_str("SERVEDECK_EXTRA_ENGINE_FLAGS")
 SERVEDECK_LOCAL_STATE_DIR = Path(env_str("SERVEDECK_LOCAL_STATE_DIR", str(VAR_DIR / "local")))
-# Clusters added from the console's pages may only use kubeconfig files an operator put in this
-# folder, and the console's own service account (in-cluster) only when this is on; the
-# `cluster add` command, run by an operator on the host, is not limited.
+# A cluster's kubeconfig is one regular file an operator put in this folder (checked when the
+# cluster is saved and again when its client is made: never a path list, `~` or a file
+# elsewhere on the host). The console's own service account (in-cluster) is for the
+# `cluster add` command, run by an operator on the host, or for the pages when this is on.
 SERVEDECK_KUBECONFIG_DIR = Path(env_str("SERVEDECK_KUBECONFIG_DIR", str(VAR_DIR / "kubeconfigs")))
 SERVEDECK_ALLOW_IN_CLUSTER = env_bool("SERVEDECK_ALLOW_IN_CLUSTER", False)
 # The gateway (/v1): seconds to open a connection to a model server, and for a whole answer (a

@@ -1,20 +1,17 @@
 """Forms for clusters and profiles; the pages and the `cluster`/`profile` commands share them."""
 
-import re
-from pathlib import Path
-
 import yaml
 from django import forms
 from django.conf import settings
 
+from jobs.backends.kubeconfig import KubeconfigRefused, resolve_kubeconfig
 from jobs.manifest.bounded import DocumentError, Limits, load_bounded
 from jobs.manifest.problems import kind_of, listing, show
 from jobs.manifest.quantity import parse_quantity
-from jobs.models import ADDONS, Cluster, Profile
+from jobs.models import ADDONS, Cluster, Profile, dns_label
+from jobs.token_refs import allowed_variables, reference_problem
 
-# env/ may name only HF_… variables: the console sends the value to the Hub as a token, so
-# a reference must never reach SECRET_KEY, DATABASE_URL or the like.
-HF_TOKEN_REF = re.compile(r"^(secret/[a-z0-9]([-a-z0-9.]*[a-z0-9])?|env/HF_[A-Z0-9_]*)$")
+MAX_EXTRA_NAMESPACES = 20
 CATALOG_KEYS = {"name", "vendor", "gpuMemory", "gpusPerNode", "nodeCpu", "nodeMemory", "nodeLabels"}
 
 
@@ -108,16 +105,13 @@ class ClusterForm(OrganizationScopedForm):
 
     def clean_kubeconfig_path(self):
         path = self.cleaned_data["kubeconfig_path"].strip()
-        if not path or self.trusted or self.cleaned_data.get("backend") == Cluster.Backend.LOCAL:
+        if not path or self.cleaned_data.get("backend") == Cluster.Backend.LOCAL:
             return path  # (a local cluster with a path is refused as a whole, in clean)
-        folder = Path(settings.SERVEDECK_KUBECONFIG_DIR).resolve()
-        if not Path(path).resolve().is_relative_to(folder):
-            # A page may not point the console at any file of its host.
-            raise forms.ValidationError(
-                f"Use a kubeconfig file in {folder} (an operator puts it there), or add the "
-                "cluster with `manage.py cluster add` on the console's host."
-            )
-        return path
+        # The operator's command line too: the client set-up applies the same rule.
+        try:
+            return resolve_kubeconfig(path, settings.SERVEDECK_KUBECONFIG_DIR)
+        except KubeconfigRefused as refused:
+            raise forms.ValidationError(str(refused)) from None
 
     def clean_in_cluster(self):
         in_cluster = self.cleaned_data["in_cluster"]
@@ -210,6 +204,13 @@ class ProfileForm(OrganizationScopedForm):
         "nodeMemory, nodeLabels.",
     )
     defaults_yaml = _yaml_field("Defaults", "Defaults for applications on this profile, as YAML.")
+    extra_namespaces_text = forms.CharField(
+        label="Other namespaces",
+        required=False,
+        max_length=2000,
+        help_text="Namespaces besides the profile's own that a manifest's spec.namespace may "
+        "name, separated by commas. Organisations may share a cluster: allow only your own.",
+    )
 
     class Meta:
         model = Profile
@@ -223,15 +224,35 @@ class ProfileForm(OrganizationScopedForm):
                 self.instance.machine_catalog, sort_keys=False
             )
             self.initial["defaults_yaml"] = yaml.safe_dump(self.instance.defaults or {})
+            self.initial["extra_namespaces_text"] = ", ".join(self.instance.extra_namespaces or [])
 
     def clean_hf_token_ref(self):
+        # env/ may name only variables the operator allowed for this organisation: the value
+        # is sent to the Hub and to model servers as a token.
         ref = self.cleaned_data["hf_token_ref"].strip()
-        if ref and not HF_TOKEN_REF.match(ref):
-            raise forms.ValidationError(
-                f"{ref!r} is not a token reference; write secret/<secret-name> or "
-                "env/HF_<NAME> (a variable of the console's, named HF_…). Never paste the token."
-            )
+        org = self.organization
+        problem = reference_problem(ref, allowed_variables(org.token_variables), org.slug)
+        if problem:
+            raise forms.ValidationError(problem)
         return ref
+
+    def clean_extra_namespaces_text(self):
+        names = [n.strip() for n in self.cleaned_data["extra_namespaces_text"].split(",")]
+        names = list(dict.fromkeys(n for n in names if n))
+        if len(names) > MAX_EXTRA_NAMESPACES:
+            raise forms.ValidationError(
+                f"{len(names)} namespaces; accepts at most {MAX_EXTRA_NAMESPACES}."
+            )
+        for name in names:
+            try:
+                dns_label(name)
+            except forms.ValidationError:
+                shown = name if len(name) <= 70 else name[:70] + "…"
+                raise forms.ValidationError(
+                    f"{shown!r} is not a namespace name: use a DNS label, 1-63 lowercase "
+                    "letters, digits and '-', starting and ending with a letter or digit."
+                ) from None
+        return names
 
     def clean_machine_catalog_yaml(self):
         catalog = load_yaml_field(
@@ -245,4 +266,5 @@ class ProfileForm(OrganizationScopedForm):
     def save(self, commit=True):
         self.instance.machine_catalog = self.cleaned_data["machine_catalog_yaml"]
         self.instance.defaults = self.cleaned_data["defaults_yaml"]
+        self.instance.extra_namespaces = self.cleaned_data["extra_namespaces_text"]
         return super().save(commit)

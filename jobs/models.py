@@ -118,6 +118,9 @@ class Profile(models.Model):
             queues=tuple(cluster.queues),
             cache_node_groups=dict(cluster.cache_node_groups),
             vllm_version=self.vllm_version,
+            extra_namespaces=tuple(
+                n for n in (self.extra_namespaces or []) if isinstance(n, str) and n
+            ),
         )
 
 

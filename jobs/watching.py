@@ -16,6 +16,7 @@ from django.db import close_old_connections, transaction
 
 from jobs.backends.cluster import client_for, status_of
 from jobs.backends.k8s_errors import BackendError, Gone, Unreachable
+from jobs.backends.k8s_owner import is_ours
 from jobs.lifecycle import Observed, record_status
 from jobs.models import Application, Phase
 from jobs.render import APP_LABEL
@@ -44,7 +45,7 @@ class ClusterFollower:
     # --- what changed ---------------------------------------------------------------------
     def _applications(self):
         return Application.objects.filter(profile__cluster=self.cluster).select_related(
-            "profile__cluster"
+            "profile__cluster", "organization"
         )
 
     def refresh_known(self) -> None:
@@ -97,14 +98,19 @@ class ClusterFollower:
             else:
                 self.seen[kind][_key(obj)] = obj
 
-    def objects_of(self, namespace: str, app: str) -> tuple[dict | None, list, list]:
-        """The InferenceService, pods and namespace events of one application, from the copy."""
+    def objects_of(
+        self, namespace: str, app: str, organization: str
+    ) -> tuple[dict | None, list, list]:
+        """The InferenceService, pods and namespace events of one application, from the copy;
+        objects of the same name that another organisation's application owns are not its."""
         with self.lock:
             isvc = self.seen["inference_services"].get((namespace, app))
+            if isvc is not None and not is_ours(isvc, app, organization):
+                isvc = None
             pods = [
                 pod
                 for (ns, _), pod in self.seen["pods"].items()
-                if ns == namespace and _label(pod) == app
+                if ns == namespace and is_ours(pod, app, organization)
             ]
             events = [e for (ns, _), e in self.seen["events"].items() if ns == namespace]
         return isvc, pods, events
@@ -170,7 +176,8 @@ class ClusterFollower:
                     continue
                 if application.phase == Phase.DELETING:
                     continue
-                status = status_of(application, *self.objects_of(namespace, application.name))
+                seen = self.objects_of(namespace, application.name, application.organization.slug)
+                status = status_of(application, *seen)
                 changed += record_status(application, Observed.of(status))
         self.counts["drained"] += len(keys)
         return changed
@@ -212,7 +219,3 @@ class ClusterFollower:
 def _key(obj: dict) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
     return meta.get("namespace") or "", meta.get("name") or ""
-
-
-def _label(obj: dict) -> str | None:
-    return ((obj.get("metadata") or {}).get("labels") or {}).get(APP_LABEL)

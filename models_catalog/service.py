@@ -4,6 +4,7 @@ the manifest rules learn from the answer."""
 import os
 
 from jobs.manifest import ModelFacts, Problem
+from jobs.token_refs import env_token
 from models_catalog.check import CheckResult, check_model
 from models_catalog.sizing import human_bytes
 
@@ -12,12 +13,11 @@ GPU = "spec.source.model.resources.accelerator.gpu"
 
 
 def hf_token_for(profile) -> str | None:
-    """The token the profile names. `env/VAR` is read here; `secret/NAME` lives on the cluster,
-    where the runtime reads it, so Check model asks the Hub without it."""
-    ref = profile.hf_token_ref or ""
-    if ref.startswith("env/HF_"):  # never any other variable of the console's
-        return os.environ.get(ref[len("env/") :]) or None
-    return None
+    """The token the profile names. `env/VAR` is read here, only when the operator allowed VAR
+    for the profile's organisation; `secret/NAME` lives on the cluster, where the runtime
+    reads it, so Check model asks the Hub without it."""
+    allowed = profile.organization.token_variables
+    return env_token(profile.hf_token_ref or "", allowed, os.environ)
 
 
 def check_for_profile(

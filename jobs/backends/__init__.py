@@ -4,13 +4,17 @@
 preflight (the dry run's checks on the target), apply, restart, stop, start, delete, observe.
 """
 
+import functools
+import os
 import threading
 
 from django.conf import settings
 
 from jobs.backends.base import BackendFailed, Preflight
 from jobs.backends.local import LocalRefused, LocalRunner, UnknownApplication
+from jobs.backends.local_process import private_dir
 from jobs.lifecycle import Observed
+from jobs.token_refs import env_token
 
 
 class LocalBackend:
@@ -41,6 +45,10 @@ class LocalBackend:
                 f"{application.name} has no model server on this machine to {verb}.",
                 "Deploy it first.",
             ) from None
+        except LocalRefused as refused:
+            raise BackendFailed(
+                " ".join(refused.refusals), "Fix the manifest or the machine, then deploy again."
+            ) from None
 
     def restart(self, application) -> Observed:
         return self._on_existing("restart", application)
@@ -69,9 +77,27 @@ def local_runner(organization_slug: str) -> LocalRunner:
     with _local_lock:
         if organization_slug not in _local_runners:
             state = settings.SERVEDECK_LOCAL_STATE_DIR / organization_slug
-            state.mkdir(parents=True, exist_ok=True)
-            _local_runners[organization_slug] = LocalRunner(state)
+            private_dir(state)
+            token_for = functools.partial(application_token, organization_slug)
+            _local_runners[organization_slug] = LocalRunner(state, token_for=token_for)
         return _local_runners[organization_slug]
+
+
+def application_token(organization_slug: str, app_name: str) -> str | None:
+    """The Hugging Face token a local model server of this application gets: its profile's
+    `env/VAR`, read only when the operator allows VAR for the organisation (checked here, at
+    each start, so taking a variable back takes effect on the next start)."""
+    from jobs.models import Application
+
+    application = (
+        Application.objects.select_related("profile", "organization")
+        .filter(organization__slug=organization_slug, name=app_name)
+        .first()
+    )
+    if application is None:
+        return None
+    allowed = application.organization.token_variables
+    return env_token(application.profile.hf_token_ref, allowed, os.environ)
 
 
 def local_runners_on_disk() -> list[LocalRunner]:

@@ -43,6 +43,11 @@ def _down(error: BackendError) -> bool:
     return isinstance(error, Unreachable)
 
 
+def _org(application) -> str:
+    """The organisation label its objects carry (jobs.render: the profile's organisation)."""
+    return application.organization.slug
+
+
 def _desired(manifest: dict) -> int:
     model = manifest["spec"]["source"].get("model") or {}
     return (model.get("scaling") or {}).get("minReplicas", 1)
@@ -94,7 +99,7 @@ class ClusterBackend:
 
     def _then_observe(self, verb: str, application) -> Observed:
         try:
-            getattr(self.client, verb)(*_where(application))
+            getattr(self.client, verb)(*_where(application), organization=_org(application))
         except BackendError as error:
             raise self._fail(error) from None
         return self.observe(application)
@@ -110,13 +115,13 @@ class ClusterBackend:
 
     def delete(self, application) -> None:
         try:
-            self.client.delete(*_where(application))
+            self.client.delete(*_where(application), organization=_org(application))
         except BackendError as error:
             raise self._fail(error) from None
 
     def observe(self, application) -> Observed:
         try:
-            seen = self.client.observe(*_where(application))
+            seen = self.client.observe(*_where(application), organization=_org(application))
         except BackendError as error:
             return Observed(
                 phase=application.phase,

@@ -21,6 +21,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from .k8s_errors import NETWORK_ERRORS, ApiTarget, BackendError, Call, from_status, translated
 from .k8s_kinds import Kind
+from .kubeconfig import KubeconfigRefused, resolve_kubeconfig
 
 FIELD_MANAGER = "servedeck"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -35,14 +36,19 @@ class ClusterConnection:
     kubeconfig_path: str = ""
     context: str = ""
     in_cluster: bool = False
+    # The only folder kubeconfig_path may name a file in (SERVEDECK_KUBECONFIG_DIR).
+    kubeconfig_dir: str = ""
 
     @classmethod
     def from_cluster(cls, cluster: Any) -> ClusterConnection:
+        from django.conf import settings
+
         return cls(
             name=cluster.name,
             kubeconfig_path=cluster.kubeconfig_path or "",
             context=cluster.context or "",
             in_cluster=bool(cluster.in_cluster),
+            kubeconfig_dir=str(settings.SERVEDECK_KUBECONFIG_DIR),
         )
 
     @property
@@ -77,17 +83,31 @@ class KubeApi:
                 config.load_incluster_config(client_configuration=configuration)
                 return client.ApiClient(configuration)
             return config.new_client_from_config(
-                config_file=self.connection.kubeconfig_path or None,
+                config_file=self._kubeconfig_file(),
                 context=self.connection.context or None,
                 persist_config=False,  # never write a refreshed token back into their file
                 client_configuration=configuration,
             )
+        except KubeconfigRefused as refused:
+            raise BackendError(
+                f"Cannot use cluster {self.connection.name}'s {where}: {refused}",
+                "Edit the cluster to name a kubeconfig file in the folder, or use the in-cluster "
+                "service account when the console runs in the cluster.",
+            ) from None
         except (ConfigException, OSError, ValueError, TypeError, KeyError) as exc:
             raise BackendError(
                 f"Cannot use cluster {self.connection.name}'s {where}: {exc}",
                 "Fix the kubeconfig path and context of the cluster (or use the in-cluster "
                 "service account when the console runs in the cluster).",
             ) from exc
+
+    def _kubeconfig_file(self) -> str:
+        """The one file the client may read: never a list of files, `~`, a default such as
+        $KUBECONFIG, or a file outside the folder, whatever the cluster row holds."""
+        folder = self.connection.kubeconfig_dir
+        if not folder:
+            raise KubeconfigRefused("The connection names no kubeconfig folder.")
+        return resolve_kubeconfig(self.connection.kubeconfig_path, folder)
 
     @property
     def target(self) -> ApiTarget:

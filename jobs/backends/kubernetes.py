@@ -4,11 +4,13 @@ real `kubernetes` client (k8s_client.py), with every failure in plain words (k8s
     backend = KubernetesBackend.for_cluster(profile.cluster)
     backend.dry_run(objects)          # [] or the server's refusals, one sentence per object
     backend.apply(objects)            # server-side apply as "servedeck", then prune
-    backend.observe("llama", "models")  # InferenceService, pods, events for derive_status
+    backend.observe("llama", "models", organization="acme")  # InferenceService, pods, events
 
-Everything ServeDeck made carries servedeck.io/application=<app>; that label is how apply
-prunes, delete finds, and restart and observe find the pods (KServe copies the
-InferenceService's labels onto the predictor's pods: buildObjectMeta in its predictor.go).
+Everything ServeDeck made carries servedeck.io/application=<app> and
+servedeck.io/organization=<slug>; those labels are how apply prunes, delete finds, and restart
+and observe find the pods (KServe copies the InferenceService's labels onto the predictor's
+pods: buildObjectMeta in its predictor.go). Organisations may share a namespace: no verb
+changes an existing object that does not carry both (jobs/backends/k8s_owner.py).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.manifest.quantity import parse_quantity
-from jobs.render.common import APP_LABEL, NAMESPACE_LABEL
+from jobs.render.common import APP_LABEL, NAMESPACE_LABEL, ORGANIZATION_LABEL
 
 from .k8s_client import FIELD_MANAGER, ClusterConnection, KubeApi
 from .k8s_errors import BackendError, Gone, NotFound, Unreachable
@@ -35,6 +37,7 @@ from .k8s_kinds import (
     Kind,
     kind_of,
 )
+from .k8s_owner import NotOurs, is_ours, not_ours
 
 __all__ = [
     "FIELD_MANAGER",
@@ -46,6 +49,7 @@ __all__ = [
     "KubernetesBackend",
     "Listing",
     "NotFound",
+    "NotOurs",
     "Observed",
     "Unreachable",
     "WatchEvent",
@@ -181,6 +185,15 @@ class KubernetesBackend:
         them all, else one sentence per refused object ("InferenceService models/llama: …").
         Raises BackendError when the cluster cannot be asked (down, or failing itself)."""
         refusals = []
+        objects = list(objects)
+        if objects:
+            app, _, organization = _owner_of(objects)
+            for obj in objects:
+                taken = self._taken(_rendered_kind(obj), obj, app, organization)
+                if taken is not None:
+                    refusals.append(f"{taken.reason}. {taken.next_step}")
+        if refusals:
+            return refusals  # the server would take them; we would not
         for obj in objects:
             kind = _rendered_kind(obj)
             try:
@@ -199,55 +212,97 @@ class KubernetesBackend:
         typed = [(_rendered_kind(obj), obj) for obj in objects]
         if not typed:
             return
-        app, namespace = _owner_of([obj for _, obj in typed])
+        app, namespace, organization = _owner_of([obj for _, obj in typed])
+        for kind, obj in typed:  # all checked before any is changed
+            taken = self._taken(kind, obj, app, organization)
+            if taken is not None:
+                raise taken
         for kind, obj in typed:
             self.api.apply(kind, _applicable(obj))
         keep = {_identity(kind, obj) for kind, obj in typed}
-        for kind, obj in reversed(self._ours(app, namespace)):
+        for kind, obj in reversed(self._ours(app, namespace, organization)):
             if _identity(kind, obj) not in keep:
                 self._delete_quietly(kind, obj)
 
-    def delete(self, app: str, namespace: str) -> None:
-        """Delete everything rendered for the application (its cluster-scoped weight cache
-        too); Kubernetes' garbage collector then removes the Deployments and pods."""
-        for kind, obj in reversed(self._ours(app, namespace)):
+    def delete(self, app: str, namespace: str, *, organization: str) -> None:
+        """Delete everything rendered for the organisation's application (its cluster-scoped
+        weight cache too); Kubernetes' garbage collector then removes the Deployments and
+        pods. Objects of the same name that are not this application's stay."""
+        for kind, obj in reversed(self._ours(app, namespace, organization)):
             self._delete_quietly(kind, obj)
 
-    def restart(self, app: str, namespace: str) -> int:
+    def restart(self, app: str, namespace: str, *, organization: str) -> int:
         """Replace the replicas: delete the application's pods, their Deployment makes new
         ones; settings, storage and the weight cache stay. Returns how many were deleted."""
-        self._require_isvc(app, namespace)
-        pods = self.api.list(POD, namespace, _selector(app)).get("items") or []
+        self._require_isvc(app, namespace, organization)
+        selector = _selector(app, organization=organization)
+        pods = self.api.list(POD, namespace, selector).get("items") or []
         for pod in pods:
             self._delete_quietly(POD, pod)
         return len(pods)
 
-    def stop(self, app: str, namespace: str) -> None:
+    def stop(self, app: str, namespace: str, *, organization: str) -> None:
         """KServe's stop annotation: the replicas go and free their GPUs, the configuration
         stays. ServeDeck's apply does not own the annotation, so a redeploy keeps it."""
-        self._annotate(app, namespace, "true")
+        self._annotate(app, namespace, organization, "true")
 
-    def start(self, app: str, namespace: str) -> None:
+    def start(self, app: str, namespace: str, *, organization: str) -> None:
         """Remove the stop annotation: KServe brings the replicas back."""
-        self._annotate(app, namespace, None)
+        self._annotate(app, namespace, organization, None)
 
-    def _annotate(self, app: str, namespace: str, value: str | None) -> None:
-        patch = {"metadata": {"annotations": {STOP_ANNOTATION: value}}}
-        self.api.merge_patch(INFERENCE_SERVICE, app, namespace, patch)
+    def _annotate(self, app: str, namespace: str, organization: str, value: str | None) -> None:
+        isvc = self._require_isvc(app, namespace, organization)
+        # The resourceVersion makes the patch conditional: it fails if the object was replaced
+        # (by anyone) since it was checked.
+        version = (isvc.get("metadata") or {}).get("resourceVersion")
+        meta: dict[str, Any] = {"annotations": {STOP_ANNOTATION: value}}
+        if version:
+            meta["resourceVersion"] = version
+        self.api.merge_patch(INFERENCE_SERVICE, app, namespace, {"metadata": meta})
 
-    def _require_isvc(self, app: str, namespace: str) -> dict:
-        return self.api.get(INFERENCE_SERVICE, app, namespace)
+    def _require_isvc(self, app: str, namespace: str, organization: str) -> dict:
+        """The application's InferenceService; NotOurs when that name is someone else's."""
+        isvc = self.api.get(INFERENCE_SERVICE, app, namespace)
+        refused = not_ours(
+            INFERENCE_SERVICE.describe(namespace, app),
+            isvc,
+            app,
+            organization,
+            f"-n {namespace} {INFERENCE_SERVICE.plural} {app}",
+        )
+        if refused is not None:
+            raise refused
+        return isvc
 
-    def _ours(self, app: str, namespace: str) -> list[tuple[Kind, dict]]:
+    def _taken(
+        self, kind: Kind, obj: Mapping[str, Any], app: str, organization: str
+    ) -> NotOurs | None:
+        """Whether an object of that kind and name exists that is not this application's."""
+        meta = obj.get("metadata") or {}
+        name, namespace = meta.get("name"), meta.get("namespace") if kind.namespaced else None
+        try:
+            live = self.api.get(kind, name, namespace)
+        except NotFound:
+            return None
+        except BackendError as error:
+            if error.status == 404:  # the kind is not served: the apply will say so
+                return None
+            raise
+        where = f"-n {namespace} {kind.plural} {name}" if namespace else f"{kind.plural} {name}"
+        return not_ours(kind.describe(namespace, name), live, app, organization, where)
+
+    def _ours(self, app: str, namespace: str, organization: str) -> list[tuple[Kind, dict]]:
         """The application's objects on the cluster, kind by kind in apply order; a kind the
         cluster does not serve has none."""
         found = []
         for kind in RENDERED:
             if kind.namespaced:
-                listed = self._list_if_served(kind, namespace, _selector(app))
+                selector = _selector(app, organization=organization)
+                listed = self._list_if_served(kind, namespace, selector)
             else:
-                listed = self._list_if_served(kind, None, _selector(app, namespace))
-            found += [(kind, obj) for obj in listed]
+                selector = _selector(app, namespace, organization)
+                listed = self._list_if_served(kind, None, selector)
+            found += [(kind, obj) for obj in listed if is_ours(obj, app, organization)]
         return found
 
     def _list_if_served(self, kind: Kind, namespace: str | None, selector: str) -> list[dict]:
@@ -265,16 +320,22 @@ class KubernetesBackend:
 
     # --- observing ------------------------------------------------------------------------
 
-    def observe(self, app: str, namespace: str) -> Observed:
-        """The InferenceService (None when absent), its pods, and the namespace's events about
-        them (the InferenceService, its pods, Deployments and ReplicaSets, Kueue workloads)."""
+    def observe(self, app: str, namespace: str, *, organization: str) -> Observed:
+        """The InferenceService (None when absent, or when that name is someone else's), its
+        pods, and the namespace's events about them (the InferenceService, its pods,
+        Deployments and ReplicaSets, Kueue workloads)."""
         try:
             isvc: dict | None = self.api.get(INFERENCE_SERVICE, app, namespace)
         except NotFound:
             isvc = None
-        pods = self.api.list(POD, namespace, _selector(app)).get("items") or []
+        if isvc is not None and not is_ours(isvc, app, organization):
+            isvc = None  # another application's status is not this one's
+        selector = _selector(app, organization=organization)
+        pods = self.api.list(POD, namespace, selector).get("items") or []
         names = {_name(p) for p in pods}
         events = self.api.list(EVENT, namespace).get("items") or []
+        if isvc is None:  # events named after the app would be about the other's objects
+            return Observed(None, pods, [e for e in events if _about(e, "", names)])
         return Observed(isvc, pods, [e for e in events if _about(e, app, names)])
 
     def list_inference_services(self, namespace: str | None = None) -> Listing:
@@ -331,10 +392,12 @@ class KubernetesBackend:
             yield WatchEvent(str(event.get("type")), obj, rv)
 
 
-def _selector(app: str, namespace: str | None = None) -> str:
+def _selector(app: str, namespace: str | None = None, organization: str | None = None) -> str:
     # Cluster-scoped objects say which namespace's application they belong to: names are
-    # unique per namespace only.
+    # unique per namespace only. Organisations may share the namespace.
     selector = f"{APP_LABEL}={app}"
+    if organization:
+        selector += f",{ORGANIZATION_LABEL}={organization}"
     return f"{selector},{NAMESPACE_LABEL}={namespace}" if namespace else selector
 
 
@@ -359,21 +422,25 @@ def _applicable(obj: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def _owner_of(objects: list[Mapping[str, Any]]) -> tuple[str, str]:
-    """The application and namespace a rendered set belongs to (its labels say)."""
-    apps, namespaces = set(), set()
+def _owner_of(objects: list[Mapping[str, Any]]) -> tuple[str, str, str]:
+    """The application, namespace and organisation a rendered set belongs to (its labels
+    say)."""
+    apps, namespaces, organizations = set(), set(), set()
     for obj in objects:
         meta = obj.get("metadata") or {}
         labels = meta.get("labels") or {}
         apps.add(labels.get(APP_LABEL))
         namespaces.add(meta.get("namespace") or labels.get(NAMESPACE_LABEL))
-    if len(apps) != 1 or None in apps or len(namespaces) != 1 or None in namespaces:
+        organizations.add(labels.get(ORGANIZATION_LABEL))
+    if any(len(found) != 1 or None in found for found in (apps, namespaces, organizations)):
         raise BackendError(
-            "The objects to apply do not belong to one application in one namespace "
-            f"(applications {sorted(map(str, apps))}, namespaces {sorted(map(str, namespaces))})",
-            f"Apply the objects jobs.render made for one application: each carries {APP_LABEL}.",
+            "The objects to apply do not belong to one application of one organisation in one "
+            f"namespace (applications {sorted(map(str, apps))}, namespaces "
+            f"{sorted(map(str, namespaces))}, organisations {sorted(map(str, organizations))})",
+            "Apply the objects jobs.render made for one application of a profile: each carries "
+            f"{APP_LABEL} and {ORGANIZATION_LABEL}.",
         )
-    return apps.pop(), namespaces.pop()
+    return apps.pop(), namespaces.pop(), organizations.pop()
 
 
 def _identity(kind: Kind, obj: Mapping[str, Any]) -> tuple[str, str, str]:

@@ -17,7 +17,7 @@ import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from . import local_process as proc
-from .local_check import VLLM_MISSING, check, list_gpus, which
+from .local_check import VLLM_MISSING, capacity_refusals, check, list_gpus, which
 from .local_command import (
     configured_template,
     describe,
@@ -101,6 +101,14 @@ def check_name(name: str) -> str:
     return name
 
 
+def _require_capacity(manifest: Mapping[str, Any]) -> None:
+    """A state written before the capacity rule (or by hand) cannot start more model servers
+    than this machine holds."""
+    refusals = capacity_refusals(manifest)
+    if refusals:
+        raise LocalRefused(refusals)
+
+
 class LocalRunner:
     """Runs, watches and stops the model server processes of local applications."""
 
@@ -112,8 +120,12 @@ class LocalRunner:
         grace_seconds: float = 10.0,
         probe_timeout: float = 1.0,
         max_log_bytes: int = 5 * 2**20,
+        token_for: Callable[[str], str | None] | None = None,
     ) -> None:
+        """`token_for(app_name)`: the application's own Hugging Face token (or None), asked
+        each time one of its servers starts; never stored in its state."""
         self.state_dir = Path(state_dir)
+        self.token_for = token_for
         self.template = template if template is not None else configured_template()
         split_template(self.template)  # a bad SERVEDECK_LOCAL_COMMAND fails here, named
         self.grace_seconds = grace_seconds
@@ -161,6 +173,7 @@ class LocalRunner:
         """Replace every server with a new process; settings, ports and logs are kept."""
         with self._locked(check_name(app_name)):
             state = self._require(app_name)
+            _require_capacity(state.manifest)  # before anything is stopped
             self._terminate(state.replicas)
             gpus = self._plan_gpus(app_name, state.manifest)
             state.replicas, state.stopped, state.stopped_at = [], None, None
@@ -181,6 +194,7 @@ class LocalRunner:
             state = self._require(app_name)
             self._refresh(state)
             running = [r for r in state.replicas if r.exited_at is None]
+            _require_capacity(state.manifest)
             missing = sorted(set(range(replica_count(state.manifest))) - {r.index for r in running})
             if missing:
                 gpus = self._plan_gpus(app_name, state.manifest, keep=running)
@@ -255,7 +269,8 @@ class LocalRunner:
         """Start again the applications shutdown() stopped; returns their names."""
         resumed = []
         for name in self.applications():
-            with contextlib.suppress(LocalStateError):
+            # One that no longer fits this machine stays stopped; its status says why on start.
+            with contextlib.suppress(LocalStateError, LocalRefused):
                 state = self._load(name)
                 if state is not None and state.stopped == STOPPED_BY_SHUTDOWN:
                     self.start(name)
@@ -275,8 +290,8 @@ class LocalRunner:
         with self._guard:
             lock = self._locks.setdefault(name, threading.Lock())
         lock_dir = self.state_dir / ".locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with lock, open(lock_dir / f"{name}.lock", "a") as handle:
+        proc.private_dir(lock_dir)
+        with lock, open(lock_dir / f"{name}.lock", "a", opener=proc.private_opener) as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
             yield
 
@@ -296,9 +311,10 @@ class LocalRunner:
 
     def _save(self, state: AppState) -> None:
         folder = self._dir(state.name)
-        folder.mkdir(parents=True, exist_ok=True)
+        proc.private_dir(folder)
         temporary = folder / f".{STATE_FILE}.tmp"
-        temporary.write_text(json.dumps(asdict(state), indent=1))
+        with open(temporary, "w", opener=proc.private_opener) as handle:
+            handle.write(json.dumps(asdict(state), indent=1))
         os.replace(temporary, folder / STATE_FILE)  # readers never see half a file
 
     def _require(self, name: str) -> AppState:
@@ -363,6 +379,7 @@ class LocalRunner:
     def _start_replicas(
         self, state: AppState, indices: Iterable[int], gpus: Mapping[int, str | None]
     ) -> None:
+        _require_capacity(state.manifest)  # the last guard: never more servers than fit
         taken = {r.port for r in state.replicas}
         for index in indices:
             prefer = state.ports[index] if index < len(state.ports) else None
@@ -379,11 +396,12 @@ class LocalRunner:
         command[0] = which(command[0]) or command[0]
         # On the CPU no GPU is visible, so a replica never takes one another app was given.
         extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
-        env = server_environment(os.environ, extra)
+        token = self.token_for(state.name) if self.token_for is not None else None
+        env = server_environment(os.environ, extra, token)
         log_path = self._log(state.name, index)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+        proc.private_dir(log_path.parent)
         started_at = now_iso()
-        with open(log_path, "a", encoding="utf-8") as log:
+        with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
             log.write(
                 f"{MARKER}replica {index} of {state.name}, revision {state.revision}, "
                 f"started {started_at}: {describe(command)}\n"
@@ -391,7 +409,7 @@ class LocalRunner:
         try:
             popen = proc.spawn(command, env, log_path)
         except OSError as exc:
-            with open(log_path, "a", encoding="utf-8") as log:
+            with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
                 log.write(f"could not start {command[0]}: {exc}\n")
             return Replica(
                 index, port, None, None, started_at, command, gpus,

@@ -12,7 +12,12 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
 from typing import Any
+
+from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
 
 from .local_command import (
     DEFAULT_TEMPLATE,
@@ -20,6 +25,7 @@ from .local_command import (
     TemplateError,
     extra_args_refusals,
     gpus_per_replica,
+    on_gpu,
     replica_count,
     split_template,
 )
@@ -29,6 +35,85 @@ NVIDIA_SMI = "nvidia-smi"
 NVIDIA_SMI_TIMEOUT = 10.0
 _GPU_LINE = re.compile(r"^GPU (\d+):", re.MULTILINE)
 MODEL = "spec.source.model"
+MEMINFO = Path("/proc/meminfo")
+GIB = 2**30
+CGROUP_MEMORY_MAX = Path("/sys/fs/cgroup/memory.max")
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What this machine has for model servers: usable cores and memory in bytes."""
+
+    cores: int
+    memory: int
+
+
+def machine() -> Machine:
+    """This machine's cores (those this process may run on) and memory (MemTotal, or the
+    cgroup's limit when lower), read each time: a container may be resized."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return Machine(cores=max(1, cores), memory=_memory_bytes())
+
+
+def _memory_bytes() -> int:
+    total = 0
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                total = int(line.split()[1]) * 1024  # kB
+                break
+    except (OSError, ValueError, IndexError):
+        total = 0
+    if not total:
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            total = 0
+    try:
+        limit = CGROUP_MEMORY_MAX.read_text().strip()
+        if limit.isdigit() and 0 < int(limit) < (total or int(limit) + 1):
+            total = int(limit)
+    except OSError:
+        pass
+    return total
+
+
+def capacity_refusals(manifest: Mapping[str, Any], here: Machine | None = None) -> list[str]:
+    """Refused when minReplicas model servers do not fit on this machine: the local backend
+    starts every one of them at once. Each needs its resources.memory and, on the CPU, its
+    resources.cpu (on a GPU, one core: the CPU figure is a Kubernetes request). One replica
+    is never refused here: the cap is on how many."""
+    here = here or machine()
+    model = _get(manifest, "spec", "source", "model")
+    if not isinstance(model, Mapping):
+        return []
+    try:
+        replicas = replica_count(manifest)
+        cpu_text = str(_get(model, "resources", "cpu") or "1")
+        memory_text = str(_get(model, "resources", "memory") or "1Gi")
+        cpu = Fraction(1) if on_gpu(manifest) else parse_cpu(cpu_text)
+        memory = parse_bytes(memory_text)
+    except (ValueError, TypeError):
+        return []  # the manifest rules name a bad quantity at its field
+    if replicas <= 1:
+        return []
+    by_cores = int(Fraction(here.cores) / cpu) if cpu > 0 else replicas
+    by_memory = here.memory // memory if memory > 0 and here.memory else replicas
+    fits = max(1, min(by_cores, by_memory))
+    if replicas <= fits:
+        return []
+    shown = replicas if replicas < 10**6 else f"{replicas:.3g}"
+    per_replica = f"{format_cpu(cpu)} CPU and {memory_text} of memory"
+    return [
+        f"{MODEL}.scaling.minReplicas is {shown}: the local backend would start that many model "
+        f"servers at once on this machine, which has {here.cores} core(s) and "
+        f"{here.memory / GIB:.1f} GiB of memory; at {per_replica} per replica it holds {fits}. "
+        f"Set scaling.minReplicas to {fits} or less (or lower resources.cpu or "
+        "resources.memory), or use a Kubernetes profile."
+    ]
 
 
 def search_path() -> str:
@@ -83,7 +168,8 @@ def check(manifest: Mapping[str, Any], template: str | None = None) -> list[str]
     # GPUs are counted only for a manifest this backend could otherwise run.
     wants_gpu = _get(manifest, "spec", "source", "model", "resources", "accelerator")
     gpu_refusals = _gpu_refusals(manifest) if wants_gpu and not refusals else []
-    return refusals + _command_refusals(template) + gpu_refusals
+    capacity = capacity_refusals(manifest) if not refusals else []
+    return refusals + capacity + _command_refusals(template) + gpu_refusals
 
 
 def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> list[str]:

@@ -229,31 +229,47 @@ def local_env(manifest: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
-# What a model server may see of the console's environment: its own tools' settings (Hugging
-# Face, vLLM, CUDA, proxies, locale), never the console's secrets (SECRET_KEY, DATABASE_URL...).
+# What a model server may see of the console's environment: an allowlist of its tools'
+# settings (locale, proxies, CA bundles, vLLM, CUDA, Hugging Face's cache and mirror), never the
+# console's secrets (SECRET_KEY, DATABASE_URL...) nor a token of the host's: the only token it
+# gets is its own application's, given by the runner.
 PASSED_NAMES = frozenset(
     {
         "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
         "LD_LIBRARY_PATH", "VIRTUAL_ENV", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE",
         "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
-        "no_proxy",
+        "no_proxy", "HF_HOME", "HF_HUB_CACHE", "HF_ENDPOINT", "HF_HUB_OFFLINE",
+        "HF_HUB_ENABLE_HF_TRANSFER", "HF_HUB_DISABLE_TELEMETRY", "HF_HUB_DOWNLOAD_TIMEOUT",
+        "HF_HUB_ETAG_TIMEOUT", "HF_XET_HIGH_PERFORMANCE",
     }
 )  # fmt: skip
 PASSED_PREFIXES = (
-    "LC_", "HF_", "HUGGING_FACE_", "VLLM_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH", "TRITON_",
-    "TRANSFORMERS_", "XDG_", "OMP_", "MKL_",
+    "LC_", "VLLM_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH", "TRITON_", "TRANSFORMERS_", "XDG_",
+    "OMP_", "MKL_",
 )  # fmt: skip
+# Never passed, even under an allowed prefix (VLLM_API_KEY, NVIDIA_API_KEY...).
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH")
 
 
-def server_environment(console_env: Mapping[str, str], extra: Mapping[str, str]) -> dict[str, str]:
+def _passed(name: str) -> bool:
+    if any(word in name.upper() for word in SECRET_WORDS):
+        return False
+    return name in PASSED_NAMES or name.startswith(PASSED_PREFIXES)
+
+
+def server_environment(
+    console_env: Mapping[str, str], extra: Mapping[str, str], hf_token: str | None = None
+) -> dict[str, str]:
     """The environment a model server starts with: the allowed part of the console's, then
-    `extra` (local_env and the GPUs the runner chose)."""
-    passed = {
-        key: value
-        for key, value in console_env.items()
-        if key in PASSED_NAMES or key.startswith(PASSED_PREFIXES)
-    }
-    return {**passed, **extra}
+    `extra` (local_env and the GPUs the runner chose), then its own application's Hugging
+    Face token when it has one. A token file saved on the host is never read."""
+    passed = {key: value for key, value in console_env.items() if _passed(key)}
+    env = {**passed, **extra, "HF_TOKEN_PATH": os.devnull}
+    if hf_token:
+        env["HF_TOKEN"] = hf_token
+    else:
+        env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
+    return env
 
 
 def describe(argv: list[str]) -> str:

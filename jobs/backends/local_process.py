@@ -21,6 +21,25 @@ PROC = Path("/proc")
 LOOPBACK = "127.0.0.1"
 POLL_SECONDS = 0.05
 KILL_WAIT_SECONDS = 5.0
+# The state, logs and locks hold commands, ports and the servers' output: the console's user
+# only, whatever umask the process was started with (the backend also runs without Django).
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def private_opener(path: str, flags: int) -> int:
+    """An `opener` for open(): a file it creates is 0600 from the start."""
+    return os.open(path, flags, PRIVATE_FILE_MODE)
+
+
+def private_dir(path: Path) -> Path:
+    """`path` and any missing parents, each created 0700."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=PRIVATE_DIR_MODE)
+            folder.chmod(PRIVATE_DIR_MODE)  # mkdir's mode is masked by the umask
+    return path
 
 
 @dataclass(frozen=True)
@@ -117,7 +136,7 @@ def spawn(command: list[str], env: Mapping[str, str], log_path: Path) -> subproc
     output appended to the log.
 
     O_APPEND lets the log be truncated under the running process (see cap_log)."""
-    with open(log_path, "ab") as log:
+    with open(log_path, "ab", opener=private_opener) as log:
         return subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -208,7 +227,7 @@ def cap_log(path: Path, max_bytes: int) -> None:
     try:
         if path.stat().st_size <= max_bytes // 2:
             return
-        with open(path, "rb") as src, open(rotated(path), "wb") as dst:
+        with open(path, "rb") as src, open(rotated(path), "wb", opener=private_opener) as dst:
             dst.write(src.read())
         os.truncate(path, 0)
     except FileNotFoundError:

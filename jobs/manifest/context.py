@@ -35,6 +35,13 @@ class ProfileFacts:
     # node group name -> cache capacity in bytes
     cache_node_groups: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     vllm_version: str = ""
+    # Namespaces besides `namespace` that spec.namespace may name (an admin allows them).
+    extra_namespaces: tuple[str, ...] = ()
+
+    @property
+    def allowed_namespaces(self) -> tuple[str, ...]:
+        """Where this profile's applications may go: its own namespace first."""
+        return (self.namespace, *(n for n in self.extra_namespaces if n != self.namespace))
 
 
 @dataclass(frozen=True)

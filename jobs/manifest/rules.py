@@ -58,6 +58,7 @@ def check(
     out = Out()
     spec = draft["spec"]
     _profile(spec, facts, ctx, out)
+    _namespace(spec, facts, out)
     _access(spec, facts, ctx, out)
     source = spec["source"]
     if isinstance(source, dict):
@@ -104,6 +105,20 @@ def _profile(spec: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out)
                 f"{KSERVE_NAME_MAX}, because KServe names the predictor '<name>-predictor' "
                 "within 63 characters. Shorten it.",
             )
+
+
+def _namespace(spec: dict[str, Any], facts: Facts, out: Out) -> None:
+    # Organisations may share a cluster: a manifest goes only where its profile allows.
+    namespace, profile = spec["namespace"], facts.profile
+    if not ok(namespace) or profile is None or namespace in profile.allowed_namespaces:
+        return
+    out.refuse(
+        "spec.namespace",
+        f"{show(namespace)} is not a namespace profile {profile.name} may deploy to; accepts "
+        f"{listing(profile.allowed_namespaces)}. Remove spec.namespace to use the profile's "
+        f"own ({profile.namespace}), or ask an organisation admin to allow {namespace} on the "
+        "profile (Other namespaces).",
+    )
 
 
 def _access(spec: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out) -> None:

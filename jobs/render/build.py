@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .common import RenderError, dig, our_labels, quantity_text, revision_annotation
+from .common import (
+    ORGANIZATION_ANNOTATION,
+    ORGANIZATION_LABEL,
+    RenderError,
+    dig,
+    our_labels,
+    quantity_text,
+    revision_annotation,
+)
 from .extras import http_route, local_model_cache
 from .inference import model_inference_service, yaml_inference_service
 from .runtimes import HUGGINGFACE_OPENAI_PREFIX, parakeet_serving_runtime
@@ -36,6 +44,12 @@ def render(
         # Every object says which deploy revision it came from, not only the InferenceService.
         for obj in objects:
             obj["metadata"].setdefault("annotations", {}).update(stamp)
+    if target.organization:
+        # Last, so that labels from a raw InferenceService cannot claim another organisation.
+        for obj in objects:
+            obj["metadata"]["labels"][ORGANIZATION_LABEL] = target.organization
+            annotations = obj["metadata"].setdefault("annotations", {})
+            annotations[ORGANIZATION_ANNOTATION] = target.organization_name or target.organization
     return objects
 
 

@@ -16,6 +16,10 @@ MANAGED_BY = "servedeck"
 NAMESPACE_LABEL = "servedeck.io/namespace"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 REVISION_ANNOTATION = "servedeck.io/revision"
+# Whose application an object is: organisations may share a cluster and a namespace. The
+# label is what selectors use; the annotation names the organisation for people.
+ORGANIZATION_LABEL = "servedeck.io/organization"
+ORGANIZATION_ANNOTATION = "servedeck.io/organization-name"
 
 KSERVE_API = "serving.kserve.io/v1beta1"
 KSERVE_ALPHA_API = "serving.kserve.io/v1alpha1"

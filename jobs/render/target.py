@@ -53,11 +53,15 @@ class RenderTarget:
     prometheus_url: str = DEFAULT_PROMETHEUS_URL
     parakeet_image: str = PARAKEET_IMAGE
     gateway_service: str = DEFAULT_GATEWAY_SERVICE  # namespace/name:port
+    # The organisation's slug and name, written on every object; "" renders without them
+    # (a preview outside any organisation), which the Kubernetes backend will not apply.
+    organization: str = ""
+    organization_name: str = ""
 
     @classmethod
     def from_profile(cls, profile: Any) -> RenderTarget:
-        """Read a jobs.models.Profile (and its cluster's add-ons); no database query beyond
-        the profile's cluster."""
+        """Read a jobs.models.Profile (its cluster's add-ons, its organisation); no database
+        query beyond the profile's cluster and organisation."""
         defaults = profile.defaults if isinstance(profile.defaults, Mapping) else {}
         overrides = {
             field: defaults[key].strip()
@@ -74,6 +78,8 @@ class RenderTarget:
             machine_catalog=tuple(k for k in catalog if isinstance(k, Mapping)),
             addons=frozenset(cluster.addons or ()),
             hf_token_ref=profile.hf_token_ref or "",
+            organization=profile.organization.slug,
+            organization_name=profile.organization.name,
             **overrides,
         )
 

@@ -77,3 +77,32 @@ def test_defaults_are_sqlite_and_in_memory_channels(settings):
 def test_healthz_answers_without_login_or_a_known_host(client):
     response = client.get("/healthz", HTTP_HOST="10.1.2.3:8000")
     assert response.status_code == 200 and response.content == b"ok"
+
+
+def test_files_under_var_are_private_from_the_start(tmp_path):
+    """Started by a user whose umask lets everyone read (022), the console still creates its
+    folder, database, secret key and local state for its own user only."""
+    var = tmp_path / "var"
+    env = {"SERVEDECK_VAR_DIR": str(var), "SECRET_KEY": ""}
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: os.umask(0o022),
+    )
+    assert result.returncode == 0, result.stderr
+    made = [var, var / "secret-key", var / "servedeck.sqlite3"]
+    modes = {path.name: oct(path.stat().st_mode & 0o777) for path in made}
+    assert modes == {"var": "0o700", "secret-key": "0o600", "servedeck.sqlite3": "0o600"}
+
+
+def test_a_var_folder_left_open_by_an_earlier_version_is_closed(tmp_path):
+    var = tmp_path / "var"
+    var.mkdir()
+    var.chmod(0o755)
+    assert start({"SERVEDECK_VAR_DIR": str(var), "SECRET_KEY": ""}).returncode == 0
+    assert var.stat().st_mode & 0o777 == 0o700

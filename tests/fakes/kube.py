@@ -1126,10 +1126,11 @@ def kube_emulator_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @pytest.fixture(name="kube")
-def kube_fixture(kube_emulator: KubeEmulator) -> KubeEmulator:
+def kube_fixture(kube_emulator: KubeEmulator, settings: Any) -> KubeEmulator:
     """The session's emulator, emptied: no objects, failures, history or request log; every
-    add-on installed."""
+    add-on installed. Its kubeconfig's folder is the console's SERVEDECK_KUBECONFIG_DIR."""
     kube_emulator.reset()
+    settings.SERVEDECK_KUBECONFIG_DIR = kube_emulator.directory
     return kube_emulator
 
 

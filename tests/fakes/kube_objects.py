@@ -20,6 +20,7 @@ import pytest
 from jobs.backends.cluster import forget_clients
 from jobs.models import Cluster, Profile
 from jobs.render import APP_LABEL
+from jobs.render.common import ORGANIZATION_LABEL
 
 PROD_NAMESPACE = "models"
 
@@ -47,11 +48,18 @@ def with_status(isvc: dict[str, Any], ready: bool = True) -> dict[str, Any]:
 
 
 def predictor_pod(
-    app: str, namespace: str, *, name: str | None = None, ready: bool = True, oom: bool = False
+    app: str,
+    namespace: str,
+    *,
+    name: str | None = None,
+    ready: bool = True,
+    oom: bool = False,
+    organization: str = "acme",
 ) -> dict[str, Any]:
-    """The running predictor pod of application `app` (one container, 4Gi memory limit), named
-    `{app}-predictor-5d8f-x7k2p` unless `name` says otherwise. Not ready: its Ready condition
-    and container say so; oom: the container was OOMKilled and is in CrashLoopBackOff."""
+    """The running predictor pod of application `app` of `organization` (one container, 4Gi
+    memory limit), named `{app}-predictor-5d8f-x7k2p` unless `name` says otherwise. Not ready:
+    its Ready condition and container say so; oom: the container was OOMKilled and is in
+    CrashLoopBackOff."""
     container: dict[str, Any] = {
         "name": "kserve-container",
         "image": "kserve/huggingfaceserver:v0.15.2",
@@ -73,7 +81,8 @@ def predictor_pod(
             "namespace": namespace,
             "creationTimestamp": now(),
             "labels": {
-                APP_LABEL: app,  # the console's label, carried over from the InferenceService
+                APP_LABEL: app,  # the console's labels, carried over from the InferenceService
+                ORGANIZATION_LABEL: organization,
                 "serving.kserve.io/inferenceservice": app,
                 "component": "predictor",
                 "pod-template-hash": "5d8f",

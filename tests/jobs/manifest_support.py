@@ -60,6 +60,7 @@ def profile(name: str = "prod-inference", **kw: Any) -> ProfileFacts:
         "queues": ("gpu-queue", "cpu-queue"),
         "cache_node_groups": {"gpu-l4": 500 * 2**30},
         "vllm_version": "0.13.0",
+        "extra_namespaces": ("team-a",),  # an admin allowed it besides ml-serving
     }
     values.update(kw)
     return ProfileFacts(name=name, **values)

@@ -132,7 +132,8 @@ def test_bootstrap_generates_a_password_once(db, monkeypatch):
     assert "shown once" in out
 
 
-def test_cluster_and_profile_commands(admin, tmp_path):
+def test_cluster_and_profile_commands(admin, tmp_path, settings):
+    settings.SERVEDECK_KUBECONFIG_DIR = tmp_path
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     out, _ = run(
@@ -184,8 +185,11 @@ def test_setup_commands_are_admin_only(admin, django_user_model):
         run("cluster", "list", "--user", deployer.user.username)
 
 
-def test_a_token_reference_may_only_name_hf_variables(admin):
-    with pytest.raises(CommandError, match="env/HF_"):
+def test_a_token_reference_may_only_name_variables_the_operator_allowed(admin):
+    with pytest.raises(CommandError, match="allow-token-variable acme HF_TOKEN"):
+        run("profile", "add", "p", "--cluster", "local", "--hf-token", "env/HF_TOKEN")
+    call_command("organization", "allow-token-variable", "acme", "HF_TOKEN", stdout=StringIO())
+    with pytest.raises(CommandError, match="allowed: HF_TOKEN"):
         run("profile", "add", "p", "--cluster", "local", "--hf-token", "env/SECRET_KEY")
     out, _ = run("profile", "add", "p", "--cluster", "local", "--hf-token", "env/HF_TOKEN")
     assert "profile/p added" in out

@@ -41,6 +41,8 @@ def test_a_gated_model_without_a_token_says_how_to_get_access(org):
 
 def test_the_profiles_token_opens_a_gated_model(org, monkeypatch):
     monkeypatch.setenv("HF_TOKEN_ACME", GOOD_TOKEN)
+    org.token_variables = ["HF_TOKEN_ACME"]  # the operator allowed it
+    org.save()
     Profile.objects.filter(organization=org).update(hf_token_ref="env/HF_TOKEN_ACME")
     run = dry_run(manifest("hf://meta-llama/Llama-3.1-8B-Instruct"), org)
     assert run.ok, run.refusals

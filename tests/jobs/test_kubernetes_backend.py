@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from jobs.catalog import default_machine_catalog
 from jobs.manifest import ManifestContext, ProfileFacts, parse
 from jobs.models import ADDONS, Cluster
 from jobs.render import APP_LABEL, RenderTarget, render
-from jobs.render.common import NAMESPACE_LABEL
+from jobs.render.common import NAMESPACE_LABEL, ORGANIZATION_LABEL
 from tests.fakes.kube import (  # noqa: F401 - fixtures
     KSERVE,
     KSERVE_ALPHA,
@@ -38,6 +39,7 @@ from tests.fakes.kube import (  # noqa: F401 - fixtures
 )
 
 NS = "models"
+ORG = "acme"
 COMMIT = "5617a9f61b028005a4858fdac845db406aefb181"
 GIB = 2**30
 ALL = frozenset(ADDONS)
@@ -57,8 +59,10 @@ def rendered(
     domain: bool = False,
     cache: bool = True,
     replicas: int = 1,
+    organization: str = ORG,
 ) -> list[dict]:
-    """What jobs.render makes for a GPU model on a cluster with every add-on."""
+    """What jobs.render makes for a GPU model of `organization` on a cluster with every
+    add-on."""
     profile = ProfileFacts(
         name="prod",
         namespace=namespace,
@@ -88,7 +92,13 @@ def rendered(
         spec["access"] = DOMAIN
     result = parse({"apiVersion": "servedeck.io/v1", "kind": "Application", "spec": spec}, ctx)
     assert result.ok, [str(p) for p in result.refusals]
-    target = RenderTarget(namespace=namespace, machine_catalog=profile.machine_catalog, addons=ALL)
+    target = RenderTarget(
+        namespace=namespace,
+        machine_catalog=profile.machine_catalog,
+        addons=ALL,
+        organization=organization,
+        organization_name=organization.title(),
+    )
     return render(result.manifest, target, revision=revision)
 
 
@@ -120,7 +130,9 @@ def as_rendered(obj: dict) -> dict:
     return obj
 
 
-def pod(name: str, app: str = "llama", namespace: str = NS, **labels: str) -> dict:
+def pod(
+    name: str, app: str = "llama", namespace: str = NS, organization: str = ORG, **labels: str
+) -> dict:
     """A predictor pod as KServe's Deployment makes it: the InferenceService's labels copied."""
     return {
         "apiVersion": "v1",
@@ -131,6 +143,7 @@ def pod(name: str, app: str = "llama", namespace: str = NS, **labels: str) -> di
             "generateName": name.rsplit("-", 1)[0] + "-",
             "labels": {
                 APP_LABEL: app,
+                ORGANIZATION_LABEL: organization,
                 "serving.kserve.io/inferenceservice": app,
                 "component": "predictor",
                 **labels,
@@ -191,8 +204,8 @@ def test_a_cluster_that_is_down_answers_fast_and_clearly(kube):
 def test_an_api_server_that_goes_away_and_comes_back(kube, backend):
     backend.apply(rendered())
     with kube.down(), pytest.raises(Unreachable, match="connection refused"):
-        backend.observe("llama", NS)
-    assert backend.observe("llama", NS).isvc is not None
+        backend.observe("llama", NS, organization=ORG)
+    assert backend.observe("llama", NS, organization=ORG).isvc is not None
 
 
 def test_a_slow_api_server_times_out_with_the_read_timeout(kube):
@@ -200,20 +213,73 @@ def test_a_slow_api_server_times_out_with_the_read_timeout(kube):
     kube.fail_next(None, verb="list", resource="pods", delay=1.0)
     started = time.monotonic()
     with pytest.raises(Unreachable) as caught:
-        slow.observe("llama", NS)
+        slow.observe("llama", NS, organization=ORG)
     assert time.monotonic() - started < 0.9
     assert caught.value.reason.endswith("did not answer within 0.3 s")
 
 
-def test_a_missing_kubeconfig_is_named(kube, tmp_path):
-    missing = tmp_path / "nowhere.yaml"
+def test_a_missing_kubeconfig_is_named(kube):
+    missing = kube.directory / "nowhere.yaml"
     broken = KubernetesBackend.for_cluster(cluster_for(kube, path=str(missing)))
     with pytest.raises(BackendError) as caught:
         broken.discover()
     assert f"Cannot use cluster gpu-prod's kubeconfig {missing} (context emulator)" in str(
         caught.value
     )
+    assert "does not exist" in caught.value.reason
+    assert "name a kubeconfig file in the folder" in caught.value.next_step
+
+
+def test_a_broken_kubeconfig_is_named(kube):
+    broken_file = kube.directory / "broken.yaml"
+    broken_file.write_text("apiVersion: v1\nkind: Config\ncontexts: []\n")
+    broken = KubernetesBackend.for_cluster(cluster_for(kube, path=str(broken_file)))
+    with pytest.raises(BackendError) as caught:
+        broken.discover()
+    assert f"Cannot use cluster gpu-prod's kubeconfig {broken_file}" in caught.value.reason
     assert "Fix the kubeconfig path and context" in caught.value.next_step
+
+
+def write_empty_kubeconfig(path: Path) -> Path:
+    path.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["path-list", "home", "outside", "symlink-out", "folder-itself", "empty"],
+)
+def test_the_client_reads_only_one_file_inside_the_folder(kube, tmp_path, settings, how):
+    """A cluster row written past the form (or before the rule) still cannot make the real
+    client read a file of the host: here the emulator's kubeconfig, kept outside the folder."""
+    folder = tmp_path / "kubeconfigs"
+    folder.mkdir()
+    settings.SERVEDECK_KUBECONFIG_DIR = folder
+    inside = write_empty_kubeconfig(folder / "x")
+    outside = kube.kubeconfig_path  # reaches the emulator: reading it would connect
+    (folder / "link").symlink_to(outside)
+    path = {
+        "path-list": f"{inside}:{outside}",
+        "home": "~/.kube/config",
+        "outside": str(outside),
+        "symlink-out": str(folder / "link"),
+        "folder-itself": str(folder),
+        "empty": "",
+    }[how]
+    row = cluster_for(kube)
+    row.kubeconfig_path = path
+    seen = len(kube.requests)
+    with KubernetesBackend.for_cluster(row) as backend, pytest.raises(BackendError) as caught:
+        backend.discover()
+    assert len(kube.requests) == seen  # nothing reached the API server
+    assert str(folder) in caught.value.reason
+    assert "Give the path of one kubeconfig file in" in caught.value.reason
+
+
+def test_a_relative_path_is_a_file_of_the_folder(kube):
+    row = cluster_for(kube, path="kubeconfig")
+    with KubernetesBackend.for_cluster(row) as backend:
+        assert backend.discover().version == "v1.31.4"
 
 
 def test_in_cluster_outside_a_cluster_says_so(monkeypatch):
@@ -490,7 +556,7 @@ def test_restart_replaces_the_pods_and_keeps_the_inference_service(kube, backend
     for name in ("llama-predictor-7d9f-aaaaa", "llama-predictor-7d9f-bbbbb"):
         kube.put(pod(name))
     kube.put(pod("other-predictor-1234-ccccc", app="other"))
-    assert backend.restart("llama", NS) == 2
+    assert backend.restart("llama", NS, organization=ORG) == 2
     names = {p["metadata"]["name"] for p in kube.objects("Pod", NS, f"{APP_LABEL}=llama")}
     assert len(names) == 2  # the ReplicaSet (the emulator's stand-in) made new ones
     assert names.isdisjoint({"llama-predictor-7d9f-aaaaa", "llama-predictor-7d9f-bbbbb"})
@@ -500,7 +566,7 @@ def test_restart_replaces_the_pods_and_keeps_the_inference_service(kube, backend
 
 def test_restart_of_an_application_not_on_the_cluster(backend):
     with pytest.raises(NotFound) as caught:
-        backend.restart("llama", NS)
+        backend.restart("llama", NS, organization=ORG)
     assert str(caught.value) == (
         "InferenceService models/llama is not on the cluster. Deploy the application."
     )
@@ -512,12 +578,12 @@ def test_stop_and_start_use_kserves_stop_annotation(kube, backend):
     def annotations() -> dict:
         return kube.get("InferenceService", "llama", NS)["metadata"]["annotations"]
 
-    backend.stop("llama", NS)
+    backend.stop("llama", NS, organization=ORG)
     assert annotations()[STOP_ANNOTATION] == "true"
     backend.apply(rendered(revision=2))  # a deploy while stopped stays stopped
     assert annotations()[STOP_ANNOTATION] == "true"
     assert annotations()["servedeck.io/revision"] == "2"
-    backend.start("llama", NS)
+    backend.start("llama", NS, organization=ORG)
     assert STOP_ANNOTATION not in annotations()
     assert annotations()["servedeck.io/revision"] == "2"
 
@@ -526,7 +592,7 @@ def test_delete_removes_everything_of_the_application_and_nothing_else(kube, bac
     backend.apply(rendered(domain=True))
     backend.apply(rendered("other", domain=True))
     backend.apply(rendered("llama", "staging", domain=True))  # same name, other namespace
-    backend.delete("llama", NS)
+    backend.delete("llama", NS, organization=ORG)
     for kind in ("InferenceService", "HTTPRoute"):
         assert kube.get(kind, "llama", NS) is None
         assert kube.get(kind, "other", NS) is not None
@@ -536,13 +602,13 @@ def test_delete_removes_everything_of_the_application_and_nothing_else(kube, bac
         for c in kube.objects("LocalModelCache")
     }
     assert caches == {(NS, "other"), ("staging", "llama")}
-    backend.delete("llama", NS)  # again: nothing left, no error
+    backend.delete("llama", NS, organization=ORG)  # again: nothing left, no error
 
 
 def test_delete_on_a_cluster_without_gateway_api(kube, backend):
     backend.apply(rendered())
     kube.uninstall("gatewayApi")
-    backend.delete("llama", NS)
+    backend.delete("llama", NS, organization=ORG)
     assert on_cluster(kube) == {}
 
 
@@ -563,14 +629,14 @@ def test_observe_answers_the_isvc_its_pods_and_the_events_about_them(kube, backe
         kube.put(e)
     kube.put(event("e5", "Pod", "other-predictor-1234-ccccc", "Pulling"))
     kube.put(event("e6", "InferenceService", "llama", "Ready", namespace="staging"))
-    observed = backend.observe("llama", NS)
+    observed = backend.observe("llama", NS, organization=ORG)
     assert observed.isvc["metadata"]["name"] == "llama"
     assert [p["metadata"]["name"] for p in observed.pods] == ["llama-predictor-7d9f-aaaaa"]
     assert sorted(e["metadata"]["name"] for e in observed.events) == ["e1", "e2", "e3", "e4"]
 
 
 def test_observe_an_application_not_on_the_cluster(backend):
-    observed = backend.observe("llama", NS)
+    observed = backend.observe("llama", NS, organization=ORG)
     assert (observed.isvc, observed.pods, observed.events) == (None, [], [])
 
 
@@ -581,7 +647,7 @@ def test_list_then_watch_from_its_resource_version(kube, backend):
     backend.apply(rendered())
     listing = backend.list_inference_services()
     assert [i["metadata"]["name"] for i in listing.items] == ["llama"]
-    backend.stop("llama", NS)
+    backend.stop("llama", NS, organization=ORG)
     backend.apply(rendered("other"))
     seen = list(backend.watch_inference_services(None, listing.resource_version, 1))
     assert [(e.type, e.object["metadata"].get("name")) for e in seen] == [

@@ -158,3 +158,16 @@ def test_vllm_missing_is_a_dry_run_refusal(org, settings, monkeypatch, tmp_path)
     assert message.startswith(
         "vLLM is not installed on this machine; install it or use a Kubernetes profile"
     )
+
+
+def test_the_dry_run_refuses_more_replicas_than_this_machine_holds(org, deployer):
+    """25 processes in a second was what minReplicas: 2147483647 started; now nothing does."""
+    huge = SHORTEST + "      scaling:\n        minReplicas: 2147483647\n"
+    run = verbs.dry_run(huge, org)
+    assert not run.ok
+    message = " ".join(str(p) for p in run.refusals)
+    assert "minReplicas is 2.15e+09" in message and "core(s)" in message
+    assert "Set scaling.minReplicas to" in message
+    with pytest.raises(verbs.Refused):
+        verbs.apply(huge, deployer)
+    assert local_runner("acme").applications() == []

@@ -5,6 +5,7 @@ server (tests/fakes/model_server.py) through the command template, called with t
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shlex
 import stat
@@ -33,7 +34,7 @@ from jobs.backends.local import (
     derive_status,
     local_command,
 )
-from jobs.backends.local_check import parse_gpu_list
+from jobs.backends.local_check import Machine, capacity_refusals, machine, parse_gpu_list
 from jobs.backends.local_command import (
     DEFAULT_TEMPLATE,
     TemplateError,
@@ -263,10 +264,13 @@ def test_servers_see_their_tools_settings_but_never_the_consoles_secrets():
     env = server_environment(console, {"CUDA_VISIBLE_DEVICES": ""})
     assert env == {
         "PATH": "/usr/bin",
-        "HF_TOKEN": "hf_abc",
         "VLLM_LOGGING_LEVEL": "DEBUG",
         "LC_ALL": "C.UTF-8",
         "CUDA_VISIBLE_DEVICES": "",
+        # The host's token is never passed (tests/jobs/test_token_variables.py), nor read
+        # from a file saved on the host.
+        "HF_TOKEN_PATH": os.devnull,
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
     }
 
 
@@ -744,3 +748,104 @@ def test_stand_in_health_and_metrics(wire):
     assert "# TYPE vllm:num_requests_waiting gauge" in metrics
     assert models["object"] == "list"
     assert models["data"][0]["id"] == "wire"
+
+
+@pytest.fixture
+def open_umask():
+    """The umask of a user who lets everyone read (the console's settings set 077)."""
+    before = os.umask(0o022)
+    yield
+    os.umask(before)
+
+
+def test_state_logs_and_locks_are_private_whatever_the_umask(open_umask, tmp_path):
+    tag = tmp_path / "fresh" / "state"  # neither folder exists yet
+    runner = LocalRunner(tag, template=stand_in(tag), grace_seconds=1.0, probe_timeout=0.5)
+    try:
+        runner.apply("chat", manifest(), 1)
+        wait_for(runner, "chat", RUNNING)
+    finally:
+        runner.shutdown()
+    made = [p for p in [tmp_path / "fresh", *sorted((tmp_path / "fresh").rglob("*"))]]
+    assert {p.relative_to(tmp_path).as_posix() for p in made} >= {
+        "fresh/state/chat/state.json",
+        "fresh/state/chat/replica-0.log",
+        "fresh/state/.locks/chat.lock",
+    }
+    wrong = {
+        p.relative_to(tmp_path).as_posix(): oct(p.stat().st_mode & 0o777)
+        for p in made
+        if p.stat().st_mode & 0o777 != (0o700 if p.is_dir() else 0o600)
+    }
+    assert wrong == {}
+    assert servers_tagged(tag) == []
+
+
+# --- capacity: never more model servers than this machine holds ---------------------------------
+
+HUGE = 2147483647
+
+
+@pytest.mark.parametrize(
+    ("model", "holds"),
+    [
+        ({"scaling": {"minReplicas": 3}}, 2),
+        ({"scaling": {"minReplicas": 2}, "resources": {"cpu": "1", "memory": "5Gi"}}, 1),
+        ({"scaling": {"minReplicas": 2}, "resources": {"cpu": "4", "memory": "1Gi"}}, 1),
+        ({"scaling": {"minReplicas": HUGE}}, 2),
+        # On a GPU a replica counts one core, whatever its Kubernetes CPU request (6).
+        (
+            {
+                "scaling": {"minReplicas": 3},
+                "resources": {"accelerator": {"gpu": {"countPerReplica": 1}}, "memory": "1Gi"},
+            },
+            2,
+        ),
+    ],
+)
+def test_replicas_are_capped_by_the_machines_cores_and_memory(model, holds):
+    here = Machine(cores=2, memory=8 * 2**30)
+    (refusal,) = capacity_refusals(manifest(**model), here)
+    assert refusal.startswith("spec.source.model.scaling.minReplicas is ")
+    assert "2 core(s) and 8.0 GiB of memory" in refusal
+    assert f"it holds {holds}. Set scaling.minReplicas to {holds} or less" in refusal
+    assert len(refusal) < 600
+
+
+def test_replicas_that_fit_are_not_refused():
+    here = Machine(cores=2, memory=8 * 2**30)
+    assert capacity_refusals(manifest(scaling={"minReplicas": 2}), here) == []
+    half = {"cpu": "500m", "memory": "2Gi"}
+    assert capacity_refusals(manifest(scaling={"minReplicas": 4}, resources=half), here) == []
+    # One replica is never refused here, however large.
+    big = {"cpu": "64", "memory": "1Ti"}
+    assert capacity_refusals(manifest(resources=big), here) == []
+
+
+def test_this_machine_is_discovered():
+    found = machine()
+    assert found.cores == len(os.sched_getaffinity(0))
+    assert found.memory > 0
+
+
+def test_a_huge_min_replicas_is_refused_before_anything_starts(runner, tag):
+    refusals = runner.check(manifest(scaling={"minReplicas": HUGE}))
+    assert any(f"{machine().cores} core(s)" in r for r in refusals), refusals
+    with pytest.raises(LocalRefused):
+        runner.apply("chat", manifest(scaling={"minReplicas": HUGE}), 1)
+    assert servers_tagged(tag) == []
+    assert runner.applications() == []
+
+
+def test_a_stored_state_that_no_longer_fits_starts_nothing(runner, tag):
+    runner.apply("chat", manifest(), 1)
+    pid = wait_for(runner, "chat", RUNNING).replicas[0].pid
+    state_file = tag / "chat" / "state.json"
+    state = json.loads(state_file.read_text())
+    state["manifest"]["spec"]["source"]["model"]["scaling"]["minReplicas"] = HUGE
+    state_file.write_text(json.dumps(state))  # written before the rule, or by hand
+    for verb in (runner.restart, runner.start):
+        with pytest.raises(LocalRefused, match="minReplicas is 2.15e"):
+            verb("chat")
+    assert running(pid)  # the running server was left alone
+    assert servers_tagged(tag) == [pid]

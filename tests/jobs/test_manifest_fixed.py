@@ -31,7 +31,7 @@ CASES = [
     ("same-after-served", {}, True, None, ""),
     (
         "namespace-exists",
-        {"spec.namespace": "other"},
+        {"spec.namespace": "team-a"},
         False,
         "spec.namespace",
         "fixed since the application was created on 2025-03-04 10:30 UTC",

@@ -130,6 +130,7 @@ def test_deploy_from_yaml_refused_keeps_the_text(as_deployer, db):
 
 def test_admin_adds_a_kubernetes_cluster_and_a_profile(as_admin, org, settings, tmp_path):
     settings.SERVEDECK_KUBECONFIG_DIR = tmp_path
+    (tmp_path / "prod.yaml").write_text("apiVersion: v1\nkind: Config\n")
     response = as_admin.post(
         reverse("jobs:cluster-add"),
         {
@@ -211,8 +212,13 @@ def test_machine_catalog_errors_name_the_entry(as_admin, org, catalog, message):
 @pytest.mark.parametrize(
     "data, message",
     [
-        ({"kubeconfig_path": "/root/.kube/config"}, "Use a kubeconfig file in"),
-        ({"kubeconfig_path": "KUBEDIR/../secret-key"}, "Use a kubeconfig file in"),
+        ({"kubeconfig_path": "/root/.kube/config"}, "is outside the folder"),
+        ({"kubeconfig_path": "KUBEDIR/../secret-key"}, "is outside the folder"),
+        ({"kubeconfig_path": "KUBEDIR/x:/root/.kube/config"}, "reads as a list of files"),
+        ({"kubeconfig_path": "~/.kube/config"}, "starts with &#x27;~&#x27;"),
+        ({"kubeconfig_path": "KUBEDIR/link"}, "is outside the folder"),
+        ({"kubeconfig_path": "KUBEDIR/sub"}, "is not a regular file"),
+        ({"kubeconfig_path": "KUBEDIR/none.yaml"}, "does not exist"),
         ({"in_cluster": "on"}, "service account is for operators"),
     ],
 )
@@ -220,6 +226,10 @@ def test_pages_cannot_point_the_console_at_its_own_credentials(
     as_admin, org, settings, tmp_path, data, message
 ):
     settings.SERVEDECK_KUBECONFIG_DIR = tmp_path / "kubeconfigs"
+    (tmp_path / "kubeconfigs" / "sub").mkdir(parents=True)
+    (tmp_path / "kubeconfigs" / "x").write_text("apiVersion: v1\nkind: Config\n")
+    (tmp_path / "secret-key").write_text("not a kubeconfig")
+    (tmp_path / "kubeconfigs" / "link").symlink_to(tmp_path / "secret-key")
     form = {"name": "c3", "backend": "kubernetes", "queues": "", "cache_node_groups": "", **data}
     if "kubeconfig_path" in form:
         form["kubeconfig_path"] = form["kubeconfig_path"].replace(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from accesspolicies.models import Organization
 from jobs.models import Cluster, Profile
 from jobs.render import (
     CrdDirError,
@@ -238,6 +239,7 @@ def profile(**kw) -> Profile:
     values = {
         "name": "prod",
         "namespace": "team-a",
+        "organization": Organization(slug="acme", name="Acme Corp"),
         "cluster": cluster,
         "machine_catalog": list(CATALOG),
         "hf_token_ref": "secret/hf-token",
@@ -263,6 +265,7 @@ def test_target_from_profile_reads_the_profile_and_its_defaults():
     assert target.gateway_name == "edge"
     assert target.gateway_namespace == "servedeck"  # blank is not a value
     assert target.prometheus_url == "http://thanos.obs:9090"
+    assert (target.organization, target.organization_name) == ("acme", "Acme Corp")
 
 
 @pytest.mark.parametrize("defaults", [{}, None, "not a mapping"])

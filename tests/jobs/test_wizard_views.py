@@ -70,6 +70,8 @@ def one_gpu(tmp_path, monkeypatch):
 def token(org, monkeypatch):
     """The local profile reads gated models with a Hugging Face token from the environment."""
     monkeypatch.setenv("HF_TOKEN_ACME", GOOD_TOKEN)
+    org.token_variables = ["HF_TOKEN_ACME"]  # the operator allowed it
+    org.save()
     Profile.objects.filter(organization=org).update(hf_token_ref="env/HF_TOKEN_ACME")
 
 
@@ -531,7 +533,9 @@ def test_deploy_over_htmx_redirects_the_browser(as_deployer):
 def test_deploy_refuses_a_manifest_changed_since_review(as_deployer):
     draft = start(as_deployer)
     reviewed = review_digest(as_deployer, draft)
-    as_deployer.post(url("compute", draft), {"gpu_kind": "cpu", "min_replicas": "2"})
+    # (One replica more would not fit this machine: the local backend caps replicas.)
+    changed = {"gpu_kind": "cpu", "min_replicas": "1", "max_replicas": "2"}
+    as_deployer.post(url("compute", draft), changed)
     response = as_deployer.post(
         reverse("jobs:wizard-deploy", kwargs={"key": draft.key}), {"reviewed": reviewed}
     )
@@ -595,12 +599,12 @@ def test_edit_deploys_a_new_revision(as_deployer, running):
     as_deployer.post(reverse("jobs:application-edit", kwargs={"name": "bge-embed"}))
     draft = Draft.objects.get()
     as_deployer.post(url("model", draft), {"name": "renamed", "profile": "other", "go": "next"})
-    compute = {"gpu_kind": "cpu", "min_replicas": "2", "max_replicas": "2", "go": "next"}
+    compute = {"gpu_kind": "cpu", "min_replicas": "1", "max_replicas": "2", "go": "next"}
     assert as_deployer.post(url("compute", draft), compute)["Location"] == url("access", draft)
     review = text(as_deployer.get(url("review", draft)))
     assert "Deploy saves a new revision of bge-embed." in review
     assert re.search(
-        r"<code>spec.source.model.scaling.minReplicas</code></td><td><code>1</code>"
+        r"<code>spec.source.model.scaling.maxReplicas</code></td><td><code>1</code>"
         r"</td><td><code>2</code>",
         review,
     )
@@ -611,7 +615,7 @@ def test_edit_deploys_a_new_revision(as_deployer, running):
     assert response["Location"] == reverse("jobs:application-detail", args=["bge-embed"])
     running.refresh_from_db()
     assert running.revisions.count() == 2
-    assert running.manifest["spec"]["source"]["model"]["scaling"]["minReplicas"] == 2
+    assert running.manifest["spec"]["source"]["model"]["scaling"]["maxReplicas"] == 2
     assert running.manifest["spec"]["name"] == "bge-embed"  # fixed fields were not written
 
 

@@ -19,6 +19,8 @@ LLAMA = "hf://meta-llama/Llama-3.1-8B-Instruct"
 @pytest.fixture
 def token_on_profile(org, monkeypatch):
     monkeypatch.setenv("HF_TOKEN_ACME", GOOD_TOKEN)
+    org.token_variables = ["HF_TOKEN_ACME"]  # the operator allowed it
+    org.save()
     Profile.objects.filter(organization=org).update(hf_token_ref="env/HF_TOKEN_ACME")
 
 

@@ -1,4 +1,4 @@
-"""`manage.py profile add|list`: deployment profiles from scripts, through the page's form."""
+"""`manage.py profile add|edit|list`: deployment profiles from scripts, through the page's form."""
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -25,6 +25,16 @@ class Command(BaseCommand):
             help="secret/<name> or env/<VARIABLE>: where the Hugging Face token is",
         )
         add.add_argument("--vllm-version", default="0.13.0")
+        _namespace_allowed(add)
+        edit = add_verb(sub, "edit", help="change a profile's token or allowed namespaces")
+        edit.add_argument("name")
+        edit.add_argument("--hf-token", metavar="REF", help="as for add; '' removes it")
+        _namespace_allowed(edit)
+        edit.add_argument(
+            "--no-other-namespaces",
+            action="store_true",
+            help="allow only the profile's own namespace again",
+        )
         add_verb(sub, "list", help="list profiles")
 
     def handle(self, *args, verb, org, user, **options):
@@ -35,8 +45,12 @@ class Command(BaseCommand):
             rows = [("NAME", "CLUSTER", "NAMESPACE", "GPU KINDS", "VLLM")]
             for p in profiles:
                 kinds = ",".join(k.get("name", "?") for k in p.machine_catalog) or "cpu only"
-                rows.append((p.name, p.cluster.name, p.namespace, kinds, p.vllm_version))
+                namespaces = ",".join(p.facts().allowed_namespaces)
+                rows.append((p.name, p.cluster.name, namespaces, kinds, p.vllm_version))
             write_table(self.stdout, rows)
+            return
+        if verb == "edit":
+            self.edit(organization, options)
             return
         clusters = Cluster.objects.filter(organization=organization)
         cluster = clusters.filter(name=options["cluster"]).first()
@@ -54,6 +68,7 @@ class Command(BaseCommand):
             "vllm_version": options["vllm_version"],
             "machine_catalog_yaml": catalog_yaml(default_machine_catalog()),
             "defaults_yaml": "",
+            "extra_namespaces_text": ",".join(options["namespace_allowed"]),
         }
         form = ProfileForm(data, organization=organization)
         profile = save_form(form, f"profile {options['name']}")
@@ -61,3 +76,40 @@ class Command(BaseCommand):
             f"profile/{profile.name} added (cluster {profile.cluster.name}, "
             f"namespace {profile.namespace})"
         )
+
+    def edit(self, organization, options) -> None:
+        profile = Profile.objects.filter(organization=organization, name=options["name"]).first()
+        if profile is None:
+            known = ", ".join(
+                Profile.objects.filter(organization=organization).values_list("name", flat=True)
+            )
+            raise CommandError(f"No profile named {options['name']!r}; known: {known or 'none'}.")
+        others = list(profile.extra_namespaces or [])
+        if options["no_other_namespaces"]:
+            others = []
+        others += [n for n in options["namespace_allowed"] if n not in others]
+        hf_token = options["hf_token"]
+        data = {
+            "name": profile.name,
+            "cluster": profile.cluster_id,
+            "namespace": profile.namespace,
+            "hf_token_ref": profile.hf_token_ref if hf_token is None else hf_token,
+            "vllm_version": profile.vllm_version,
+            "machine_catalog_yaml": catalog_yaml(profile.machine_catalog),
+            "defaults_yaml": catalog_yaml(profile.defaults or {}),
+            "extra_namespaces_text": ",".join(others),
+        }
+        form = ProfileForm(data, instance=profile, organization=organization)
+        profile = save_form(form, f"profile {profile.name}")
+        allowed = ", ".join(profile.facts().allowed_namespaces)
+        self.stdout.write(f"profile/{profile.name} saved (namespaces {allowed})")
+
+
+def _namespace_allowed(parser) -> None:
+    parser.add_argument(
+        "--namespace-allowed",
+        action="append",
+        default=[],
+        metavar="NAMESPACE",
+        help="another namespace spec.namespace may name (repeat for several)",
+    )
