@@ -49,4 +49,9 @@ def report(rows: QuerySet, minutes: int, now: datetime | None = None) -> dict[st
             for name in COUNTER_FIELDS:
                 totals[name] += sums[name]
         out.append({"minute": minute, **figures(sums or {})})
-    return {"from": first, "to": last + timedelta(minutes=1), "rows": out, "totals": figures(totals)}
+    return {
+        "from": first,
+        "to": last + timedelta(minutes=1),
+        "rows": out,
+        "totals": figures(totals),
+    }

@@ -184,9 +184,7 @@ class Meter:
             if self._thread is not None and self._thread.is_alive():
                 return
             self._stopping.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="servedeck-meter", daemon=True
-            )
+            self._thread = threading.Thread(target=self._run, name="servedeck-meter", daemon=True)
             self._thread.start()
             hook = not self._exit_hooked
             self._exit_hooked = True
