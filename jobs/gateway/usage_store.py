@@ -63,9 +63,8 @@ def write(batch: Mapping[Key, list]) -> None:
         )
         for (org, app, key, minute), counters in batch.items()
     ]
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.executemany(_upsert_sql(), params)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.executemany(_upsert_sql(), params)
 
 
 def latest_minute_per_application(batch: Iterable[Key]) -> dict[int, dict[str, Any]]:
