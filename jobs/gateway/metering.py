@@ -199,6 +199,10 @@ class Meter:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=10)
         self.flush()
+        with self._flush_lock:
+            if self._send_loop is not None and not self._send_loop.is_closed():
+                self._send_loop.close()  # channels-redis closes its connections of that loop
+            self._send_loop = None
 
     def _run(self) -> None:
         while not self._stopping.wait(self.interval):
