@@ -11,6 +11,7 @@ from ninja.errors import AuthenticationError
 
 from accesspolicies.api_auth import SessionMemberAuth, TokenAuth
 from jobs.api import router as applications_router
+from jobs.api_usage import router as usage_router
 from jobs.deploy import ActionError, Refused
 from models_catalog.api import router as models_router
 
@@ -25,6 +26,7 @@ api = NinjaAPI(
 )
 api.add_router("/applications", applications_router)
 api.add_router("/models", models_router)
+api.add_router("", usage_router)
 
 
 @api.exception_handler(Refused)
