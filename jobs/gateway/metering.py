@@ -1,11 +1,13 @@
 """Metering: one RequestRecord per request the gateway answered, counted in process and flushed
 each second into per-minute rows (and to the application's channel-layer group).
 
-`record()` is on the gateway's hot path: it only adds to small counter lists in two dicts (the
-pending per-minute rows, and the process's cumulative totals for /metrics) under one lock. A
-flush swaps the pending dict for an empty one under that lock and writes the swapped one with
-no lock held, so every record lands in exactly one flush. A failed write puts its counts back
-for the next try (bounded by entries and age); the process's exit flushes what is left.
+`record()` is on the gateway's hot path: under one short lock it adds to one small counter
+list, keyed by (organisation, application, key, minute, route, status class). A flush swaps
+that dict for an empty one under the lock, so every record lands in exactly one flush; with no
+lock held it then folds the swapped counts into the process's totals for /metrics (by
+application, route and status class) and into one entry per (organisation, application, key,
+minute) for the upsert. Entries a failed write leaves stay for the next try (bounded by count
+and age); the process's exit flushes what is left.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobs.gateway import counters as c
-from jobs.gateway.histogram import BUCKET_COUNT, LATENCY_BOUNDS_MS
+from jobs.gateway.histogram import LATENCY_BOUNDS_MS
 
 logger = logging.getLogger(__name__)
 
@@ -56,26 +58,11 @@ class RequestRecord:
     failed_in_stream: bool = False  # an error arrived inside a 200 stream: counts as failure
 
 
-# The process's cumulative totals per (application id, route, status class) for /metrics.
-(
-    T_REQUESTS,
-    T_STREAM_FAILURES,
-    T_PROMPT_TOKENS,
-    T_COMPLETION_TOKENS,
-    T_LATENCY_MS_SUM,
-    T_TTFT_MS_SUM,
-    T_TTFT_COUNT,
-) = range(7)
-T_FIRST_BUCKET = 7
-T_WIDTH = T_FIRST_BUCKET + BUCKET_COUNT
-
 _ZERO_ROW = (0,) * c.WIDTH
-_ZERO_TOTAL = (0,) * T_WIDTH
 
 
 def _tokens(value) -> int:
-    if value.__class__ is int and 0 <= value <= MAX_TOKENS_PER_REQUEST:
-        return value
+    """A token figure as the row stores it: a whole number from 0 to the cap."""
     try:
         return min(max(int(value), 0), MAX_TOKENS_PER_REQUEST)
     except (TypeError, ValueError, OverflowError):
@@ -104,10 +91,15 @@ class Meter:
         self.max_age_seconds = max_age_seconds
         self._write = write
         self._announce_enabled = announce
-        self._lock = threading.Lock()  # guards _pending and _totals (held briefly)
+        self._lock = threading.Lock()  # guards _pending (held briefly)
+        self._totals_lock = threading.Lock()  # guards _totals; taken before _lock
         self._flush_lock = threading.Lock()  # one flush at a time, the exit's included
+        # (org, app, key, minute, route, status // 100) -> counters in COUNTER_FIELDS order
         self._pending: dict[tuple, list] = {}
+        # (app, route, status // 100) -> counters since the process started, for /metrics
         self._totals: dict[tuple, list] = {}
+        # (org, app, key, minute) -> counters a failed write left, for the next flush
+        self._unwritten: dict[tuple, list] = {}
         self._names: dict[int, str] = {}  # application id -> name, for /metrics labels
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -128,45 +120,42 @@ class Meter:
         latency = rec.latency_ms
         if not latency >= 0:  # negative or NaN: a clock step, not a real duration
             latency = 0.0
-        bucket = bisect_left(LATENCY_BOUNDS_MS, latency)
-        prompt = _tokens(rec.prompt_tokens)
-        completion = _tokens(rec.completion_tokens)
+        prompt = rec.prompt_tokens
+        if not (prompt.__class__ is int and 0 <= prompt <= MAX_TOKENS_PER_REQUEST):
+            prompt = _tokens(prompt)
+        completion = rec.completion_tokens
+        if not (completion.__class__ is int and 0 <= completion <= MAX_TOKENS_PER_REQUEST):
+            completion = _tokens(completion)
+        bucket = c.FIRST_BUCKET + bisect_left(LATENCY_BOUNDS_MS, latency)
         ttft = rec.ttft_ms
-        stream_failed = rec.failed_in_stream and status < 400
-        app = rec.application_id
-        key = (rec.organization_id, app, rec.api_key_id, int(rec.at // 60) * 60)
-        total_key = (app, rec.route, status // 100)
+        key = (
+            rec.organization_id,
+            rec.application_id,
+            rec.api_key_id,
+            int(rec.at // 60) * 60,
+            rec.route,
+            status // 100,
+        )
         with self._lock:
             row = self._pending.get(key)
             if row is None:
                 row = self._pending[key] = list(_ZERO_ROW)
-            total = self._totals.get(total_key)
-            if total is None:
-                total = self._totals[total_key] = list(_ZERO_TOTAL)
             row[c.REQUESTS] += 1
-            total[T_REQUESTS] += 1
             if status >= 500:
                 row[c.ERRORS_5XX] += 1
             elif status >= 400:
                 row[c.ERRORS_4XX] += 1
-            elif stream_failed:
+            elif rec.failed_in_stream:
                 row[c.ERRORS_IN_STREAM] += 1
-                total[T_STREAM_FAILURES] += 1
             row[c.PROMPT_TOKENS] += prompt
             row[c.COMPLETION_TOKENS] += completion
-            total[T_PROMPT_TOKENS] += prompt
-            total[T_COMPLETION_TOKENS] += completion
             row[c.LATENCY_MS_SUM] += latency
-            total[T_LATENCY_MS_SUM] += latency
-            row[c.FIRST_BUCKET + bucket] += 1
-            total[T_FIRST_BUCKET + bucket] += 1
+            row[bucket] += 1
             if rec.stream:
                 row[c.STREAMS] += 1
             if ttft is not None and ttft >= 0:
                 row[c.TTFT_MS_SUM] += ttft
                 row[c.TTFT_COUNT] += 1
-                total[T_TTFT_MS_SUM] += ttft
-                total[T_TTFT_COUNT] += 1
 
     # -- flushing --------------------------------------------------------------------------
 
@@ -205,11 +194,14 @@ class Meter:
             self._send_loop = None
 
     def _run(self) -> None:
-        while not self._stopping.wait(self.interval):
-            try:
-                self.flush()
-            except Exception:  # the thread must outlive any one bad flush
-                logger.exception("metering flush failed")
+        try:
+            while not self._stopping.wait(self.interval):
+                try:
+                    self.flush()
+                except Exception:  # the thread must outlive any one bad flush
+                    logger.exception("metering flush failed")
+        finally:
+            self._forget_connection()
 
     def _flush_at_exit(self) -> None:
         if os.getpid() != self._owner_pid:  # a forked child inherited the hook, not the counts
@@ -226,22 +218,34 @@ class Meter:
         except RuntimeError:
             return self._flush()
         result: list[bool] = []
-        helper = threading.Thread(target=lambda: result.append(self._flush()), daemon=True)
+
+        def flush_and_close() -> None:
+            try:
+                result.append(self._flush())
+            finally:
+                self._forget_connection()  # this thread's connection ends with it
+
+        helper = threading.Thread(target=flush_and_close, daemon=True)
         helper.start()
         helper.join()
         return bool(result and result[0])
 
     def _flush(self) -> bool:
         with self._flush_lock:
-            with self._lock:
-                batch, self._pending = self._pending, {}
+            with self._totals_lock:
+                with self._lock:
+                    swapped, self._pending = self._pending, {}
+                _fold(swapped, self._totals, lambda k: (k[1], k[4], k[5]))
+            batch, self._unwritten = self._unwritten, {}
+            _fold(swapped, batch, lambda k: k[:4])
             if not batch:
                 return True
             try:
                 self._write_batch(batch)
             except Exception as error:
                 self.failed_flushes += 1
-                self._put_back(batch)
+                self._unwritten = batch
+                self._bound_unwritten()
                 # Never the batch itself: the message is the database's, bounded.
                 logger.warning(
                     "usage flush failed (%s: %.200s); %d entries kept for the next try",
@@ -266,7 +270,8 @@ class Meter:
 
     @staticmethod
     def _forget_connection() -> None:
-        """A broken connection is not reused: the next flush connects afresh."""
+        """Close this thread's connection: a broken one is not reused (the next flush connects
+        afresh), and a thread that ends leaves none open."""
         try:
             from django.db import connection
 
@@ -274,30 +279,20 @@ class Meter:
         except Exception:  # noqa: S110 (closing a broken connection may fail too; nothing to do)
             pass
 
-    def _put_back(self, batch: dict) -> None:
-        with self._lock:
-            for key, counts in batch.items():
-                row = self._pending.get(key)
-                if row is None:
-                    self._pending[key] = counts
-                else:
-                    c.add_into(row, counts)
-            self._bound_pending()
-
-    def _bound_pending(self) -> None:
-        """Drop the oldest minutes while too many entries (or too old ones) are pending."""
+    def _bound_unwritten(self) -> None:
+        """Drop the oldest minutes while too many entries (or too old ones) wait."""
         oldest_kept = int(time.time() - self.max_age_seconds)
-        pending = self._pending
-        if len(pending) <= self.max_entries and all(k[3] >= oldest_kept for k in pending):
+        waiting = self._unwritten
+        if len(waiting) <= self.max_entries and all(k[3] >= oldest_kept for k in waiting):
             return
-        ordered = sorted(pending, key=lambda k: k[3])
+        ordered = sorted(waiting, key=lambda k: k[3])
         excess = max(len(ordered) - self.max_entries, 0)
         for index, key in enumerate(ordered):
             if index >= excess and key[3] >= oldest_kept:
                 break
-            self.dropped_requests += pending.pop(key)[c.REQUESTS]
+            self.dropped_requests += waiting.pop(key)[c.REQUESTS]
         logger.warning(
-            "usage pending too long or too large: %d requests dropped so far",
+            "usage waited too long or too much for the database: %d requests dropped so far",
             self.dropped_requests,
         )
 
@@ -352,17 +347,34 @@ class Meter:
     # -- what /metrics reads ---------------------------------------------------------------
 
     def totals(self) -> list[tuple[str, str, str, list]]:
-        """A copy of the cumulative totals as (application, route, status class, counts)."""
-        with self._lock:
-            items = [(key, list(counts)) for key, counts in self._totals.items()]
+        """The counts since the process started (what is not flushed yet included), as
+        (application name, route, status class, counters in COUNTER_FIELDS order)."""
+        with self._totals_lock:
+            totals = {key: list(counts) for key, counts in self._totals.items()}
+            with self._lock:
+                pending = [(key, list(counts)) for key, counts in self._pending.items()]
+        _fold(pending, totals, lambda k: (k[1], k[4], k[5]))
         out = []
-        for (app, route, klass), counts in items:
+        for (app, route, klass), counts in totals.items():
             name = "" if app is None else self._names.get(app, f"#{app}")
             out.append((name, route, f"{klass}xx", counts))
         return out
 
     def pending_entries(self) -> int:
-        return len(self._pending)
+        """Entries waiting for a flush: recorded since the last one, and left by failed ones."""
+        return len(self._pending) + len(self._unwritten)
+
+
+def _fold(source, into: dict, key_of: Callable[[tuple], tuple]) -> None:
+    """Add each (key, counters) of `source` (a dict or pairs) into `into` under key_of(key)."""
+    items = source.items() if isinstance(source, dict) else source
+    for key, counts in items:
+        folded = key_of(key)
+        total = into.get(folded)
+        if total is None:
+            into[folded] = list(counts)
+        else:
+            c.add_into(total, counts)
 
 
 def _exit_on_sigterm() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
+from jobs.gateway import counters as c
 from jobs.gateway import metering as m
 from jobs.gateway.histogram import LATENCY_BOUNDS_MS
 
@@ -30,9 +31,9 @@ def _number(value: float) -> str:
 def render_metrics(
     meter: m.Meter | None = None, in_flight: Callable[[], int] | None = None
 ) -> bytes:
-    """Counters by application, route and status class; tokens; the latency histogram (seconds);
-    time to first token; requests in flight (from the gateway's callable); the meter's own
-    flush figures. Serve with CONTENT_TYPE."""
+    """Requests by application, route and status class; by application and route the stream
+    failures, tokens, the latency histogram (seconds) and time to first token; requests in
+    flight (the gateway's callable); the meter's own flush figures. Serve with CONTENT_TYPE."""
     meter = meter or m.process_meter()
     lines: list[str] = []
 
@@ -48,9 +49,9 @@ def render_metrics(
     )
     for app, route, code, counts in totals:
         labels = _labels(application=app, route=route, code=code)
-        lines.append(f"servedeck_gateway_requests_total{labels} {counts[m.T_REQUESTS]}")
+        lines.append(f"servedeck_gateway_requests_total{labels} {counts[c.REQUESTS]}")
 
-    by_route: dict[tuple[str, str], list] = defaultdict(lambda: [0] * m.T_WIDTH)
+    by_route: dict[tuple[str, str], list] = defaultdict(lambda: [0] * c.WIDTH)
     for app, route, _code, counts in totals:
         merged = by_route[(app, route)]
         for index, value in enumerate(counts):
@@ -64,37 +65,37 @@ def render_metrics(
     for (app, route), counts in sorted(by_route.items()):
         labels = _labels(application=app, route=route)
         lines.append(
-            f"servedeck_gateway_stream_failures_total{labels} {counts[m.T_STREAM_FAILURES]}"
+            f"servedeck_gateway_stream_failures_total{labels} {counts[c.ERRORS_IN_STREAM]}"
         )
 
     family("servedeck_gateway_tokens_total", "counter", "Tokens in (prompt) and out (completion).")
     for (app, route), counts in sorted(by_route.items()):
-        for kind, index in (("prompt", m.T_PROMPT_TOKENS), ("completion", m.T_COMPLETION_TOKENS)):
+        for kind, index in (("prompt", c.PROMPT_TOKENS), ("completion", c.COMPLETION_TOKENS)):
             labels = _labels(application=app, route=route, kind=kind)
             lines.append(f"servedeck_gateway_tokens_total{labels} {counts[index]}")
 
     name = "servedeck_gateway_request_duration_seconds"
     family(name, "histogram", "From the request's arrival to the answer's end.")
-    for app, route, code, counts in totals:
+    bounds = [f"{bound / 1000:g}" for bound in LATENCY_BOUNDS_MS] + ["+Inf"]
+    for (app, route), counts in sorted(by_route.items()):
+        prefix = (
+            f'{name}_bucket{{application="{_label_value(app)}",route="{_label_value(route)}",le="'
+        )
         cumulative = 0
-        for index, bound in enumerate(LATENCY_BOUNDS_MS):
-            cumulative += counts[m.T_FIRST_BUCKET + index]
-            labels = _labels(application=app, route=route, code=code, le=f"{bound / 1000:g}")
-            lines.append(f"{name}_bucket{labels} {cumulative}")
-        cumulative += counts[m.T_FIRST_BUCKET + len(LATENCY_BOUNDS_MS)]
-        labels = _labels(application=app, route=route, code=code, le="+Inf")
-        lines.append(f"{name}_bucket{labels} {cumulative}")
-        labels = _labels(application=app, route=route, code=code)
-        lines.append(f"{name}_sum{labels} {_number(counts[m.T_LATENCY_MS_SUM] / 1000)}")
+        for index, le in enumerate(bounds):
+            cumulative += counts[c.FIRST_BUCKET + index]
+            lines.append(f'{prefix}{le}"}} {cumulative}')
+        labels = _labels(application=app, route=route)
+        lines.append(f"{name}_sum{labels} {_number(counts[c.LATENCY_MS_SUM] / 1000)}")
         lines.append(f"{name}_count{labels} {cumulative}")
 
     name = "servedeck_gateway_time_to_first_token_seconds"
     family(name, "summary", "Streams: from the request's arrival to the first chunk sent.")
     for (app, route), counts in sorted(by_route.items()):
-        if counts[m.T_TTFT_COUNT]:
+        if counts[c.TTFT_COUNT]:
             labels = _labels(application=app, route=route)
-            lines.append(f"{name}_sum{labels} {_number(counts[m.T_TTFT_MS_SUM] / 1000)}")
-            lines.append(f"{name}_count{labels} {counts[m.T_TTFT_COUNT]}")
+            lines.append(f"{name}_sum{labels} {_number(counts[c.TTFT_MS_SUM] / 1000)}")
+            lines.append(f"{name}_count{labels} {counts[c.TTFT_COUNT]}")
 
     if in_flight is not None:
         family("servedeck_gateway_in_flight_requests", "gauge", "Requests being answered now.")

@@ -34,37 +34,74 @@ def minute_at(epoch_seconds: int) -> datetime:
     return datetime.fromtimestamp(epoch_seconds, tz=UTC)
 
 
-def _upsert_sql() -> str:
+ID_FIELDS = ("minute", "scope", "organization_id", "application_id", "api_key_id")
+# Rows per statement: 500 x 31 parameters stays under SQLite's and PostgreSQL's limits.
+ROWS_PER_STATEMENT = 500
+
+
+def _upsert_sql(rows: int) -> str:
     quote = connection.ops.quote_name
     table = quote(UsageMinute._meta.db_table)
-    ids = ("minute", "scope", "organization_id", "application_id", "api_key_id")
-    columns = ", ".join(quote(name) for name in (*ids, *COUNTER_FIELDS))
-    values = ", ".join(["%s"] * (len(ids) + len(COUNTER_FIELDS)))
+    columns = ", ".join(quote(name) for name in (*ID_FIELDS, *COUNTER_FIELDS))
+    row = "(" + ", ".join(["%s"] * (len(ID_FIELDS) + len(COUNTER_FIELDS))) + ")"
     adds = ", ".join(
         f"{quote(name)} = {table}.{quote(name)} + excluded.{quote(name)}" for name in COUNTER_FIELDS
     )
     return (
-        f"INSERT INTO {table} ({columns}) VALUES ({values}) "  # noqa: S608 (our own names only)
+        f"INSERT INTO {table} ({columns}) VALUES {', '.join([row] * rows)} "  # noqa: S608
+        f"ON CONFLICT ({quote('scope')}, {quote('minute')}) DO UPDATE SET {adds}"
+    )
+
+
+def _float_columns() -> list[int]:
+    floats = {f.column for f in UsageMinute._meta.fields if f.get_internal_type() == "FloatField"}
+    return [i for i, name in enumerate((*ID_FIELDS, *COUNTER_FIELDS)) if name in floats]
+
+
+def _upsert_unnest_sql() -> str:
+    """PostgreSQL: the rows as one array per column, so a flush of any size is one statement
+    with 31 parameters (adapting thousands of scalar parameters costs more than the upsert)."""
+    quote = connection.ops.quote_name
+    table = quote(UsageMinute._meta.db_table)
+    names = (*ID_FIELDS, *COUNTER_FIELDS)
+    types = {"minute": "timestamptz", "scope": "text"}
+    floats = {names[index] for index in _float_columns()}
+    arrays = ", ".join(
+        f"%s::{types.get(name, 'double precision' if name in floats else 'bigint')}[]"
+        for name in names
+    )
+    adds = ", ".join(
+        f"{quote(name)} = {table}.{quote(name)} + excluded.{quote(name)}" for name in COUNTER_FIELDS
+    )
+    return (
+        f"INSERT INTO {table} ({', '.join(quote(name) for name in names)}) "  # noqa: S608
+        f"SELECT * FROM unnest({arrays}) "
         f"ON CONFLICT ({quote('scope')}, {quote('minute')}) DO UPDATE SET {adds}"
     )
 
 
 def write(batch: Mapping[Key, list]) -> None:
-    """Add every entry's counters to its row (made when missing), all or nothing."""
-    adapt = connection.ops.adapt_datetimefield_value
-    params = [
-        (
-            adapt(minute_at(minute)),
-            scope_of(org, app, key),
-            org,
-            app,
-            key,
-            *counters,
-        )
+    """Add every entry's counters to its row (made when missing), all or nothing, in one
+    transaction: one statement on PostgreSQL, one per ROWS_PER_STATEMENT entries elsewhere.
+    Each (scope, minute) comes once per statement, as an upsert requires."""
+    if not batch:
+        return
+    postgres = connection.vendor == "postgresql"
+    adapt = (lambda value: value) if postgres else connection.ops.adapt_datetimefield_value
+    rows = [
+        (adapt(minute_at(minute)), scope_of(org, app, key), org, app, key, *counters)
         for (org, app, key, minute), counters in batch.items()
     ]
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.executemany(_upsert_sql(), params)
+        if postgres:
+            columns = [list(column) for column in zip(*rows, strict=True)]
+            for index in _float_columns():  # one type per array: 0 and 0.5 both as floats
+                columns[index] = [float(value) for value in columns[index]]
+            cursor.execute(_upsert_unnest_sql(), columns)
+            return
+        for start in range(0, len(rows), ROWS_PER_STATEMENT):
+            chunk = rows[start : start + ROWS_PER_STATEMENT]
+            cursor.execute(_upsert_sql(len(chunk)), [value for row in chunk for value in row])
 
 
 def latest_minute_per_application(batch: Iterable[Key]) -> dict[int, dict[str, Any]]:

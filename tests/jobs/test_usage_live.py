@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.layers import get_channel_layer
+from django.db import connections
 
 from jobs.gateway.metering import Meter, RequestRecord
 from jobs.lifecycle import group_name
@@ -78,6 +79,7 @@ async def test_one_message_per_application_per_flush_in_memory(org):
         again = await receive_all(layer, mine)
     finally:
         await sync_to_async(meter.stop)()
+        await sync_to_async(connections.close_all)()  # the ORM calls' thread's connection
 
     assert len(got) == 1 and len(got_other) == 1
     message = got[0]
