@@ -258,6 +258,8 @@ class Meter:
             self.flushes += 1
             if self._announce_enabled:
                 self._announce(batch)
+            elif self._write is None:
+                self._learn_names(batch)
             return True
 
     def _write_batch(self, batch: dict) -> None:
@@ -295,6 +297,18 @@ class Meter:
             "usage waited too long or too much for the database: %d requests dropped so far",
             self.dropped_requests,
         )
+
+    def _learn_names(self, batch: dict) -> None:
+        """The names of applications /metrics has not labelled yet (one query, if any)."""
+        unknown = {key[1] for key in batch if key[1] is not None and key[1] not in self._names}
+        if not unknown:
+            return
+        try:
+            from jobs.models import Application
+
+            self._names.update(Application.objects.filter(pk__in=unknown).values_list("pk", "name"))
+        except Exception:
+            logger.exception("could not read application names for /metrics")
 
     # -- live pages ------------------------------------------------------------------------
 

@@ -110,7 +110,9 @@ def test_a_flush_is_few_statements_in_one_transaction(db, org, meter):
     statements = [q["sql"] for q in queries.captured_queries]
     upserts = [s for s in statements if "ON CONFLICT" in s]
     assert len(upserts) == (1 if connection.vendor == "postgresql" else 3), statements
-    assert not any(s.lstrip().upper().startswith("SELECT") for s in statements)
+    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert all("jobs_usageminute" not in s for s in reads)  # no read-modify-write
+    assert len(reads) == 1 and '"jobs_application"' in reads[0]  # names for /metrics, once
     assert UsageMinute.objects.count() == 1050
     for app in apps:
         meter.record(rec(app, None, org, at=NOW - timedelta(minutes=349)))
@@ -173,3 +175,11 @@ def test_report_sums_keys_per_minute_zero_fills_and_reads_p50_p95(db, org, meter
 def test_report_refuses_spans_out_of_bounds(db):
     with pytest.raises(ValueError, match="accepts 1 to 1440"):
         report(UsageMinute.objects.all(), minutes=0)
+
+
+def test_metrics_learn_application_names_at_flush(db, org, meter):
+    app = make_application(org, "chat")
+    meter.record(rec(app, None, org, route="/v1/chat/completions"))
+    assert [name for name, *_ in meter.totals()] == [f"#{app.pk}"]  # before its first flush
+    assert meter.flush()
+    assert [name for name, *_ in meter.totals()] == ["chat"]
