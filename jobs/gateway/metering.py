@@ -207,7 +207,9 @@ class Meter:
         if os.getpid() != self._owner_pid:  # a forked child inherited the hook, not the counts
             return
         self._stopping.set()
-        self.flush()
+        if not self.flush():
+            lost = sum(counts[c.REQUESTS] for counts in self._unwritten.values())
+            logger.error("the process exits with %d requests' usage unwritten", lost)
 
     def flush(self) -> bool:
         """Write what is pending; True when it was written (or nothing was pending). On failure
