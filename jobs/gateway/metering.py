@@ -107,6 +107,8 @@ class Meter:
         self._send_loop: asyncio.AbstractEventLoop | None = None
         self._exit_hooked = False
         self._owner_pid = os.getpid()
+        # The gateway may set a callable answering how many requests are being answered now.
+        self.in_flight: Callable[[], int] | None = None
         # Figures of the meter itself, for /metrics and the logs.
         self.flushes = 0
         self.failed_flushes = 0
@@ -375,6 +377,12 @@ class Meter:
             name = "" if app is None else self._names.get(app, f"#{app}")
             out.append((name, route, f"{klass}xx", counts))
         return out
+
+    def render_metrics(self) -> str:
+        """This meter's /metrics text (see jobs.gateway.prom), for a gateway holding a meter."""
+        from jobs.gateway.prom import render_metrics
+
+        return render_metrics(self, self.in_flight).decode()
 
     def pending_entries(self) -> int:
         """Entries waiting for a flush: recorded since the last one, and left by failed ones."""

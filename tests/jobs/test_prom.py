@@ -108,3 +108,11 @@ def test_an_idle_gateway_renders_valid_text():
     assert text.endswith(b"\n")
     assert samples(text)[("servedeck_gateway_usage_flushes_total", ())] == 0
     assert "version=0.0.4" in CONTENT_TYPE
+
+
+def test_a_gateway_holding_a_meter_renders_through_it(meter):
+    meter.in_flight = lambda: 2
+    text = meter.render_metrics()
+    assert isinstance(text, str)
+    assert samples(text.encode())[("servedeck_gateway_in_flight_requests", ())] == 2
+    assert "servedeck_gateway_in_flight_requests" not in render_metrics(Meter()).decode()
