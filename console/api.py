@@ -11,6 +11,7 @@ from accesspolicies.api_auth import SessionMemberAuth, TokenAuth
 from accesspolicies.problems import Invalid
 from console.api_errors import ErrorShapedAPI, respond
 from jobs.api import router as applications_router
+from jobs.api_usage import router as usage_router
 from jobs.deploy import ActionError, Refused
 from models_catalog.api import router as models_router
 
@@ -31,6 +32,7 @@ api.add_router("/models", models_router)
 api.add_router("/keys", keys_router)
 api.add_router("/policies", policies_router)
 api.add_router("/domains", domains_router)
+api.add_router("", usage_router)
 
 
 @api.exception_handler(Refused)

@@ -50,3 +50,10 @@ def profile_or_only(membership, name: str | None) -> Profile:
             f"{membership.organization} has several profiles ({names}): name one with profile."
         )
     return profiles[0]
+
+
+def get_api_key(membership, name: str, action: str = "view"):
+    """An API key of the member's organisation by name (keys are organisation-wide)."""
+    from accesspolicies.models import APIKey
+
+    return _get(APIKey, membership, name, action, "API keys")

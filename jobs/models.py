@@ -276,3 +276,80 @@ class Draft(models.Model):
         model = source.get("model") if isinstance(source, dict) else None
         uri = model.get("uri") if isinstance(model, dict) else None
         return uri if isinstance(uri, str) else ""
+
+
+class UsageMinute(models.Model):
+    """What the gateway answered in one minute for one (organisation, application, API key):
+    counters the meter adds to once a second, never a write per request.
+
+    Application and key are None for requests that resolved neither (a bad key, an unknown
+    model), so every answered request is in exactly one row. `scope` spells the three ids in
+    one non-null column so that the (scope, minute) upsert also matches rows with None ids
+    (SQL's unique constraints treat NULLs as distinct). The foreign keys carry no database
+    constraint: a flush racing an application's deletion must not fail the whole batch.
+    """
+
+    minute = models.DateTimeField(help_text="The minute's start (UTC).")
+    scope = models.CharField(max_length=80)
+    organization = models.ForeignKey(
+        Organization,
+        null=True,
+        on_delete=models.CASCADE,
+        db_constraint=False,
+        related_name="usage_minutes",
+    )
+    application = models.ForeignKey(
+        Application,
+        null=True,
+        on_delete=models.SET_NULL,
+        db_constraint=False,
+        related_name="usage_minutes",
+    )
+    api_key = models.ForeignKey(
+        "accesspolicies.APIKey",
+        null=True,
+        on_delete=models.SET_NULL,
+        db_constraint=False,
+        related_name="usage_minutes",
+    )
+    requests = models.PositiveIntegerField(default=0)
+    errors_4xx = models.PositiveIntegerField(default=0)
+    errors_5xx = models.PositiveIntegerField(default=0)
+    # 200 streams that carried an error event: failures the status alone does not show.
+    errors_in_stream = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    latency_ms_sum = models.FloatField(default=0)
+    streams = models.PositiveIntegerField(default=0)
+    ttft_ms_sum = models.FloatField(default=0)
+    ttft_count = models.PositiveIntegerField(default=0)
+    # The latency histogram over jobs.gateway.histogram.LATENCY_BOUNDS_MS (non-cumulative).
+    latency_le_1ms = models.PositiveIntegerField(default=0)
+    latency_le_2_5ms = models.PositiveIntegerField(default=0)
+    latency_le_5ms = models.PositiveIntegerField(default=0)
+    latency_le_10ms = models.PositiveIntegerField(default=0)
+    latency_le_25ms = models.PositiveIntegerField(default=0)
+    latency_le_50ms = models.PositiveIntegerField(default=0)
+    latency_le_100ms = models.PositiveIntegerField(default=0)
+    latency_le_250ms = models.PositiveIntegerField(default=0)
+    latency_le_500ms = models.PositiveIntegerField(default=0)
+    latency_le_1000ms = models.PositiveIntegerField(default=0)
+    latency_le_2500ms = models.PositiveIntegerField(default=0)
+    latency_le_5000ms = models.PositiveIntegerField(default=0)
+    latency_le_10000ms = models.PositiveIntegerField(default=0)
+    latency_le_30000ms = models.PositiveIntegerField(default=0)
+    latency_le_60000ms = models.PositiveIntegerField(default=0)
+    latency_over_60000ms = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "minute"], name="usage_minute_per_scope")
+        ]
+        indexes = [
+            models.Index(fields=["application", "minute"], name="usage_by_application"),
+            models.Index(fields=["api_key", "minute"], name="usage_by_api_key"),
+        ]
+        ordering = ["minute"]
+
+    def __str__(self) -> str:
+        return f"{self.scope} at {self.minute:%Y-%m-%d %H:%M}: {self.requests} requests"

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 from accesspolicies.access import require
 from jobs import deploy as verbs
+from jobs import snippets
 from jobs.access import get_application
 
 
@@ -24,8 +25,22 @@ def detail(request, name):
         "events": application.events.all()[:20],
         "may_deploy": request.membership.may("deploy"),
         "offer_delete_from_console": request.GET.get("delete") == "unavailable",
+        **call_from_code(request, application),
     }
     return render(request, "jobs/application_detail.html", context)
+
+
+def call_from_code(request, application) -> dict:
+    """The "Call it from code" snippets: the console's own origin (or the verified domain)."""
+    task = snippets.application_task(application.manifest)
+    if task is None:
+        return {"call_snippets": []}
+    url = snippets.base_url(application.manifest, request.build_absolute_uri("/"))
+    return {
+        "call_task_title": snippets.TASK_TITLES[task],
+        "call_base_url": url,
+        "call_snippets": snippets.call_snippets(task, url, application.name),
+    }
 
 
 @require_POST

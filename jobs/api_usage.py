@@ -1,0 +1,99 @@
+"""REST endpoints for usage: an application's or an API key's requests per minute over the last
+N minutes (errors by status class, tokens, latency p50/p95) with totals. Any member may read
+them; the objects come through the access helpers, so outsiders get 404."""
+
+from datetime import datetime
+
+from ninja import Query, Router, Schema
+from pydantic import Field
+
+from jobs.access import get_api_key, get_application
+from jobs.models import UsageMinute
+from jobs.usage import DEFAULT_MINUTES, MAX_MINUTES, report
+
+router = Router(tags=["usage"])
+
+# API field -> jobs.gateway.counters.figures key
+FIGURE_NAMES = {
+    "requests": "requests",
+    "errors4xx": "errors_4xx",
+    "errors5xx": "errors_5xx",
+    "errorsInStream": "errors_in_stream",
+    "promptTokens": "prompt_tokens",
+    "completionTokens": "completion_tokens",
+    "streams": "streams",
+    "latencyAvgMs": "latency_avg_ms",
+    "latencyP50Ms": "latency_p50_ms",
+    "latencyP95Ms": "latency_p95_ms",
+    "ttftAvgMs": "ttft_avg_ms",
+}
+
+
+class UsageFigures(Schema):
+    requests: int
+    errors4xx: int
+    errors5xx: int
+    errorsInStream: int = Field(description="Streams answered 200 that carried an error event.")
+    promptTokens: int
+    completionTokens: int
+    streams: int
+    latencyAvgMs: float | None
+    latencyP50Ms: float | None
+    latencyP95Ms: float | None
+    ttftAvgMs: float | None = Field(description="Streams: average time to the first chunk.")
+
+
+class UsageMinuteOut(UsageFigures):
+    minute: datetime
+
+
+class UsageOut(Schema):
+    name: str
+    minutes: int
+    since: datetime = Field(description="The first minute's start.")
+    until: datetime = Field(description="The end of the current minute.")
+    rows: list[UsageMinuteOut] = Field(description="Every minute, oldest first; zeros if idle.")
+    totals: UsageFigures
+
+
+class Span(Schema):
+    minutes: int = Field(
+        DEFAULT_MINUTES,
+        ge=1,
+        le=MAX_MINUTES,
+        description=f"How many minutes back, the current one included (1 to {MAX_MINUTES}).",
+    )
+
+
+def _figures(figures: dict) -> dict:
+    return {api: figures[ours] for api, ours in FIGURE_NAMES.items()}
+
+
+def _usage(name: str, rows, minutes: int) -> dict:
+    got = report(rows, minutes)
+    return {
+        "name": name,
+        "minutes": minutes,
+        "since": got["from"],
+        "until": got["to"],
+        "rows": [{"minute": row["minute"], **_figures(row)} for row in got["rows"]],
+        "totals": _figures(got["totals"]),
+    }
+
+
+@router.get(
+    "/applications/{name}/usage",
+    response=UsageOut,
+    summary="An application's usage per minute",
+)
+def application_usage(request, name: str, span: Query[Span]):
+    application = get_application(request.auth, name)
+    rows = UsageMinute.objects.filter(application=application)
+    return _usage(application.name, rows, span.minutes)
+
+
+@router.get("/keys/{name}/usage", response=UsageOut, summary="An API key's usage per minute")
+def key_usage(request, name: str, span: Query[Span]):
+    key = get_api_key(request.auth, name)
+    rows = UsageMinute.objects.filter(api_key=key)
+    return _usage(key.name, rows, span.minutes)
