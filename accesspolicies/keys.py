@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.http import Http404
 from django.utils import timezone
@@ -195,45 +195,26 @@ class Usage:
 
 
 def usage_by_key(keys: list[APIKey], since: datetime) -> dict[int, Usage]:
-    """Requests and tokens per key since `since`, from the metering's per-minute rows.
-
-    The rows belong to metering (a model with a foreign key to APIKey, a `requests` count and
-    a per-minute timestamp); they are found through the relation so this module does not
-    depend on where metering keeps them. Without such a model every key shows no usage."""
-    rows_model = _usage_model()
-    if rows_model is None or not keys:
+    """Requests and tokens per key since `since`, from metering's per-minute rows (reached
+    through their relation to the key, so this app imports nothing of jobs)."""
+    if not keys:
         return {}
-    model, key_field, minute_field, token_fields = rows_model
-    sums = {"requests": Sum("requests")}
-    for field in token_fields:
-        sums[field] = Sum(field)
     rows = (
-        model.objects.filter(**{f"{key_field}__in": keys, f"{minute_field}__gte": since})
-        .values(key_field)
-        .annotate(**sums)
+        APIKey.objects.filter(pk__in=[k.pk for k in keys], usage_minutes__minute__gte=since)
+        .values("pk")
+        .annotate(
+            requests=Sum("usage_minutes__requests"),
+            prompt=Sum("usage_minutes__prompt_tokens"),
+            completion=Sum("usage_minutes__completion_tokens"),
+        )
     )
     return {
-        row[key_field]: Usage(
+        row["pk"]: Usage(
             requests=row["requests"] or 0,
-            tokens=sum(row[field] or 0 for field in token_fields),
+            tokens=(row["prompt"] or 0) + (row["completion"] or 0),
         )
         for row in rows
     }
-
-
-def _usage_model():
-    for relation in APIKey._meta.related_objects:
-        model = relation.related_model
-        names = {f.name: f for f in model._meta.concrete_fields}
-        if relation.many_to_many or "requests" not in names:
-            continue
-        stamps = [n for n, f in names.items() if isinstance(f, models.DateTimeField)]
-        minute = "minute" if "minute" in stamps else next(iter(stamps), None)
-        if minute is None:
-            continue
-        tokens = [n for n in ("prompt_tokens", "completion_tokens") if n in names]
-        return model, relation.field.name, minute, tokens
-    return None
 
 
 def listing(org: Organization, *, actor: Membership) -> tuple[list[APIKey], dict[int, Usage]]:

@@ -154,6 +154,28 @@ def test_the_keys_table_shows_last_used_and_usage_columns(as_admin, org, admin):
     assert "data-confirm=" in page and "onsubmit" not in page
 
 
+def test_usage_counts_the_last_day_of_metered_minutes_per_key(org, admin):
+    from jobs.models import UsageMinute
+
+    bot, _ = keys.create(org, "bot", actor=admin)
+    idle, _ = keys.create(org, "idle", actor=admin)
+    now = timezone.now().replace(second=0, microsecond=0)
+    for minutes_ago, requests in ((1, 3), (60, 4), (60 * 25, 100)):
+        UsageMinute.objects.create(
+            minute=now - timedelta(minutes=minutes_ago),
+            scope=f"k{bot.pk}.{minutes_ago}",
+            organization=org,
+            api_key=bot,
+            requests=requests,
+            prompt_tokens=10 * requests,
+            completion_tokens=requests,
+        )
+    listed, usage = keys.listing(org, actor=admin)
+    assert {k.name for k in listed} == {"bot", "idle"}
+    assert usage[bot.pk] == keys.Usage(requests=7, tokens=77)
+    assert idle.pk not in usage
+
+
 def test_a_bad_form_keeps_what_was_typed_and_names_the_problem(as_admin, org):
     make_application(org, "chat")
     response = as_admin.post(
