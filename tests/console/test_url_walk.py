@@ -13,13 +13,21 @@ API's own refusal.
 
 import os
 import re
+from datetime import timedelta
 
 import pytest
 from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
 
-from accesspolicies.models import PersonalAccessToken
+from accesspolicies.models import (
+    AccessPolicy,
+    APIKey,
+    Invitation,
+    PersonalAccessToken,
+    VerifiedDomain,
+)
 from console.api import api
 from jobs.deploy import apply
 from jobs.models import Cluster, Draft, Profile
@@ -36,11 +44,15 @@ PARAMETERS = {
     ("profiles", "name"): "acme-gpu",
     ("deploy", "key"): "DRAFT",
     ("access", "username"): "vera",
-    ("access", "lookup"): "TOKEN",
+    ("access", "lookup"): "TOKEN",  # dan's token, and an invitation with the same lookup
+    ("access", "name"): "bge-embed",  # an API key and an access policy
+    ("access", "domain"): "walk.example.com",
+    ("access", "token"): "INVITATION",
     ("catalog", "slug"): "MASTER",
     ("password", "uidb64"): "MQ",
     ("password", "token"): "not-a-token",
-    ("api", "name"): "bge-embed",
+    ("api", "name"): "bge-embed",  # the application, the API key and the access policy
+    ("api", "domain"): "walk.example.com",
 }
 
 # route (as Django spells it) -> method -> what anonymous, admin, deployer, viewer and outsider
@@ -136,19 +148,6 @@ PAGES = {
     "profiles/<slug:name>/": {"GET": "login 200 403 403 404", "POST": "login 200 403 403 404"},
     # access: members (admins change them), and each member's own tokens (dan's)
     "access/members/": {"GET": "login 200 200 200 200", "POST": "login 200 200 200 200"},
-    "access/members/add/": {"GET": "login 405 405 405 405", "POST": "login 200 403 403 200"},
-    "access/members/<str:username>/role/": {
-        "GET": "login 405 405 405 405",
-        "POST": "login 302 403 403 404",
-    },
-    "access/members/<str:username>/remove/": {
-        "GET": "login 405 405 405 405",
-        "POST": "login 302 403 403 404",
-    },
-    "access/members/<str:username>/password-link/": {
-        "GET": "login 405 405 405 405",
-        "POST": "login 200 403 403 404",
-    },
     "access/tokens/": {"GET": "login 200 200 200 200", "POST": "login 200 200 200 200"},
     "access/tokens/create/": {"GET": "login 405 405 405 405", "POST": "login 200 200 200 200"},
     "access/tokens/<str:lookup>/revoke/": {
@@ -172,6 +171,56 @@ PAGES = {
         "GET": "login 405 405 405 405",
         "POST": "login 302 302 403 404",
     },
+    # API keys, access policies, verified domains, invitations and the audit log: admins only
+    "access/audit/": {"GET": "login 200 403 403 200", "POST": "login 200 403 403 200"},
+    "access/domains/": {"GET": "login 200 403 403 200", "POST": "login 200 403 403 200"},
+    "access/domains/<str:domain>/remove/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
+    "access/domains/<str:domain>/verify/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
+    "access/domains/add/": {"GET": "login 405 405 405 405", "POST": "login 400 403 403 400"},
+    "access/invitations/<str:lookup>/withdraw/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
+    "access/join/<str:token>/": {"GET": "410 410 410 410 410", "POST": "410 410 410 410 410"},
+    "access/keys/": {"GET": "login 200 403 403 200", "POST": "login 200 403 403 200"},
+    "access/keys/<str:name>/revoke/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
+    "access/keys/<str:name>/rotate/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
+    "access/keys/create/": {"GET": "login 405 405 405 405", "POST": "login 400 403 403 400"},
+    "access/members/<path:username>/password-link/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 200 403 403 404",
+    },
+    "access/members/<path:username>/remove/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
+    "access/members/<path:username>/role/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
+    "access/members/invite/": {"GET": "login 405 405 405 405", "POST": "login 400 403 403 400"},
+    "access/policies/": {"GET": "login 200 403 403 200", "POST": "login 200 403 403 200"},
+    "access/policies/<str:name>/": {
+        "GET": "login 200 403 403 404",
+        "POST": "login 302 403 403 404",
+    },
+    "access/policies/<str:name>/delete/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
+    "access/policies/create/": {"GET": "login 405 405 405 405", "POST": "login 400 403 403 400"},
 }
 # API path (as OpenAPI spells it) -> method -> the same, with a personal access token each.
 # Bodies are empty: allowed writes answer the API's refusal of the body (400/422).
@@ -191,6 +240,22 @@ API = {
     "/api/v1/applications/{name}/deploy": {"POST": "401 200 200 403 404"},
     "/api/v1/models/search": {"GET": "401 422 422 422 422"},
     "/api/v1/models/check": {"GET": "401 422 422 422 422"},
+    # the gateway's callers (admins only) and usage (every member)
+    "/api/v1/applications/{name}/usage": {"GET": "401 200 200 200 404"},
+    "/api/v1/domains": {"GET": "401 200 403 403 200", "POST": "401 400 400 400 400"},
+    "/api/v1/domains/{domain}": {"DELETE": "401 204 403 403 404"},
+    "/api/v1/domains/{domain}/verify": {"POST": "401 200 403 403 404"},
+    "/api/v1/keys": {"GET": "401 200 403 403 200", "POST": "401 400 400 400 400"},
+    "/api/v1/keys/{name}": {"GET": "401 200 403 403 404"},
+    "/api/v1/keys/{name}/revoke": {"POST": "401 200 403 403 404"},
+    "/api/v1/keys/{name}/rotate": {"POST": "401 200 403 403 404"},
+    "/api/v1/keys/{name}/usage": {"GET": "401 200 200 200 404"},
+    "/api/v1/policies": {"GET": "401 200 403 403 200", "POST": "401 400 400 400 400"},
+    "/api/v1/policies/{name}": {
+        "DELETE": "401 204 403 403 404",
+        "GET": "401 200 403 403 404",
+        "PUT": "401 422 422 422 422",
+    },
 }
 
 
@@ -223,6 +288,16 @@ def world(admin, deployer, viewer, outsider):
     )
     master = ModelMaster.objects.create(organization=admin.organization, model_id="acme/tiny")
     token, _ = PersonalAccessToken.issue(deployer.user, deployer.organization, "walk")
+    org = admin.organization
+    key = APIKey.objects.create(organization=org, name="bge-embed", lookup="walkkey00000")
+    AccessPolicy.objects.create(organization=org, name="bge-embed").keys.add(key)
+    VerifiedDomain.objects.create(organization=org, domain="walk.example.com")
+    Invitation.objects.create(
+        organization=org,
+        lookup=token.lookup,
+        secret_hash="0" * 64,
+        expires_at=timezone.now() + timedelta(days=1),
+    )
     members = {"admin": admin, "deployer": deployer, "viewer": viewer, "outsider": outsider}
     bearers = {}
     for persona, member in members.items():
@@ -236,7 +311,12 @@ def world(admin, deployer, viewer, outsider):
     def api_client(persona):
         return Client(headers=bearers.get(persona, {}))
 
-    values = {"DRAFT": draft.key, "TOKEN": token.lookup, "MASTER": master.slug}
+    values = {
+        "DRAFT": draft.key,
+        "TOKEN": token.lookup,
+        "MASTER": master.slug,
+        "INVITATION": f"sdi_{token.lookup}not-the-secret",
+    }
     return page_client, api_client, values
 
 
@@ -303,7 +383,8 @@ def test_the_table_keeps_the_rules():
     for route, methods in PAGES.items():
         for method, line in methods.items():
             anonymous, *members = line.split()
-            if not route.startswith(("login/", "password/set/", "api/")):
+            # an invitation link is for people without an account too
+            if not route.startswith(("login/", "password/set/", "api/", "access/join/")):
                 assert anonymous == LOGIN, f"{method} {route}: anonymous must be sent to log in"
             assert "500" not in line
     for path, methods in API.items():
