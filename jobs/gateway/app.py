@@ -586,6 +586,8 @@ def _check_network(grant: Grant, scope, target: Route) -> None:
         address = ipaddress.ip_address(client[0]) if client else None
     except ValueError:
         address = None
+    if address is not None and address.version == 6 and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # ::ffff:10.1.2.3 from a dual-stack listener
     if address is None or not any(address in network for network in grant.networks):
         raise GatewayError(
             403,
