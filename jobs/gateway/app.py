@@ -224,6 +224,7 @@ class Gateway:
         ex.key = key
         self.keeper.touch(key.id, now)
         if path.startswith("/v1/models"):
+            ex.route = "/v1/models"  # one route for metering, whichever model was asked about
             await self.models(ex, snapshot, key, path, method, send)
             return
         if method != "POST":
