@@ -180,3 +180,10 @@ def caught_up(live: LiveGateway, timeout: float = 10.0) -> None:
     while live.gateway.keeper.current.version != want and time.monotonic() < deadline:
         time.sleep(0.02)
     assert live.gateway.keeper.current.version == want, "the gateway did not catch up"
+
+
+def fresh_minute(margin: float = 8.0) -> None:
+    """Wait, if need be, until the per-minute windows have `margin` seconds left, so a test
+    counting requests against a per-minute limit never sees the window turn over."""
+    while time.time() % 60 > 60 - margin:
+        time.sleep(0.1)
