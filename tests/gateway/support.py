@@ -49,6 +49,8 @@ class StandIn:
                 if httpx.get(self.url + "/health", timeout=1).status_code == 200:
                     return
             time.sleep(0.05)
+        self.process.kill()  # never left behind
+        self.process.wait(timeout=10)
         raise AssertionError(f"the stand-in for {name} did not start")
 
     def events(self) -> list[str]:
