@@ -18,12 +18,13 @@ import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
-from . import speech
+from . import request, speech
 from .errors import UNAUTHORIZED, GatewayError, bounded
 from .limits import LocalLimiter, Refused
 from .metering import Meter, RequestRecord
 from .proxy import EventFilter, Timeouts, Upstream, usage_of
-from .snapshot import Grant, Key, Route, SnapshotKeeper, models_body
+from .request import ClientGone
+from .snapshot import Key, Route, SnapshotKeeper, models_body
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +52,6 @@ _SSE_HEADERS = [
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
-_INCLUDE_USAGE = b'{"stream_options":{"include_usage":true},'
-
-
-class ClientGone(Exception):
-    """The client closed the connection before the answer was complete."""
 
 
 @dataclass(slots=True)
@@ -228,30 +224,31 @@ class Gateway:
         ex.key = key
         self.keeper.touch(key.id, now)
         if path.startswith("/v1/models"):
+            ex.route = "/v1/models"  # one route for metering, whichever model was asked about
             await self.models(ex, snapshot, key, path, method, send)
             return
         if method != "POST":
             raise GatewayError(405, f"{path} takes POST, not {bounded(method, 10)}.")
         limit = MAX_JSON_BODY if is_json else MAX_AUDIO_BODY
         if length > limit:
-            raise _too_large(limit)
-        body = await _read_body(receive, limit)
+            raise request.too_large(limit)
+        body = await request.read_body(receive, limit)
         host_route = (
             snapshot.hosts.get(host.decode("latin-1").rsplit(":", 1)[0].lower()) if host else None
         )
         if is_json:
-            model, obj = _json_model(body)
+            model, obj = request.json_model(body)
             stream = path in STREAMING_ROUTES and obj.get("stream") is True
         else:
-            parts = _form(body, content_type)
+            parts = request.form(body, content_type)
             model, obj, stream = speech.field_text(parts, "model"), None, False
-        target = _target(snapshot, key, model, host_route)
+        target = request.target(snapshot, key, model, host_route)
         ex.target = target
         grant = snapshot.grant(key, target)
         if grant.refusal is not None:
             raise grant.refusal
         if grant.networks:
-            _check_network(grant, scope, target)
+            request.check_network(grant, scope, target)
         if not target.running:
             reason = f": {target.reason}" if target.reason else ""
             raise GatewayError(
@@ -275,7 +272,7 @@ class Gateway:
             return
         keep_usage = True
         if stream and path in USAGE_OPTION_ROUTES:
-            keep_usage, body = _ask_for_usage(body, obj)
+            keep_usage, body = request.ask_for_usage(body, obj)
         ex.stream = stream
         checks = grant.checks
         if checks:
@@ -315,7 +312,7 @@ class Gateway:
                 else None
             )
             if target is None or snapshot.grant(key, target).refusal is not None:
-                raise _unknown_model(name)
+                raise request.unknown_model(name)
             body = json.dumps(
                 {"id": name, "object": "model", "created": target.created, "owned_by": "servedeck"}
             ).encode()
@@ -494,106 +491,6 @@ async def _send_error(send, error: GatewayError) -> None:
     await _send_whole(send, error.status, error.body(), _JSON, error.headers)
 
 
-def _too_large(limit: int) -> GatewayError:
-    return GatewayError(
-        413, f"The request body is larger than {limit // (1024 * 1024)} MiB; send less."
-    )
-
-
-async def _read_body(receive, limit: int) -> bytes:
-    message = await receive()
-    if message["type"] == "http.disconnect":
-        raise ClientGone()
-    body = message.get("body", b"")
-    if not message.get("more_body"):
-        return body
-    chunks = [body]
-    size = len(body)
-    while message.get("more_body"):
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientGone()
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _json_model(body: bytes) -> tuple[str | None, dict]:
-    try:
-        obj = json.loads(body)
-    except (ValueError, RecursionError):
-        raise GatewayError(400, "The request body is not valid JSON; send a JSON object.") from None
-    if not isinstance(obj, dict):
-        raise GatewayError(400, "The request body must be a JSON object with a 'model' field.")
-    model = obj.get("model")
-    if model is not None and not isinstance(model, str):
-        raise GatewayError(
-            400, f"model: {bounded(model, 40)} is not a string; send a model id.", "model"
-        )
-    return model, obj
-
-
-def _form(body: bytes, content_type: bytes) -> list[speech.Part]:
-    kind = content_type.decode("latin-1")
-    boundary = speech.boundary_of(kind) if kind.lower().startswith("multipart/form-data") else None
-    if boundary is None:
-        raise GatewayError(
-            400, "Audio requests are multipart/form-data with a 'file' and a 'model'."
-        )
-    return speech.parse_multipart(body, boundary)
-
-
-def _unknown_model(model: str | None) -> GatewayError:
-    return GatewayError(
-        404,
-        f"The model '{bounded(model, 63)}' does not exist, or this key may not see it; "
-        "GET /v1/models lists the models this key may call.",
-        "model",
-        "model_not_found",
-    )
-
-
-def _target(snapshot, key: Key, model: str | None, host_route: Route | None) -> Route:
-    if host_route is not None:
-        if host_route.organization_id != key.organization_id:
-            raise _unknown_model(model or host_route.name)
-        if model is not None and model != host_route.name:
-            raise GatewayError(
-                404,
-                f"This host serves the model '{host_route.name}', not '{bounded(model, 63)}'.",
-                "model",
-                "model_not_found",
-            )
-        return host_route
-    if not model:
-        raise GatewayError(
-            400, "model: missing; name the model to call (GET /v1/models lists them).", "model"
-        )
-    target = snapshot.routes.get((key.organization_id, model))
-    if target is None:
-        raise _unknown_model(model)
-    return target
-
-
-def _check_network(grant: Grant, scope, target: Route) -> None:
-    import ipaddress
-
-    client = scope.get("client")
-    try:
-        address = ipaddress.ip_address(client[0]) if client else None
-    except ValueError:
-        address = None
-    if address is None or not any(address in network for network in grant.networks):
-        raise GatewayError(
-            403,
-            f"Calls to the model '{target.name}' are not allowed from this network; its access "
-            "policy lists the networks that may call it.",
-        )
-
-
 _JSON_HEADERS = CIMultiDict({"Content-Type": "application/json"})
 
 
@@ -602,20 +499,3 @@ def _headers_for(content_type: bytes) -> CIMultiDict:
     if not content_type or content_type == b"application/json":
         return _JSON_HEADERS
     return CIMultiDict({"Content-Type": content_type.decode("latin-1")})
-
-
-def _ask_for_usage(body: bytes, obj: dict) -> tuple[bool, bytes]:
-    """(whether the client asked for usage itself, the body asking the upstream for it)."""
-    options = obj.get("stream_options")
-    if options is None:
-        stripped = body.lstrip()
-        rest = stripped[1:].lstrip()
-        if rest.startswith(b"}"):
-            return False, b'{"stream_options":{"include_usage":true}}'
-        return False, _INCLUDE_USAGE + rest  # the client's bytes, one field in front
-    if isinstance(options, dict) and options.get("include_usage") is True:
-        return True, body
-    if not isinstance(options, dict):
-        raise GatewayError(400, "stream_options must be an object.", "stream_options")
-    obj["stream_options"] = {**options, "include_usage": True}
-    return False, json.dumps(obj).encode()

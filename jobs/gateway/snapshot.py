@@ -391,7 +391,12 @@ class SnapshotKeeper:
         """Load once (blocking: call it from a thread) and start refreshing. Idempotent."""
         if self._thread is not None:
             return
-        self._refresh(force=True)
+        try:
+            self._refresh(force=True)
+        except Exception:
+            # The console must still start (say, before its first migrate): every key is
+            # unknown until a later check loads them.
+            logger.exception("gateway: could not load keys and routes; retrying each second")
         self._thread = threading.Thread(target=self._run, name="gateway-snapshot", daemon=True)
         self._thread.start()
         if self.redis_url:

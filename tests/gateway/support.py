@@ -49,6 +49,8 @@ class StandIn:
                 if httpx.get(self.url + "/health", timeout=1).status_code == 200:
                     return
             time.sleep(0.05)
+        self.process.kill()  # never left behind
+        self.process.wait(timeout=10)
         raise AssertionError(f"the stand-in for {name} did not start")
 
     def events(self) -> list[str]:
@@ -180,3 +182,10 @@ def caught_up(live: LiveGateway, timeout: float = 10.0) -> None:
     while live.gateway.keeper.current.version != want and time.monotonic() < deadline:
         time.sleep(0.02)
     assert live.gateway.keeper.current.version == want, "the gateway did not catch up"
+
+
+def fresh_minute(margin: float = 8.0) -> None:
+    """Wait, if need be, until the per-minute windows have `margin` seconds left, so a test
+    counting requests against a per-minute limit never sees the window turn over."""
+    while time.time() % 60 > 60 - margin:
+        time.sleep(0.1)

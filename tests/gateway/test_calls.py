@@ -32,6 +32,9 @@ def test_models_lists_what_the_key_may_call(gateway, world, org):
     assert client(gateway, scoped).models.retrieve("beta").id == "beta"
     with pytest.raises(openai.NotFoundError):
         client(gateway, scoped).models.retrieve("alpha")
+    records = gateway.meter.settled(4)
+    assert {r.route for r in records} == {"/v1/models"}
+    assert [r.status for r in records] == [200, 200, 200, 404]
 
 
 def test_two_applications_behind_one_v1(gateway, world):

@@ -73,3 +73,32 @@ def test_the_console_app_mounts_the_gateway_at_v1():
     (status, body), (page_status, _) = asyncio.run(run())
     assert status == 401 and b'"authentication_error"' in body  # the gateway answered
     assert page_status == 200  # Django answered
+
+
+def test_a_database_not_ready_at_start_is_retried():
+    from jobs.gateway.snapshot import Snapshot, SnapshotKeeper
+
+    calls = []
+
+    def counter():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("no such table")
+        return 7
+
+    keeper = SnapshotKeeper(
+        loader=lambda v: Snapshot(version=v),
+        counter=counter,
+        touch_writer=lambda ids: None,
+        interval=0.01,
+    )
+    keeper.start()
+    try:
+        import time
+
+        deadline = time.monotonic() + 5
+        while keeper.current.version != 7:
+            assert time.monotonic() < deadline, "the keeper never loaded after the failure"
+            time.sleep(0.01)
+    finally:
+        keeper.stop()

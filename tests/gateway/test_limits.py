@@ -16,7 +16,7 @@ import redis
 from accesspolicies.models import APIKey
 from jobs.gateway.limits import LocalLimiter, RedisLimiter, Refused
 from jobs.gateway.snapshot import Check
-from tests.gateway.support import free_port
+from tests.gateway.support import free_port, fresh_minute
 
 REDIS_URL = "redis://127.0.0.1:6379/12"
 RPM = (Check("r", "r:k1", 2),)
@@ -98,6 +98,7 @@ def test_two_gateway_processes_share_one_limit(alpha):
     spec = {"lookup": lookup, "digest": digest, "rpm": 4, "upstream": alpha.url}
     with gateway_process(free_port(), spec) as one, gateway_process(free_port(), spec) as two:
         statuses = []
+        fresh_minute()
         for url in (one, two, one, two, one, two):
             reply = httpx.post(
                 url + "/v1/chat/completions",

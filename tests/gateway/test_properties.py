@@ -152,3 +152,20 @@ def test_no_input_gives_a_500(method, path, headers, body):
     assert start["status"] != 500, sent
     assert len(app.meter.records) == 1
     assert app.meter.records[0].status == start["status"]
+
+
+def test_a_policy_network_check_sees_ipv4_mapped_addresses():
+    import ipaddress
+
+    from jobs.gateway.request import check_network
+    from jobs.gateway.snapshot import Grant
+
+    grant = Grant(None, (ipaddress.ip_network("10.0.0.0/8"),), ())
+    check_network(grant, {"client": ("::ffff:10.1.2.3", 1)}, ROUTES[(1, "alpha")])
+    for outside in ("::ffff:11.0.0.1", "192.168.0.1", "not-an-address"):
+        try:
+            check_network(grant, {"client": (outside, 1)}, ROUTES[(1, "alpha")])
+        except Exception as refused:
+            assert refused.status == 403
+        else:
+            raise AssertionError(f"{outside} was let through")

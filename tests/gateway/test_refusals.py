@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 
 from accesspolicies.models import AccessPolicy, APIKey, VerifiedDomain
-from tests.gateway.support import caught_up, free_port, make_app, make_key
+from tests.gateway.support import caught_up, free_port, fresh_minute, make_app, make_key
 
 
 @pytest.fixture
@@ -128,22 +128,24 @@ def test_malformed_and_too_large_bodies(gateway, world):
 def test_requests_per_minute_limit_answers_429_with_retry_after(gateway, org, world):
     _, plain = make_key(org, "limited", requests_per_minute=2)
     caught_up(gateway)
+    fresh_minute()
     statuses = [chat(gateway, plain).status_code for _ in range(3)]
     assert statuses == [200, 200, 429]
     refused = chat(gateway, plain)
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
     assert error_of(refused)["type"] == "rate_limit_error"
+    ai = openai.OpenAI(base_url=gateway.url + "/v1", api_key=plain, max_retries=0)
     with pytest.raises(openai.RateLimitError):
-        openai.OpenAI(
-            base_url=gateway.url + "/v1", api_key=plain, max_retries=0
-        ).models.list() and openai.OpenAI(
-            base_url=gateway.url + "/v1", api_key=plain, max_retries=0
-        ).chat.completions.create(model="alpha", messages=[{"role": "user", "content": "x"}])
+        ai.chat.completions.create(model="alpha", messages=[{"role": "user", "content": "x"}])
+    assert [m.id for m in ai.models.list()] == ["alpha"]  # listing models is not limited
+    records = gateway.meter.settled(6)
+    assert [r.status for r in records] == [200, 200, 429, 429, 429, 200]
 
 
 def test_tokens_per_minute_counted_from_usage(gateway, org, world):
     _, plain = make_key(org, "tokens", tokens_per_minute=10)
     caught_up(gateway)
+    fresh_minute()
     assert chat(gateway, plain).status_code == 200  # 1 + 6 tokens
     assert chat(gateway, plain).status_code == 200  # 14 now: the next one waits
     assert chat(gateway, plain).status_code == 429
@@ -171,6 +173,7 @@ def test_policy_lists_keys_overrides_limits_and_networks(gateway, org, alpha, wo
         organization=org, name="partners", all_keys=False, requests_per_minute=1
     )
     policy.keys.add(member)
+    fresh_minute()
     VerifiedDomain.objects.create(
         organization=org, domain="example.com", verified_at=timezone.now()
     )

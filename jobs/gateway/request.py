@@ -1,0 +1,135 @@
+"""Reading a request: its body (bounded), its `model`, the application it names (by model or
+host), the client network check, and asking an upstream stream for usage. Pure apart from
+reading the ASGI body; every refusal is a GatewayError in OpenAI's words."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+
+from . import speech
+from .errors import GatewayError, bounded
+from .snapshot import Grant, Key, Route
+
+_INCLUDE_USAGE = b'{"stream_options":{"include_usage":true},'
+
+
+class ClientGone(Exception):
+    """The client closed the connection before the answer was complete."""
+
+
+def too_large(limit: int) -> GatewayError:
+    return GatewayError(
+        413, f"The request body is larger than {limit // (1024 * 1024)} MiB; send less."
+    )
+
+
+async def read_body(receive, limit: int) -> bytes:
+    message = await receive()
+    if message["type"] == "http.disconnect":
+        raise ClientGone()
+    body = message.get("body", b"")
+    if not message.get("more_body"):
+        return body
+    chunks = [body]
+    size = len(body)
+    while message.get("more_body"):
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def json_model(body: bytes) -> tuple[str | None, dict]:
+    try:
+        obj = json.loads(body)
+    except (ValueError, RecursionError):
+        raise GatewayError(400, "The request body is not valid JSON; send a JSON object.") from None
+    if not isinstance(obj, dict):
+        raise GatewayError(400, "The request body must be a JSON object with a 'model' field.")
+    model = obj.get("model")
+    if model is not None and not isinstance(model, str):
+        raise GatewayError(
+            400, f"model: {bounded(model, 40)} is not a string; send a model id.", "model"
+        )
+    return model, obj
+
+
+def form(body: bytes, content_type: bytes) -> list[speech.Part]:
+    kind = content_type.decode("latin-1")
+    boundary = speech.boundary_of(kind) if kind.lower().startswith("multipart/form-data") else None
+    if boundary is None:
+        raise GatewayError(
+            400, "Audio requests are multipart/form-data with a 'file' and a 'model'."
+        )
+    return speech.parse_multipart(body, boundary)
+
+
+def unknown_model(model: str | None) -> GatewayError:
+    return GatewayError(
+        404,
+        f"The model '{bounded(model, 63)}' does not exist, or this key may not see it; "
+        "GET /v1/models lists the models this key may call.",
+        "model",
+        "model_not_found",
+    )
+
+
+def target(snapshot, key: Key, model: str | None, host_route: Route | None) -> Route:
+    if host_route is not None:
+        if host_route.organization_id != key.organization_id:
+            raise unknown_model(model or host_route.name)
+        if model is not None and model != host_route.name:
+            raise GatewayError(
+                404,
+                f"This host serves the model '{host_route.name}', not '{bounded(model, 63)}'.",
+                "model",
+                "model_not_found",
+            )
+        return host_route
+    if not model:
+        raise GatewayError(
+            400, "model: missing; name the model to call (GET /v1/models lists them).", "model"
+        )
+    target = snapshot.routes.get((key.organization_id, model))
+    if target is None:
+        raise unknown_model(model)
+    return target
+
+
+def check_network(grant: Grant, scope, target: Route) -> None:
+    client = scope.get("client")
+    try:
+        address = ipaddress.ip_address(client[0]) if client else None
+    except ValueError:
+        address = None
+    if address is not None and address.version == 6 and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # ::ffff:10.1.2.3 from a dual-stack listener
+    if address is None or not any(address in network for network in grant.networks):
+        raise GatewayError(
+            403,
+            f"Calls to the model '{target.name}' are not allowed from this network; its access "
+            "policy lists the networks that may call it.",
+        )
+
+
+def ask_for_usage(body: bytes, obj: dict) -> tuple[bool, bytes]:
+    """(whether the client asked for usage itself, the body asking the upstream for it)."""
+    options = obj.get("stream_options")
+    if options is None:
+        stripped = body.lstrip()
+        rest = stripped[1:].lstrip()
+        if rest.startswith(b"}"):
+            return False, b'{"stream_options":{"include_usage":true}}'
+        return False, _INCLUDE_USAGE + rest  # the client's bytes, one field in front
+    if isinstance(options, dict) and options.get("include_usage") is True:
+        return True, body
+    if not isinstance(options, dict):
+        raise GatewayError(400, "stream_options must be an object.", "stream_options")
+    obj["stream_options"] = {**options, "include_usage": True}
+    return False, json.dumps(obj).encode()
