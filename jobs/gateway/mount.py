@@ -3,12 +3,10 @@ ASGI application (the embedded default: one process serves pages, websockets and
 
 from __future__ import annotations
 
-import atexit
-
 from django.conf import settings
 
 from .app import Gateway
-from .metering import Meter
+from .metering import Meter, process_meter
 from .proxy import Timeouts
 from .snapshot import SnapshotKeeper
 
@@ -20,7 +18,7 @@ def make_gateway(meter: Meter | None = None) -> Gateway:
         read=float(settings.SERVEDECK_GATEWAY_READ_TIMEOUT),
     )
     return Gateway(
-        meter=meter,
+        meter=meter if meter is not None else process_meter(),
         keeper=SnapshotKeeper(redis_url=redis_url),
         redis_url=redis_url,
         timeouts=timeouts,
@@ -30,19 +28,15 @@ def make_gateway(meter: Meter | None = None) -> Gateway:
 class MountGateway:
     """HTTP requests under /v1/ go to the gateway, everything else to the console. Lifespan
     (uvicorn) starts and stops the gateway; without it (daphne) the gateway starts on its first
-    request and the meter is flushed when the process exits."""
+    request, and the meter it starts flushes when the process exits."""
 
     def __init__(self, console, gateway: Gateway) -> None:
         self.console = console
         self.gateway = gateway
-        self._exit_hook = False
 
     async def __call__(self, scope, receive, send) -> None:
         kind = scope["type"]
         if kind == "http" and (scope["path"].startswith("/v1/") or scope["path"] == "/v1"):
-            if not self.gateway.started and not self._exit_hook:
-                self._exit_hook = True
-                atexit.register(self.gateway.meter.flush)
             await self.gateway(scope, receive, send)
         elif kind == "lifespan":
             await self.gateway.lifespan(receive, send)

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from jobs.backends.local_command import EngineArgsRefused, local_command
 from jobs.models import Application, Cluster, Profile
 from tests.helpers import SHORTEST, bearer
+from tests.helpers import problems as problems_of
 
 ROOT = Path(__file__).resolve().parents[2]
 API = "/api/v1/applications"
@@ -152,9 +153,9 @@ def existing(deployer):
 
 def refused_clearly(response) -> list[dict]:
     assert response.status_code in (400, 409, 422), response.content[:500]
-    problems = response.json()
-    assert problems and len(response.content) < 20_000
-    return problems
+    found = problems_of(response)
+    assert found and len(response.content) < 20_000
+    return found
 
 
 @pytest.mark.parametrize(

@@ -485,9 +485,9 @@ def test_no_route_reaches_the_predictor_directly(changes):
 
 def test_a_gateway_service_in_the_route_namespace_needs_no_namespace():
     target = RenderTarget(
-        namespace="servedeck", addons=frozenset({"gatewayApi"}), gateway_service="servedeck/gw:80"
+        namespace="ml-serving", addons=frozenset({"gatewayApi"}), gateway_service="ml-serving/gw:80"
     )
-    objects = build({"spec.access": DOMAIN, "spec.namespace": "servedeck"}, target=target)
+    objects = build({"spec.access": DOMAIN}, target=target)
     backend = objects[-1]["spec"]["rules"][0]["backendRefs"]
     assert backend == [{"kind": "Service", "name": "gw", "port": 80}]
 

@@ -8,7 +8,7 @@ import pytest
 from accesspolicies.models import APIKey
 from jobs.gateway.metering import Meter, RequestRecord
 from jobs.models import Application
-from tests.helpers import bearer
+from tests.helpers import api_error, bearer
 
 
 def make_application(org, name="chat"):
@@ -103,7 +103,7 @@ def test_outsiders_get_404(as_outsider, traffic, url):
 def test_unknown_names_get_404_naming_them(as_viewer, traffic, url):
     response = as_viewer.get(url)
     assert response.status_code == 404
-    assert "'nothing'" in response.json()["detail"]
+    assert "'nothing'" in api_error(response)["message"]
 
 
 def test_anonymous_callers_get_401(client, traffic):
