@@ -1,4 +1,5 @@
-"""Log records bounded in size: no input, however large, becomes a huge log line.
+"""What the console's logs keep: records bounded in size (no input, however large, becomes a
+huge log line), and a refused request (4xx) as one line, not a traceback.
 
 Messages and tracebacks can carry values from a request (an exception's text quotes what it
 could not read); each line is cut, and the record as a whole, so a log stays readable and a
@@ -31,3 +32,15 @@ class BoundedFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return bound(super().format(record))
+
+
+class OneLineClientErrors(logging.Filter):
+    """Drop the traceback Django attaches to 403/404 records of `django.request`: a role check
+    that refuses is expected, and a traceback per refusal buries the errors that matter."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        if isinstance(status, int) and 400 <= status < 500:
+            record.exc_info = None
+            record.exc_text = None
+        return True

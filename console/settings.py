@@ -260,7 +260,7 @@ LOGGING = {
             "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
         }
     },
-    "filters": {"one_line_4xx": {"()": "console.log_filters.OneLineClientErrors"}},
+    "filters": {"one_line_4xx": {"()": "console.logs.OneLineClientErrors"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
