@@ -352,7 +352,10 @@ class Gateway:
         session = self.upstream.session or self.upstream.open()
         timeout = self.upstream.streaming if stream else self.upstream.plain
         try:
-            response = await session.post(url, data=body, headers=headers, timeout=timeout)
+            # Never a redirect: it could send the caller's body to any host the gateway reaches.
+            response = await session.post(
+                url, data=body, headers=headers, timeout=timeout, allow_redirects=False
+            )
         except TimeoutError:
             raise GatewayError(
                 504, "The model server did not answer in time.", code="upstream_timeout"
@@ -382,6 +385,8 @@ class Gateway:
                 raise GatewayError(
                     502, f"The model server failed (status {status}).", code="upstream_failed"
                 )
+            if 300 <= status < 400:
+                raise _redirected(status)
             if status == 200:
                 ex.prompt_tokens, ex.completion_tokens = usage_of(data)
             ex.status = status
@@ -427,7 +432,11 @@ class Gateway:
         url = target.upstream + "/v1/audio/transcriptions"
         try:
             async with session.post(
-                url, data=body, headers={"Content-Type": content_type}, timeout=self.upstream.plain
+                url,
+                data=body,
+                headers={"Content-Type": content_type},
+                timeout=self.upstream.plain,
+                allow_redirects=False,
             ) as response:
                 data = await response.read()
                 status = response.status
@@ -443,6 +452,8 @@ class Gateway:
             raise GatewayError(
                 502, f"The model server failed (status {status}).", code="upstream_failed"
             )
+        if 300 <= status < 400:
+            raise _redirected(status)
         if status != 200:
             ex.status = status
             await _send_whole(send, status, data, _JSON)
@@ -470,6 +481,15 @@ def _url(upstream: str, path: str) -> URL:
             _URLS.clear()
         found = _URLS[(upstream, path)] = URL(upstream + path)
     return found
+
+
+def _redirected(status: int) -> GatewayError:
+    return GatewayError(
+        502,
+        f"The model server answered with a redirect (status {status}), which the gateway does "
+        "not follow: it calls only the application's own server.",
+        code="upstream_failed",
+    )
 
 
 async def _send_whole(send, status: int, body: bytes, content_type: bytes, extra=()) -> None:
