@@ -187,8 +187,9 @@ class Gateway:
         is_json = path in JSON_ROUTES
         if path == "/metrics" and method == "GET":
             # Prometheus text from the meter (rendered by the metering side), when it has one.
+            # It names every organisation's applications, so never to a client from outside.
             render = getattr(self.meter, "render_metrics", None)
-            if render is not None:
+            if render is not None and request.from_scraper_network(scope):
                 ex.status = 200
                 await _send_whole(send, 200, render().encode(), b"text/plain; version=0.0.4")
                 return

@@ -102,14 +102,32 @@ def target(snapshot, key: Key, model: str | None, host_route: Route | None) -> R
     return target
 
 
-def check_network(grant: Grant, scope, target: Route) -> None:
+# Where a Prometheus scraper of /metrics may call from: loopback and private networks.
+SCRAPER_NETWORKS = tuple(
+    ipaddress.ip_network(n)
+    for n in ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "::1/128", "fc00::/7")
+)
+
+
+def client_address(scope) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The client's address (an IPv4-mapped IPv6 one as IPv4), or None when unknown."""
     client = scope.get("client")
     try:
         address = ipaddress.ip_address(client[0]) if client else None
     except ValueError:
-        address = None
+        return None
     if address is not None and address.version == 6 and address.ipv4_mapped is not None:
         address = address.ipv4_mapped  # ::ffff:10.1.2.3 from a dual-stack listener
+    return address
+
+
+def from_scraper_network(scope) -> bool:
+    address = client_address(scope)
+    return address is not None and any(address in network for network in SCRAPER_NETWORKS)
+
+
+def check_network(grant: Grant, scope, target: Route) -> None:
+    address = client_address(scope)
     if address is None or not any(address in network for network in grant.networks):
         raise GatewayError(
             403,
