@@ -29,6 +29,8 @@ async def read_body(receive, limit: int) -> bytes:
     if message["type"] == "http.disconnect":
         raise ClientGone()
     body = message.get("body", b"")
+    if len(body) > limit:  # a server may hand over a whole body in one message
+        raise too_large(limit)
     if not message.get("more_body"):
         return body
     chunks = [body]
