@@ -239,7 +239,7 @@ class Gateway:
         )
         if is_json:
             model, obj = request.json_model(body)
-            stream = path in STREAMING_ROUTES and obj.get("stream") is True
+            stream = path in STREAMING_ROUTES and request.wants_stream(obj)
         else:
             parts = request.form(body, content_type)
             model, obj, stream = speech.field_text(parts, "model"), None, False

@@ -62,6 +62,17 @@ def json_model(body: bytes) -> tuple[str | None, dict]:
     return model, obj
 
 
+def wants_stream(obj: dict) -> bool:
+    """The body's `stream`. Only a boolean (or null): a model server reads 1 or "true" as true,
+    and a stream taken for a plain answer would go without its tokens metered and limited."""
+    stream = obj.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise GatewayError(
+            400, f"stream: {bounded(stream, 20)} is not true or false; send a boolean.", "stream"
+        )
+    return stream is True
+
+
 def form(body: bytes, content_type: bytes) -> list[speech.Part]:
     kind = content_type.decode("latin-1")
     boundary = speech.boundary_of(kind) if kind.lower().startswith("multipart/form-data") else None
@@ -141,7 +152,7 @@ def check_network(grant: Grant, scope, target: Route) -> None:
 def ask_for_usage(body: bytes, obj: dict) -> tuple[bool, bytes]:
     """(whether the client asked for usage itself, the body asking the upstream for it)."""
     options = obj.get("stream_options")
-    if options is None:
+    if options is None and "stream_options" not in obj:
         stripped = body.lstrip()
         rest = stripped[1:].lstrip()
         if rest.startswith(b"}"):
@@ -149,6 +160,10 @@ def ask_for_usage(body: bytes, obj: dict) -> tuple[bool, bytes]:
         return False, _INCLUDE_USAGE + rest  # the client's bytes, one field in front
     if isinstance(options, dict) and options.get("include_usage") is True:
         return True, body
+    if options is None:
+        # Sent as null: a field put in front would be overridden by the client's own (the
+        # upstream reads the last), and the tokens would go unmetered and unlimited.
+        options = {}
     if not isinstance(options, dict):
         raise GatewayError(400, "stream_options must be an object.", "stream_options")
     obj["stream_options"] = {**options, "include_usage": True}
