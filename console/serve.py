@@ -6,6 +6,7 @@ application cannot hide a value from it; its CommandLineInterface takes a `serve
 this one hands daphne's own access logger paths with the values replaced.
 """
 
+import re
 import sys
 from collections.abc import Callable
 from urllib.parse import parse_qsl, quote
@@ -14,14 +15,18 @@ from daphne.cli import CommandLineInterface
 from daphne.server import Server
 
 HIDDEN = "…"
+# A path segment that is a secret: an invitation link's (/access/join/sdi_…/), or a token or
+# key put in a path by mistake. Only its prefix is logged.
+SECRET_SEGMENT = re.compile(r"(?<=/)(sdi_|sdp_|sdk_)[^/?]*")
 
 
 def redact_path(path: str) -> str:
-    """`path` with every query parameter's value replaced by '…' (names stay: they help
-    debugging and carry no secret)."""
+    """`path` with secrets in its segments and every query parameter's value replaced by '…'
+    (names stay: they help debugging and carry no secret)."""
     base, sep, query = path.partition("?")
+    base = SECRET_SEGMENT.sub(lambda found: found.group(1) + HIDDEN, base)
     if not sep:
-        return path
+        return base
     names = [name for name, _ in parse_qsl(query, keep_blank_values=True)]
     if not names:
         return f"{base}?{HIDDEN}"

@@ -187,8 +187,9 @@ class Gateway:
         is_json = path in JSON_ROUTES
         if path == "/metrics" and method == "GET":
             # Prometheus text from the meter (rendered by the metering side), when it has one.
+            # It names every organisation's applications, so never to a client from outside.
             render = getattr(self.meter, "render_metrics", None)
-            if render is not None:
+            if render is not None and request.from_scraper_network(scope):
                 ex.status = 200
                 await _send_whole(send, 200, render().encode(), b"text/plain; version=0.0.4")
                 return
@@ -238,7 +239,7 @@ class Gateway:
         )
         if is_json:
             model, obj = request.json_model(body)
-            stream = path in STREAMING_ROUTES and obj.get("stream") is True
+            stream = path in STREAMING_ROUTES and request.wants_stream(obj)
         else:
             parts = request.form(body, content_type)
             model, obj, stream = speech.field_text(parts, "model"), None, False
@@ -352,7 +353,10 @@ class Gateway:
         session = self.upstream.session or self.upstream.open()
         timeout = self.upstream.streaming if stream else self.upstream.plain
         try:
-            response = await session.post(url, data=body, headers=headers, timeout=timeout)
+            # Never a redirect: it could send the caller's body to any host the gateway reaches.
+            response = await session.post(
+                url, data=body, headers=headers, timeout=timeout, allow_redirects=False
+            )
         except TimeoutError:
             raise GatewayError(
                 504, "The model server did not answer in time.", code="upstream_timeout"
@@ -382,6 +386,8 @@ class Gateway:
                 raise GatewayError(
                     502, f"The model server failed (status {status}).", code="upstream_failed"
                 )
+            if 300 <= status < 400:
+                raise _redirected(status)
             if status == 200:
                 ex.prompt_tokens, ex.completion_tokens = usage_of(data)
             ex.status = status
@@ -427,7 +433,11 @@ class Gateway:
         url = target.upstream + "/v1/audio/transcriptions"
         try:
             async with session.post(
-                url, data=body, headers={"Content-Type": content_type}, timeout=self.upstream.plain
+                url,
+                data=body,
+                headers={"Content-Type": content_type},
+                timeout=self.upstream.plain,
+                allow_redirects=False,
             ) as response:
                 data = await response.read()
                 status = response.status
@@ -443,6 +453,8 @@ class Gateway:
             raise GatewayError(
                 502, f"The model server failed (status {status}).", code="upstream_failed"
             )
+        if 300 <= status < 400:
+            raise _redirected(status)
         if status != 200:
             ex.status = status
             await _send_whole(send, status, data, _JSON)
@@ -470,6 +482,15 @@ def _url(upstream: str, path: str) -> URL:
             _URLS.clear()
         found = _URLS[(upstream, path)] = URL(upstream + path)
     return found
+
+
+def _redirected(status: int) -> GatewayError:
+    return GatewayError(
+        502,
+        f"The model server answered with a redirect (status {status}), which the gateway does "
+        "not follow: it calls only the application's own server.",
+        code="upstream_failed",
+    )
 
 
 async def _send_whole(send, status: int, body: bytes, content_type: bytes, extra=()) -> None:

@@ -29,6 +29,8 @@ async def read_body(receive, limit: int) -> bytes:
     if message["type"] == "http.disconnect":
         raise ClientGone()
     body = message.get("body", b"")
+    if len(body) > limit:  # a server may hand over a whole body in one message
+        raise too_large(limit)
     if not message.get("more_body"):
         return body
     chunks = [body]
@@ -58,6 +60,17 @@ def json_model(body: bytes) -> tuple[str | None, dict]:
             400, f"model: {bounded(model, 40)} is not a string; send a model id.", "model"
         )
     return model, obj
+
+
+def wants_stream(obj: dict) -> bool:
+    """The body's `stream`. Only a boolean (or null): a model server reads 1 or "true" as true,
+    and a stream taken for a plain answer would go without its tokens metered and limited."""
+    stream = obj.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise GatewayError(
+            400, f"stream: {bounded(stream, 20)} is not true or false; send a boolean.", "stream"
+        )
+    return stream is True
 
 
 def form(body: bytes, content_type: bytes) -> list[speech.Part]:
@@ -102,14 +115,32 @@ def target(snapshot, key: Key, model: str | None, host_route: Route | None) -> R
     return target
 
 
-def check_network(grant: Grant, scope, target: Route) -> None:
+# Where a Prometheus scraper of /metrics may call from: loopback and private networks.
+SCRAPER_NETWORKS = tuple(
+    ipaddress.ip_network(n)
+    for n in ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "::1/128", "fc00::/7")
+)
+
+
+def client_address(scope) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The client's address (an IPv4-mapped IPv6 one as IPv4), or None when unknown."""
     client = scope.get("client")
     try:
         address = ipaddress.ip_address(client[0]) if client else None
     except ValueError:
-        address = None
+        return None
     if address is not None and address.version == 6 and address.ipv4_mapped is not None:
         address = address.ipv4_mapped  # ::ffff:10.1.2.3 from a dual-stack listener
+    return address
+
+
+def from_scraper_network(scope) -> bool:
+    address = client_address(scope)
+    return address is not None and any(address in network for network in SCRAPER_NETWORKS)
+
+
+def check_network(grant: Grant, scope, target: Route) -> None:
+    address = client_address(scope)
     if address is None or not any(address in network for network in grant.networks):
         raise GatewayError(
             403,
@@ -121,7 +152,7 @@ def check_network(grant: Grant, scope, target: Route) -> None:
 def ask_for_usage(body: bytes, obj: dict) -> tuple[bool, bytes]:
     """(whether the client asked for usage itself, the body asking the upstream for it)."""
     options = obj.get("stream_options")
-    if options is None:
+    if options is None and "stream_options" not in obj:
         stripped = body.lstrip()
         rest = stripped[1:].lstrip()
         if rest.startswith(b"}"):
@@ -129,6 +160,10 @@ def ask_for_usage(body: bytes, obj: dict) -> tuple[bool, bytes]:
         return False, _INCLUDE_USAGE + rest  # the client's bytes, one field in front
     if isinstance(options, dict) and options.get("include_usage") is True:
         return True, body
+    if options is None:
+        # Sent as null: a field put in front would be overridden by the client's own (the
+        # upstream reads the last), and the tokens would go unmetered and unlimited.
+        options = {}
     if not isinstance(options, dict):
         raise GatewayError(400, "stream_options must be an object.", "stream_options")
     obj["stream_options"] = {**options, "include_usage": True}
