@@ -26,13 +26,7 @@ def _admin(org: Organization, actor: Membership) -> None:
 
 
 def get_policy(actor: Membership, name: str) -> AccessPolicy:
-    require(actor, "admin", WHAT)
-    policy = None
-    if searchable(name):
-        policy = AccessPolicy.objects.filter(organization=actor.organization, name=name).first()
-    if policy is None:
-        raise Http404(f"{actor.organization} has no access policy named {show(name)}.")
-    return policy
+    return AccessPolicy.objects.object_for_member(actor, name, "admin")
 
 
 def networks(value: object) -> list[str]:

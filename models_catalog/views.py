@@ -22,11 +22,11 @@ WHAT = "model masters"
 
 
 def masters(request):
-    membership = require(request.membership, "view", WHAT)
-    own = ModelMaster.objects.filter(organization=membership.organization)
+    membership = request.membership
+    own = ModelMaster.objects.for_member(membership)
     taken = set(own.values_list("model_id", flat=True))
     context = {
-        "table": ModelMasterTable(own),
+        "table": ModelMasterTable(own, request=request),
         "recommended": [entry for entry in BY_MODEL_ID.values() if entry["model_id"] not in taken],
         "may_edit": membership.may("deploy"),
     }
