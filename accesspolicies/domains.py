@@ -190,11 +190,10 @@ def verify(entry: VerifiedDomain, *, actor: Membership) -> bool:
 
 
 def users_of(entry: VerifiedDomain) -> list[str]:
-    from jobs.models import Application
-
+    # through the relation jobs adds to the organisation: this app does not import jobs
     return list(
-        Application.objects.filter(
-            organization=entry.organization, manifest__spec__access__domain=entry.domain
+        entry.organization.applications.filter(
+            manifest__spec__access__domain=entry.domain
         ).values_list("name", flat=True)
     )
 

@@ -168,12 +168,11 @@ def update(
 
 
 def users_of(policy: AccessPolicy) -> list[str]:
-    """Names of the applications whose manifest names the policy."""
-    from jobs.models import Application
-
+    """Names of the applications whose manifest names the policy (through the relation jobs
+    adds to the organisation: this app does not import jobs)."""
     return list(
-        Application.objects.filter(
-            organization=policy.organization, manifest__spec__access__accessPolicy=policy.name
+        policy.organization.applications.filter(
+            manifest__spec__access__accessPolicy=policy.name
         ).values_list("name", flat=True)
     )
 

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 from accesspolicies.access import require
 from jobs.catalog import default_machine_catalog
+from jobs.check_inputs import check_for_profile
 from jobs.manifest import FORMATS
 from jobs.models import Profile
 from models_catalog.access import get_master
@@ -15,7 +16,6 @@ from models_catalog.forms import ModelMasterForm, RecipeForm
 from models_catalog.models import ModelMaster
 from models_catalog.recipes import RecipeError, master_from_recipe
 from models_catalog.recommended import BY_MODEL_ID
-from models_catalog.service import check_for_profile
 from models_catalog.tables import ModelMasterTable
 
 WHAT = "model masters"
