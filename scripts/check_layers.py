@@ -53,24 +53,24 @@ ORM = ("django.db", "django.contrib.auth.models", "django.contrib.contenttypes.m
 PRIVATE = ("forms", "views")
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def source_files() -> list[Path]:
+def source_files(root: Path) -> list[Path]:
     files = []
-    for path in sorted(ROOT.rglob("*.py")):
-        relative = path.relative_to(ROOT).parts
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root).parts
         if any(part in SKIPPED for part in relative[:-1]):
             continue
         files.append(path)
     return files
 
 
-def imports_of(path: Path, module: str) -> list[tuple[str, int]]:
+def imports_of(path: Path, module: str, root: Path) -> list[tuple[str, int]]:
     """Every module `path` imports (at the top or inside a function) with the line."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -89,13 +89,13 @@ def imports_of(path: Path, module: str) -> list[tuple[str, int]]:
             found += [
                 (f"{base}.{alias.name}", node.lineno)
                 for alias in node.names
-                if is_module(f"{base}.{alias.name}")
+                if is_module(f"{base}.{alias.name}", root)
             ]
     return found
 
 
-def is_module(module: str) -> bool:
-    path = ROOT.joinpath(*module.split("."))
+def is_module(module: str, root: Path) -> bool:
+    path = root.joinpath(*module.split("."))
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
@@ -137,16 +137,16 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def main() -> int:
+def main(root: Path = ROOT) -> int:
     graph: dict[str, set[str]] = defaultdict(set)
     edges: dict[tuple[str, str], list[str]] = defaultdict(list)
     core_imports: dict[str, set[str]] = defaultdict(set)
     problems = []
-    for path in source_files():
-        module = module_name(path)
+    for path in source_files(root):
+        module = module_name(path, root)
         here = app_of(module)
-        where = path.relative_to(ROOT)
-        for imported, line in imports_of(path, module):
+        where = path.relative_to(root)
+        for imported, line in imports_of(path, module, root):
             there = app_of(imported)
             if here and there and here != there:
                 # a pure core is a library any app may use; wiring composes apps
