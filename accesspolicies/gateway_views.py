@@ -264,8 +264,7 @@ FILTER_MAX = 100
 
 
 def audit_log(request):
-    membership = require(request.membership, "admin", "the audit log")
-    entries = AuditEntry.objects.filter(organization=membership.organization)
+    entries = AuditEntry.objects.for_member(request.membership)
     chosen = {
         key: request.GET.get(key, "").strip()[:FILTER_MAX] for key in ("action", "object", "actor")
     }
@@ -278,7 +277,7 @@ def audit_log(request):
         entries = entries.filter(actor_name__icontains=chosen["actor"])
     table = AuditTable(entries, request=request)
     actions = (
-        AuditEntry.objects.filter(organization=membership.organization)
+        AuditEntry.objects.for_member(request.membership)
         .order_by("action")
         .values_list("action", flat=True)
         .distinct()

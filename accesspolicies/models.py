@@ -392,6 +392,11 @@ class Invitation(models.Model):
         return f"invitation {self.lookup} to {self.organization} as {self.role}"
 
 
+class AuditEntryQuerySet(MemberQuerySet):
+    what = "the audit log"
+    view_action = "admin"
+
+
 class AuditEntry(models.Model):
     """A change to keys, policies, domains, members or applications: who, what, when, where."""
 
@@ -408,6 +413,8 @@ class AuditEntry(models.Model):
     detail = models.JSONField(default=dict, blank=True)
     address = models.GenericIPAddressField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    objects = AuditEntryQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
