@@ -8,6 +8,7 @@ from django.utils import timezone
 from accesspolicies.models import Organization
 from accesspolicies.scope import MemberQuerySet
 from jobs.catalog import default_machine_catalog
+from jobs.phases import Phase
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
@@ -157,18 +158,6 @@ class Profile(models.Model):
                 n for n in (self.extra_namespaces or []) if isinstance(n, str) and n
             ),
         )
-
-
-class Phase(models.TextChoices):
-    PENDING = "Pending"
-    SCHEDULING = "Scheduling"
-    DOWNLOADING = "Downloading"
-    LOADING = "Loading"
-    RUNNING = "Running"
-    UPDATING = "Updating"
-    FAILED = "Failed"
-    STOPPED = "Stopped"
-    DELETING = "Deleting"
 
 
 class Application(models.Model):
