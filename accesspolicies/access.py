@@ -1,13 +1,13 @@
 """The member a request acts as, and the check that their role allows an action."""
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 
 from accesspolicies.models import Membership
+from accesspolicies.scope import ACTION_WORDS, Permissions, require
+
+__all__ = ["ACTION_WORDS", "Permissions", "current_membership", "membership_for", "require"]
 
 ORG_SESSION_KEY = "organization"
-
-ACTION_WORDS = {"view": "view", "deploy": "deploy or change", "admin": "administer"}
 
 
 def membership_for(user, org_slug: str | None = None) -> Membership | None:
@@ -41,19 +41,4 @@ def current_membership(request) -> Membership | None:
         f"you now act in {membership.organization}.",
         fail_silently=True,
     )
-    return membership
-
-
-def require(membership: Membership | None, action: str, what: str) -> Membership:
-    """Raise 403 unless the member's role allows `action` on `what` (a plural noun)."""
-    if not membership:
-        raise PermissionDenied(
-            "You are not a member of any organisation; ask an organisation admin to add you."
-        )
-    if not membership.may(action):
-        raise PermissionDenied(
-            f"Your role in {membership.organization} is {membership.role}, which may not "
-            f"{ACTION_WORDS[action]} {what}; ask an admin of the organisation for the role "
-            "you need."
-        )
     return membership

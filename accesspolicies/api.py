@@ -197,8 +197,7 @@ def _policy_values(body: PolicyIn) -> dict:
 
 @policies_router.get("", response=list[PolicyOut], summary="List access policies")
 def list_policies(request):
-    policy_verbs.require(request.auth, "admin", policy_verbs.WHAT)
-    found = AccessPolicy.objects.filter(organization=request.auth.organization)
+    found = AccessPolicy.objects.for_member(request.auth, "admin")
     return [_policy(p) for p in found.prefetch_related("keys")]
 
 

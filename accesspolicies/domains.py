@@ -16,7 +16,7 @@ from django.utils import timezone
 from accesspolicies import audit
 from accesspolicies.access import require
 from accesspolicies.models import Membership, Organization, VerifiedDomain
-from accesspolicies.problems import Invalid, searchable, show
+from accesspolicies.problems import Invalid, show
 
 WHAT = "domains"
 CHALLENGE_LABEL = "_servedeck-challenge"
@@ -44,14 +44,7 @@ def _admin(org: Organization, actor: Membership) -> None:
 
 
 def get_domain(actor: Membership, domain: str) -> VerifiedDomain:
-    require(actor, "admin", WHAT)
-    entry = None
-    if searchable(domain):
-        entry = VerifiedDomain.objects.filter(organization=actor.organization, domain=domain)
-        entry = entry.first()
-    if entry is None:
-        raise Http404(f"{actor.organization} has no domain {show(domain)}.")
-    return entry
+    return VerifiedDomain.objects.object_for_member(actor, domain, "admin")
 
 
 def verified_names(org: Organization) -> frozenset[str]:
@@ -197,11 +190,10 @@ def verify(entry: VerifiedDomain, *, actor: Membership) -> bool:
 
 
 def users_of(entry: VerifiedDomain) -> list[str]:
-    from jobs.models import Application
-
+    # through the relation jobs adds to the organisation: this app does not import jobs
     return list(
-        Application.objects.filter(
-            organization=entry.organization, manifest__spec__access__domain=entry.domain
+        entry.organization.applications.filter(
+            manifest__spec__access__domain=entry.domain
         ).values_list("name", flat=True)
     )
 

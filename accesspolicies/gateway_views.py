@@ -27,12 +27,10 @@ def take_secret(request) -> dict | None:
     return request.session.pop(SHOWN_ONCE, None)
 
 
-def _application_names(organization) -> list[str]:
+def _application_names(membership) -> list[str]:
     from jobs.models import Application
 
-    return list(
-        Application.objects.filter(organization=organization).values_list("name", flat=True)
-    )
+    return list(Application.objects.for_member(membership).values_list("name", flat=True))
 
 
 # --- API keys ----------------------------------------------------------------------------
@@ -45,7 +43,7 @@ def keys(request, form=None, status=200):
     table = APIKeyTable(found, usage=usage, request=request)
     context = {
         "table": table,
-        "form": form or APIKeyForm(application_names=_application_names(membership.organization)),
+        "form": form or APIKeyForm(application_names=_application_names(membership)),
         "rotate_form": RotateForm(),
         "shown": take_secret(request),
     }
@@ -55,7 +53,7 @@ def keys(request, form=None, status=200):
 @require_POST
 def key_create(request):
     membership = require(request.membership, "admin", key_verbs.WHAT)
-    form = APIKeyForm(request.POST, application_names=_application_names(membership.organization))
+    form = APIKeyForm(request.POST, application_names=_application_names(membership))
     if not form.is_valid():
         return keys(request, form=form, status=400)
     data = form.cleaned_data
@@ -112,9 +110,7 @@ def key_rotate(request, name):
 
 
 def _policy_form(membership, *args, **kwargs) -> PolicyForm:
-    names = APIKey.objects.filter(organization=membership.organization).values_list(
-        "name", flat=True
-    )
+    names = APIKey.objects.for_member(membership).values_list("name", flat=True)
     return PolicyForm(*args, key_names=list(names), **kwargs)
 
 
@@ -268,8 +264,7 @@ FILTER_MAX = 100
 
 
 def audit_log(request):
-    membership = require(request.membership, "admin", "the audit log")
-    entries = AuditEntry.objects.filter(organization=membership.organization)
+    entries = AuditEntry.objects.for_member(request.membership)
     chosen = {
         key: request.GET.get(key, "").strip()[:FILTER_MAX] for key in ("action", "object", "actor")
     }
@@ -282,7 +277,7 @@ def audit_log(request):
         entries = entries.filter(actor_name__icontains=chosen["actor"])
     table = AuditTable(entries, request=request)
     actions = (
-        AuditEntry.objects.filter(organization=membership.organization)
+        AuditEntry.objects.for_member(request.membership)
         .order_by("action")
         .values_list("action", flat=True)
         .distinct()

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
+from accesspolicies.scope import MemberQuerySet
+
 
 class MembershipError(Exception):
     """A change to the members that would leave the organisation broken; says what to do."""
@@ -104,7 +106,17 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-class PersonalAccessTokenQuerySet(models.QuerySet):
+class PersonalAccessTokenQuerySet(MemberQuerySet):
+    """A member sees their own tokens in the organisation, nobody else's."""
+
+    what = "tokens"
+
+    def scoped(self, membership) -> MemberQuerySet:
+        return self.filter(user=membership.user, organization=membership.organization)
+
+    def not_found(self, membership, shown: str) -> str:
+        return f"You have no token named {shown} in {membership.organization}."
+
     def authenticate(self, presented: str) -> "PersonalAccessToken | None":
         """The live token that `presented` is, or None; unknown and wrong look the same."""
         if not presented.startswith(TOKEN_PREFIX):
@@ -192,7 +204,12 @@ class PersonalAccessToken(models.Model):
 API_KEY_PREFIX = "sdk_"
 
 
-class APIKeyQuerySet(models.QuerySet):
+class APIKeyQuerySet(MemberQuerySet):
+    what = "API keys"
+
+    def not_found(self, membership, shown: str) -> str:
+        return f"{membership.organization} has no API key named {shown}."
+
     def live(self):
         """Keys that are neither revoked nor expired (a rotated key's old secret is separate)."""
         now = timezone.now()
@@ -266,6 +283,14 @@ class APIKey(models.Model):
         return f"{API_KEY_PREFIX}{self.lookup}…"
 
 
+class AccessPolicyQuerySet(MemberQuerySet):
+    what = "access policies"
+    view_action = "admin"
+
+    def not_found(self, membership, shown: str) -> str:
+        return f"{membership.organization} has no access policy named {shown}."
+
+
 class AccessPolicy(models.Model):
     """What `spec.access.accessPolicy` names: which keys may call, with what limits, from where."""
 
@@ -284,6 +309,8 @@ class AccessPolicy(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
 
+    objects = AccessPolicyQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
         verbose_name_plural = "access policies"
@@ -293,6 +320,15 @@ class AccessPolicy(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class VerifiedDomainQuerySet(MemberQuerySet):
+    what = "domains"
+    lookup_field = "domain"
+    view_action = "admin"
+
+    def not_found(self, membership, shown: str) -> str:
+        return f"{membership.organization} has no domain {shown}."
 
 
 class VerifiedDomain(models.Model):
@@ -306,6 +342,8 @@ class VerifiedDomain(models.Model):
     verified_at = models.DateTimeField(null=True, blank=True)
     last_checked_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
+
+    objects = VerifiedDomainQuerySet.as_manager()
 
     class Meta:
         ordering = ["domain"]
@@ -354,6 +392,11 @@ class Invitation(models.Model):
         return f"invitation {self.lookup} to {self.organization} as {self.role}"
 
 
+class AuditEntryQuerySet(MemberQuerySet):
+    what = "the audit log"
+    view_action = "admin"
+
+
 class AuditEntry(models.Model):
     """A change to keys, policies, domains, members or applications: who, what, when, where."""
 
@@ -370,6 +413,8 @@ class AuditEntry(models.Model):
     detail = models.JSONField(default=dict, blank=True)
     address = models.GenericIPAddressField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    objects = AuditEntryQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]

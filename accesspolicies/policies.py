@@ -26,13 +26,7 @@ def _admin(org: Organization, actor: Membership) -> None:
 
 
 def get_policy(actor: Membership, name: str) -> AccessPolicy:
-    require(actor, "admin", WHAT)
-    policy = None
-    if searchable(name):
-        policy = AccessPolicy.objects.filter(organization=actor.organization, name=name).first()
-    if policy is None:
-        raise Http404(f"{actor.organization} has no access policy named {show(name)}.")
-    return policy
+    return AccessPolicy.objects.object_for_member(actor, name, "admin")
 
 
 def networks(value: object) -> list[str]:
@@ -174,12 +168,11 @@ def update(
 
 
 def users_of(policy: AccessPolicy) -> list[str]:
-    """Names of the applications whose manifest names the policy."""
-    from jobs.models import Application
-
+    """Names of the applications whose manifest names the policy (through the relation jobs
+    adds to the organisation: this app does not import jobs)."""
     return list(
-        Application.objects.filter(
-            organization=policy.organization, manifest__spec__access__accessPolicy=policy.name
+        policy.organization.applications.filter(
+            manifest__spec__access__accessPolicy=policy.name
         ).values_list("name", flat=True)
     )
 

@@ -23,10 +23,8 @@ from accesspolicies.problems import Invalid, searchable
 
 
 def _own_tokens(request):
-    membership = require(request.membership, "view", "tokens")
-    return membership, PersonalAccessToken.objects.filter(
-        user=request.user, organization=membership.organization
-    )
+    membership = request.membership
+    return membership, PersonalAccessToken.objects.for_member(membership)
 
 
 def tokens(request, form=None, plain=None):

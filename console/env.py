@@ -83,3 +83,29 @@ def env_host_port(name: str, default_port: int) -> tuple[str, int] | None:
         return parse_host_port(raw, default_port)
     except ValueError as error:
         raise ImproperlyConfigured(f"{name}={raw[:80]!r}: {error}.") from None
+
+
+FLAGS_SETTING = "SERVEDECK_EXTRA_ENGINE_FLAGS"
+
+
+def configured_engine_flags() -> dict:
+    """The SERVEDECK_EXTRA_ENGINE_FLAGS setting (else the environment variable), read when
+    called; raises ValueError naming the entry that cannot be read. Here, beside the other
+    settings helpers, so that jobs and models_catalog both read it without importing each
+    other."""
+    from jobs.manifest.engine_flags import parse_extra_flags
+
+    value = None
+    try:
+        from django.conf import settings
+
+        if settings.configured:
+            value = getattr(settings, FLAGS_SETTING, None)
+    except ImportError:
+        value = None
+    if not value:
+        value = os.environ.get(FLAGS_SETTING, "")
+    try:
+        return parse_extra_flags(value)
+    except ValueError as exc:
+        raise ValueError(f"{FLAGS_SETTING}: {exc}") from None

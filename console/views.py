@@ -5,14 +5,13 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
-from accesspolicies.access import ORG_SESSION_KEY, membership_for, require
+from accesspolicies.access import ORG_SESSION_KEY, membership_for
 from jobs.tables import ApplicationTable, applications_for_table
 
 
 @require_safe
 def home(request):
-    membership = require(request.membership, "view", "applications")
-    table = ApplicationTable(applications_for_table(membership.organization), request=request)
+    table = ApplicationTable(applications_for_table(request.membership), request=request)
     _paginate(table, request.GET.get("page", 1), per_page=50)
     template = "console/_applications.html" if request.htmx else "console/home.html"
     return render(request, template, {"table": table})

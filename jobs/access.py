@@ -1,35 +1,28 @@
-"""One access helper per object type: the object in the member's organisation, or 404; 403 when
-the member's role may not do `action` with it."""
+"""Shortcuts over the one access decision (`Model.objects.get_for_member`, accesspolicies.scope)
+for callers that only need the object: in the member's organisation or 404; 403 when the
+member's role may not do `action` with it."""
 
 from django.http import Http404
 
-from accesspolicies.access import require
+from accesspolicies.models import APIKey
 from jobs.models import Application, Cluster, Profile
 
 
-def _get(model, membership, name: str, action: str, what: str, related=()):
-    require(membership, "view", what)
-    obj = (
-        model.objects.filter(organization=membership.organization, name=name)
-        .select_related(*related)
-        .first()
-    )
-    if obj is None:
-        raise Http404(f"No {model._meta.verbose_name} named {name!r} in {membership.organization}.")
-    require(membership, action, what)
-    return obj
-
-
 def get_application(membership, name: str, action: str = "view") -> Application:
-    return _get(Application, membership, name, action, "applications", ("profile__cluster",))
+    return Application.objects.object_for_member(membership, name, action)
 
 
 def get_profile(membership, name: str, action: str = "view") -> Profile:
-    return _get(Profile, membership, name, action, "profiles", ("cluster",))
+    return Profile.objects.object_for_member(membership, name, action)
 
 
 def get_cluster(membership, name: str, action: str = "view") -> Cluster:
-    return _get(Cluster, membership, name, action, "clusters")
+    return Cluster.objects.object_for_member(membership, name, action)
+
+
+def get_api_key(membership, name: str, action: str = "view") -> APIKey:
+    """An API key of the member's organisation by name (keys are organisation-wide)."""
+    return APIKey.objects.object_for_member(membership, name, action)
 
 
 class ProfileNeeded(Exception):  # noqa: N818 - a request to fix, not a fault
@@ -40,8 +33,7 @@ def profile_or_only(membership, name: str | None) -> Profile:
     """The profile named, or the organisation's only one when no name is given."""
     if name:
         return get_profile(membership, name)
-    require(membership, "view", "profiles")
-    profiles = list(Profile.objects.filter(organization=membership.organization)[:6])
+    profiles = list(Profile.objects.for_member(membership)[:6])
     if not profiles:
         raise Http404(f"{membership.organization} has no profile yet: an admin creates one.")
     if len(profiles) > 1:
@@ -52,8 +44,11 @@ def profile_or_only(membership, name: str | None) -> Profile:
     return profiles[0]
 
 
-def get_api_key(membership, name: str, action: str = "view"):
-    """An API key of the member's organisation by name (keys are organisation-wide)."""
-    from accesspolicies.models import APIKey
-
-    return _get(APIKey, membership, name, action, "API keys")
+__all__ = [
+    "ProfileNeeded",
+    "get_api_key",
+    "get_application",
+    "get_cluster",
+    "get_profile",
+    "profile_or_only",
+]

@@ -11,21 +11,17 @@ from django.utils import timezone
 from accesspolicies import audit, domains
 from accesspolicies.access import require
 from accesspolicies.models import AccessPolicy
+from console.env import configured_engine_flags
 from jobs import manifest as mf
 from jobs.backends import BackendFailed, backend_for
-from jobs.backends.local_command import configured_engine_flags
+from jobs.check_inputs import check_for_profile
 from jobs.lifecycle import Observed, record_status
 from jobs.manifest.context import ExistingApplication, ManifestContext
 from jobs.models import Application, Event, Phase, Profile, Revision
 from jobs.render import APP_LABEL, RenderError, render_for_profile
 from models_catalog.check import CheckResult
 from models_catalog.models import ModelMaster
-from models_catalog.service import (
-    check_for_profile,
-    context_over_limit,
-    layout_refusal,
-    model_facts,
-)
+from models_catalog.service import context_over_limit, layout_refusal, model_facts
 
 # Problems at these paths make Check model pointless: it would only repeat them. The source
 # and its model themselves count too (missing, or not a mapping: nothing to check).

@@ -6,7 +6,9 @@ from django.db import models
 from django.utils import timezone
 
 from accesspolicies.models import Organization
+from accesspolicies.scope import MemberQuerySet
 from jobs.catalog import default_machine_catalog
+from jobs.phases import Phase
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
@@ -24,6 +26,36 @@ ADDONS = {
     "localModelCache": "Weight cache (KServe LocalModelCache)",
     "kubevirt": "Virtual machines (KubeVirt)",
 }
+
+
+class ClusterQuerySet(MemberQuerySet):
+    what = "clusters"
+
+
+class ProfileQuerySet(MemberQuerySet):
+    what = "profiles"
+    related = ("cluster",)
+
+
+class ApplicationQuerySet(MemberQuerySet):
+    what = "applications"
+    related = ("profile__cluster",)
+
+
+class DraftQuerySet(MemberQuerySet):
+    """A draft is its author's alone, and an application not deployed yet: deployers' business
+    (another member's draft is not found)."""
+
+    what = "applications"
+    lookup_field = "key"
+    view_action = "deploy"
+    related = ("application__profile",)
+
+    def scoped(self, membership) -> MemberQuerySet:
+        return self.filter(organization=membership.organization, author=membership.user)
+
+    def not_found(self, membership, shown: str) -> str:
+        return f"You have no draft {shown} in {membership.organization}."
 
 
 class Cluster(models.Model):
@@ -47,6 +79,8 @@ class Cluster(models.Model):
     queues = models.JSONField(default=list, blank=True)
     cache_node_groups = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ClusterQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -95,6 +129,8 @@ class Profile(models.Model):
     defaults = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
+    objects = ProfileQuerySet.as_manager()
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["organization", "name"], name="profile_name_per_org")
@@ -124,18 +160,6 @@ class Profile(models.Model):
         )
 
 
-class Phase(models.TextChoices):
-    PENDING = "Pending"
-    SCHEDULING = "Scheduling"
-    DOWNLOADING = "Downloading"
-    LOADING = "Loading"
-    RUNNING = "Running"
-    UPDATING = "Updating"
-    FAILED = "Failed"
-    STOPPED = "Stopped"
-    DELETING = "Deleting"
-
-
 class Application(models.Model):
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, related_name="applications"
@@ -155,6 +179,8 @@ class Application(models.Model):
     served_at = models.DateTimeField(
         null=True, blank=True, help_text="When it first reached Running; fixes some fields."
     )
+
+    objects = ApplicationQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -248,6 +274,8 @@ class Draft(models.Model):
     manifest = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = DraftQuerySet.as_manager()
 
     class Meta:
         ordering = ["-updated_at", "-id"]

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobs.models import Phase
+from jobs.phases import Phase
 from jobs.status_rules import (
     STOP_ANNOTATION,
     Container,

@@ -7,10 +7,11 @@ from django.utils.html import format_html
 from jobs.models import Application, Cluster, Profile
 
 
-def applications_for_table(organization):
-    # One query for the page whatever the count: the profile comes along in the same join.
+def applications_for_table(membership):
+    """The member's applications; one query for the page whatever the count: the profile
+    comes along in the same join."""
     return (
-        Application.objects.filter(organization=organization)
+        Application.objects.for_member(membership)
         .select_related("profile")
         .defer("profile__machine_catalog", "profile__defaults")
     )

@@ -9,8 +9,8 @@ from ninja.errors import HttpError
 from accesspolicies.access import require
 from console.api_errors import errors
 from jobs.access import ProfileNeeded, profile_or_only
+from jobs.check_inputs import check_for_profile, hf_token_for
 from models_catalog import hub
-from models_catalog.service import check_for_profile, hf_token_for
 
 router = Router(tags=["models"])
 

@@ -5,7 +5,7 @@ import shlex
 import yaml
 from django import forms
 
-from jobs.forms import OrganizationScopedForm, load_yaml_field
+from console.form_fields import OrganizationScopedForm, load_yaml_field
 from models_catalog.master_checks import ENV_LIMITS, MAX_ARGS_TEXT, args_problems, env_problems
 from models_catalog.models import ModelMaster
 from models_catalog.recipes import MAX_RECIPE_BYTES, RecipeError, parse_recipe

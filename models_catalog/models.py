@@ -5,6 +5,7 @@ from django.db import models
 from django.utils import timezone
 
 from accesspolicies.models import Organization
+from accesspolicies.scope import MemberQuerySet
 
 
 def hf_repo_of(uri) -> str | None:
@@ -14,7 +15,17 @@ def hf_repo_of(uri) -> str | None:
     return uri[len("hf://") :].split(":", 1)[0] or None
 
 
-class ModelMasterQuerySet(models.QuerySet):
+class ModelMasterQuerySet(MemberQuerySet):
+    """Addressed by a slug: the repository with `--` for `/` (`Qwen--Qwen3-8B`)."""
+
+    what = "model masters"
+
+    def lookup(self, key: str) -> dict:
+        return {"model_id": key.replace("--", "/")}
+
+    def not_found(self, membership, shown: str) -> str:
+        return f"No model master for {shown.replace('--', '/')} in {membership.organization}."
+
     def for_uri(self, organization, uri) -> "ModelMaster | None":
         """The organisation's master for the model at `uri`, else ServeDeck's recommended one
         (unsaved), else None."""

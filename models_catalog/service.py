@@ -1,54 +1,12 @@
-"""Check model for a profile: its Hugging Face token, machine catalog and vLLM version, and what
-the manifest rules learn from the answer."""
-
-import os
+"""What the manifest rules learn from Check model's answer. Check model itself takes plain
+inputs (catalog, token, vLLM version); jobs.check_inputs builds them from a profile."""
 
 from jobs.manifest import ModelFacts, Problem
-from jobs.token_refs import env_token
-from models_catalog.check import CheckResult, check_model
+from models_catalog.check import CheckResult
 from models_catalog.sizing import human_bytes
 
 GENERATIVE_TASKS = {"generate", "embed", "score", "transcribe"}
 GPU = "spec.source.model.resources.accelerator.gpu"
-
-
-def hf_token_for(profile) -> str | None:
-    """The token the profile names. `env/VAR` is read here, only when the operator allowed VAR
-    for the profile's organisation; `secret/NAME` lives on the cluster, where the runtime
-    reads it, so Check model asks the Hub without it."""
-    allowed = profile.organization.token_variables
-    return env_token(profile.hf_token_ref or "", allowed, os.environ)
-
-
-def check_for_profile(
-    uri: str,
-    profile,
-    *,
-    context_tokens: int | None = None,
-    concurrency: int = 1,
-    format: str | None = None,
-    gpu_memory_utilization: float | None = None,
-) -> CheckResult:
-    result = check_model(
-        uri,
-        catalog=profile.machine_catalog,
-        vllm_version=profile.vllm_version,
-        hf_token=hf_token_for(profile),
-        context_tokens=context_tokens,
-        concurrency=concurrency,
-        format=format,
-        gpu_memory_utilization=gpu_memory_utilization,
-    )
-    if (
-        not result.can_serve
-        and profile.hf_token_ref.startswith("secret/")
-        and "gated" in (result.verdict.lower())
-    ):
-        result.next_step += (
-            f" The profile's token is the Kubernetes Secret {profile.hf_token_ref[7:]}, which "
-            "the console does not read; give the profile an env/ token reference for Check model."
-        )
-    return result
 
 
 def model_facts(result: CheckResult) -> ModelFacts | None:

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 from accesspolicies.access import require
 from jobs.catalog import default_machine_catalog
+from jobs.check_inputs import check_for_profile
 from jobs.manifest import FORMATS
 from jobs.models import Profile
 from models_catalog.access import get_master
@@ -15,18 +16,17 @@ from models_catalog.forms import ModelMasterForm, RecipeForm
 from models_catalog.models import ModelMaster
 from models_catalog.recipes import RecipeError, master_from_recipe
 from models_catalog.recommended import BY_MODEL_ID
-from models_catalog.service import check_for_profile
 from models_catalog.tables import ModelMasterTable
 
 WHAT = "model masters"
 
 
 def masters(request):
-    membership = require(request.membership, "view", WHAT)
-    own = ModelMaster.objects.filter(organization=membership.organization)
+    membership = request.membership
+    own = ModelMaster.objects.for_member(membership)
     taken = set(own.values_list("model_id", flat=True))
     context = {
-        "table": ModelMasterTable(own),
+        "table": ModelMasterTable(own, request=request),
         "recommended": [entry for entry in BY_MODEL_ID.values() if entry["model_id"] not in taken],
         "may_edit": membership.may("deploy"),
     }
@@ -82,10 +82,10 @@ def master_from_recommended(request):
     return redirect("models_catalog:master-edit", slug=master.slug)
 
 
-def _catalog(organization) -> list[dict]:
+def _catalog(membership) -> list[dict]:
     """Every GPU kind the organisation's profiles offer, once each."""
     kinds = {}
-    for profile in Profile.objects.filter(organization=organization):
+    for profile in Profile.objects.for_member(membership):
         for kind in profile.machine_catalog:
             kinds.setdefault(kind["name"], kind)
     return list(kinds.values()) or default_machine_catalog()
@@ -93,9 +93,7 @@ def _catalog(organization) -> list[dict]:
 
 def master_from_recipe_view(request):
     membership = require(request.membership, "deploy", WHAT)
-    form = RecipeForm(
-        request.POST or None, request.FILES or None, catalog=_catalog(membership.organization)
-    )
+    form = RecipeForm(request.POST or None, request.FILES or None, catalog=_catalog(membership))
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
@@ -107,9 +105,11 @@ def master_from_recipe_view(request):
                 form.add_error(None, problem)
         else:
             fields = draft.fields
-            if ModelMaster.objects.filter(
-                organization=membership.organization, model_id=fields["model_id"]
-            ).exists():
+            if (
+                ModelMaster.objects.for_member(membership)
+                .filter(model_id=fields["model_id"])
+                .exists()
+            ):
                 form.add_error(
                     None,
                     f"{fields['model_id']} has a model master already; edit it, or delete it "
@@ -125,7 +125,7 @@ def master_from_recipe_view(request):
 def check(request):
     """Check model outside the wizard: paste a URI, see whether and how it would serve."""
     membership = require(request.membership, "view", "models")
-    profiles = Profile.objects.filter(organization=membership.organization)
+    profiles = Profile.objects.for_member(membership)
     uri = request.GET.get("uri", "").strip()
     context = {"profiles": profiles, "uri": uri, "result": None, "errors": [], "formats": FORMATS}
     if uri:

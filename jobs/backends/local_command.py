@@ -14,12 +14,12 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from jobs.manifest.engine_flags import check_engine_args, parse_extra_flags
+from console.env import configured_engine_flags
+from jobs.manifest.engine_flags import check_engine_args
 from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
 
 TEMPLATE_SETTING = "SERVEDECK_LOCAL_COMMAND"
-FLAGS_SETTING = "SERVEDECK_EXTRA_ENGINE_FLAGS"
 DEFAULT_TEMPLATE = (
     "vllm serve {model} --host 127.0.0.1 --port {port} --served-model-name {name} {args}"
 )
@@ -54,25 +54,6 @@ def configured_template() -> str:
     if not value:
         value = os.environ.get(TEMPLATE_SETTING, "")
     return value.strip() or DEFAULT_TEMPLATE
-
-
-def configured_engine_flags() -> dict[str, Any]:
-    """The SERVEDECK_EXTRA_ENGINE_FLAGS setting (else the environment variable), read when
-    called; raises ValueError naming the entry that cannot be read."""
-    value = None
-    try:
-        from django.conf import settings
-
-        if settings.configured:
-            value = getattr(settings, FLAGS_SETTING, None)
-    except ImportError:
-        value = None
-    if not value:
-        value = os.environ.get(FLAGS_SETTING, "")
-    try:
-        return parse_extra_flags(value)
-    except ValueError as exc:
-        raise ValueError(f"{FLAGS_SETTING}: {exc}") from None
 
 
 class EngineArgsRefused(ValueError):

@@ -13,15 +13,27 @@ from jobs.tables import ClusterTable, ProfileTable
 WHAT = "clusters and profiles"
 
 
+# The two tables of the page, by the id of their htmx target; each sorts by its own parameter.
+TABLES = {"clusters": "", "profiles": "profiles-"}
+
+
 def index(request):
+    """The page, or for an htmx request (a sort header) the one table it targets."""
     membership = require(request.membership, "admin", WHAT)
-    organization = membership.organization
     context = {
-        "clusters": ClusterTable(Cluster.objects.filter(organization=organization)),
+        "clusters": ClusterTable(
+            Cluster.objects.for_member(membership, "admin"), request=request, prefix=""
+        ),
         "profiles": ProfileTable(
-            Profile.objects.filter(organization=organization).select_related("cluster")
+            Profile.objects.for_member(membership, "admin").select_related("cluster"),
+            request=request,
+            prefix=TABLES["profiles"],
         ),
     }
+    if request.htmx:
+        target = request.htmx.target if request.htmx.target in TABLES else "clusters"
+        fragment = {"table": context[target], "table_id": target}
+        return render(request, "inc/table_htmx.html", fragment)
     return render(request, "jobs/clusters.html", context)
 
 

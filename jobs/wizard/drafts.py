@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
-from django.http import Http404
 from django.utils import timezone
 
 from accesspolicies.access import require
@@ -17,23 +16,12 @@ WHAT = "applications"  # a draft is an application not deployed yet: deployers' 
 def get_draft(membership, key: str) -> Draft:
     """The member's own draft in their organisation, or 404; 403 for a role that may not
     deploy. Another member's draft is not found: drafts are private to their author."""
-    require(membership, "deploy", WHAT)
-    draft = (
-        Draft.objects.filter(organization=membership.organization, author=membership.user, key=key)
-        .select_related("application__profile")
-        .first()
-    )
-    if draft is None:
-        raise Http404(f"You have no draft {key!r} in {membership.organization}.")
-    return draft
+    return Draft.objects.object_for_member(membership, key, "deploy")
 
 
 def drafts_of(membership) -> QuerySet[Draft]:
     """The member's drafts in their organisation, newest change first."""
-    require(membership, "deploy", WHAT)
-    return Draft.objects.filter(
-        organization=membership.organization, author=membership.user
-    ).select_related("application")
+    return Draft.objects.for_member(membership).select_related("application")
 
 
 def new_draft(membership, manifest: dict) -> Draft:
@@ -47,8 +35,7 @@ def new_draft(membership, manifest: dict) -> Draft:
 def edit_draft(membership, application: Application) -> Draft:
     """The member's draft that changes `application`: the one already begun, else a new one
     starting from the manifest that runs now."""
-    require(membership, "deploy", WHAT)
-    mine = Draft.objects.filter(author=membership.user, application=application)
+    mine = Draft.objects.for_member(membership).filter(application=application)
     draft = mine.first()
     if draft is not None:
         return draft

@@ -12,6 +12,7 @@ from functools import cached_property
 
 from jobs import deploy as verbs
 from jobs import manifest as mf
+from jobs.check_inputs import check_for_profile, hf_token_for
 from jobs.deploy import DryRun, manifest_context
 from jobs.models import Application, Draft, Profile
 from jobs.wizard import drafts, steps
@@ -30,7 +31,6 @@ from jobs.wizard.sizing import chosen_size, cpu_memory
 from models_catalog import hub
 from models_catalog.check import CheckResult
 from models_catalog.models import ModelMaster
-from models_catalog.service import check_for_profile, hf_token_for
 
 CONTEXT = f"{MODEL}.serving.maxContextTokens"
 URI = f"{MODEL}.uri"

@@ -193,3 +193,12 @@ def test_a_token_reference_may_only_name_variables_the_operator_allowed(admin):
         run("profile", "add", "p", "--cluster", "local", "--hf-token", "env/SECRET_KEY")
     out, _ = run("profile", "add", "p", "--cluster", "local", "--hf-token", "env/HF_TOKEN")
     assert "profile/p added" in out
+
+
+def test_a_viewer_may_not_dry_run_from_the_command_line(viewer, admin, manifest):
+    """Bug 4: the REST API refuses a viewer's dry run (it needs the deploy role); the command
+    line asks the same question and gets the same answer."""
+    for verb in (["apply", "-f", manifest, "--dry-run"], ["render", "-f", manifest]):
+        with pytest.raises(CommandError, match="is viewer, which may not deploy") as raised:
+            run("app", *verb, "--user", viewer.user.username)
+        assert raised.value.returncode == 1

@@ -76,7 +76,7 @@ import django
 django.setup()
 from jobs.manifest import ManifestContext, load_document, parse
 from jobs.manifest.bounded import DocumentError, load_bounded
-from jobs.forms import FORM_YAML_LIMITS
+from console.form_fields import FORM_YAML_LIMITS
 from models_catalog.master_checks import ENV_LIMITS
 from models_catalog.recipes import RecipeError, RECIPE_LIMITS, parse_recipe
 texts = json.load(sys.stdin)

@@ -15,10 +15,10 @@ from django.urls import reverse
 from jobs import deploy as verbs
 from jobs.backends import local_runner
 from jobs.backends.local_command import server_environment
+from jobs.check_inputs import hf_token_for
 from jobs.forms import ProfileForm
 from jobs.models import Cluster, Profile
 from jobs.token_refs import env_token, reference_problem
-from models_catalog.service import hf_token_for
 from tests.fakes.hub import GOOD_TOKEN
 from tests.helpers import SHORTEST, make_member
 

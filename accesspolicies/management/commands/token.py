@@ -38,9 +38,7 @@ class Command(BaseCommand):
             raise CommandError(f"{error.field}: {error.message}", returncode=1) from None
 
     def _own(self, membership):
-        return PersonalAccessToken.objects.filter(
-            user=membership.user, organization=membership.organization
-        )
+        return PersonalAccessToken.objects.for_member(membership)
 
     def do_create(self, membership, name, expires_in, as_json, **_):
         text = name.strip()

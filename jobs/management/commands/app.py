@@ -16,9 +16,9 @@ from django.http import Http404
 from accesspolicies import audit
 from accesspolicies.cli import acting_membership, add_verb
 from jobs import deploy as verbs
-from jobs.access import get_application
+from jobs.access import get_application, get_profile
 from jobs.manifest.bounded import MANIFEST_LIMITS
-from jobs.models import Application, Profile
+from jobs.models import Application
 from jobs.present import described
 from jobs.render import RenderError, render_for_profile, to_json, to_yaml
 
@@ -109,6 +109,8 @@ class Command(BaseCommand):
     def do_apply(self, membership, filename, dry_run, output, **_):
         text = self._read(filename)
         if dry_run:
+            # the REST API's decision: a dry run is a deployer's (a viewer may not, bug 4)
+            Application.objects.for_member(membership, "deploy")
             run = verbs.dry_run(text, membership.organization)
             if not run.ok:
                 raise verbs.Refused(run)
@@ -138,14 +140,14 @@ class Command(BaseCommand):
 
     def do_render(self, membership, filename, output, **_):
         """Like `helm template`: the objects for the manifest's profile, on a Kubernetes cluster
-        with the same machine catalog even when the profile runs on the local backend."""
+        with the same machine catalog even when the profile runs on the local backend. It is a
+        dry run, so a deployer's, like `apply --dry-run`."""
+        Application.objects.for_member(membership, "deploy")
         run = verbs.dry_run(self._read(filename), membership.organization)
         if not run.ok:
             raise verbs.Refused(run)
         self._report(run)
-        profile = Profile.objects.get(
-            organization=membership.organization, name=run.manifest["spec"]["profileName"]
-        )
+        profile = get_profile(membership, run.manifest["spec"]["profileName"])
         try:
             objects = render_for_profile(run.manifest, profile)
         except RenderError as error:
@@ -156,7 +158,7 @@ class Command(BaseCommand):
         self.stdout.write(dump(described(get_application(membership, name)), output))
 
     def do_list(self, membership, **_):
-        apps = Application.objects.filter(organization=membership.organization)
+        apps = Application.objects.for_member(membership)
         rows = [("NAME", "PHASE", "PROFILE", "MODEL", "REPLICAS", "LAST DEPLOYED")]
         for app in apps.select_related("profile"):
             deployed = app.deployed_at.strftime("%Y-%m-%d %H:%M") if app.deployed_at else "never"

@@ -37,7 +37,7 @@ class Command(BaseCommand):
     def handle(self, *args, verb, org, user, **options):
         membership = acting_membership(org, user, "admin", "clusters")
         if verb == "list":
-            clusters = Cluster.objects.filter(organization=membership.organization)
+            clusters = Cluster.objects.for_member(membership, "admin")
             rows = [("NAME", "BACKEND", "CONNECTION", "ADD-ONS")]
             rows += [(c.name, c.backend, c.connection, ",".join(c.addons) or "-") for c in clusters]
             write_table(self.stdout, rows)
@@ -61,7 +61,7 @@ class Command(BaseCommand):
         self.stdout.write(f"cluster/{cluster.name} added ({cluster.backend}: {cluster.connection})")
 
     def discover(self, membership, name: str) -> None:
-        cluster = Cluster.objects.filter(organization=membership.organization, name=name).first()
+        cluster = Cluster.objects.for_member(membership, "admin").filter(name=name).first()
         if cluster is None:
             raise CommandError(f"No cluster named {name!r}; `cluster list` shows them.")
         if cluster.backend != Cluster.Backend.KUBERNETES:

@@ -41,7 +41,7 @@ class Command(BaseCommand):
         membership = acting_membership(org, user, "admin", "profiles")
         organization = membership.organization
         if verb == "list":
-            profiles = Profile.objects.filter(organization=organization).select_related("cluster")
+            profiles = Profile.objects.for_member(membership, "admin").select_related("cluster")
             rows = [("NAME", "CLUSTER", "NAMESPACE", "GPU KINDS", "VLLM")]
             for p in profiles:
                 kinds = ",".join(k.get("name", "?") for k in p.machine_catalog) or "cpu only"
@@ -50,9 +50,9 @@ class Command(BaseCommand):
             write_table(self.stdout, rows)
             return
         if verb == "edit":
-            self.edit(organization, options)
+            self.edit(membership, options)
             return
-        clusters = Cluster.objects.filter(organization=organization)
+        clusters = Cluster.objects.for_member(membership, "admin")
         cluster = clusters.filter(name=options["cluster"]).first()
         if cluster is None:
             known = ", ".join(clusters.values_list("name", flat=True)) or "none"
@@ -77,12 +77,12 @@ class Command(BaseCommand):
             f"namespace {profile.namespace})"
         )
 
-    def edit(self, organization, options) -> None:
-        profile = Profile.objects.filter(organization=organization, name=options["name"]).first()
+    def edit(self, membership, options) -> None:
+        profiles = Profile.objects.for_member(membership, "admin")
+        organization = membership.organization
+        profile = profiles.filter(name=options["name"]).first()
         if profile is None:
-            known = ", ".join(
-                Profile.objects.filter(organization=organization).values_list("name", flat=True)
-            )
+            known = ", ".join(profiles.values_list("name", flat=True))
             raise CommandError(f"No profile named {options['name']!r}; known: {known or 'none'}.")
         others = list(profile.extra_namespaces or [])
         if options["no_other_namespaces"]:

@@ -11,7 +11,7 @@ from django.http import Http404
 
 from accesspolicies.cli import acting_membership
 from jobs.access import ProfileNeeded, profile_or_only
-from models_catalog.service import check_for_profile
+from jobs.check_inputs import check_for_profile
 from models_catalog.sizing import human_bytes
 
 

@@ -1,0 +1,47 @@
+"""Check model for a profile: the plain inputs models_catalog.check takes (the machine catalog,
+the Hugging Face token, the vLLM version), built from the profile here, in jobs, so that
+models_catalog never reads a Profile."""
+
+import os
+
+from jobs.token_refs import env_token
+from models_catalog.check import CheckResult, check_model
+
+
+def hf_token_for(profile) -> str | None:
+    """The token the profile names. `env/VAR` is read here, only when the operator allowed VAR
+    for the profile's organisation; `secret/NAME` lives on the cluster, where the runtime
+    reads it, so Check model asks the Hub without it."""
+    allowed = profile.organization.token_variables
+    return env_token(profile.hf_token_ref or "", allowed, os.environ)
+
+
+def check_for_profile(
+    uri: str,
+    profile,
+    *,
+    context_tokens: int | None = None,
+    concurrency: int = 1,
+    format: str | None = None,
+    gpu_memory_utilization: float | None = None,
+) -> CheckResult:
+    result = check_model(
+        uri,
+        catalog=profile.machine_catalog,
+        vllm_version=profile.vllm_version,
+        hf_token=hf_token_for(profile),
+        context_tokens=context_tokens,
+        concurrency=concurrency,
+        format=format,
+        gpu_memory_utilization=gpu_memory_utilization,
+    )
+    if (
+        not result.can_serve
+        and profile.hf_token_ref.startswith("secret/")
+        and "gated" in (result.verdict.lower())
+    ):
+        result.next_step += (
+            f" The profile's token is the Kubernetes Secret {profile.hf_token_ref[7:]}, which "
+            "the console does not read; give the profile an env/ token reference for Check model."
+        )
+    return result
