@@ -15,7 +15,6 @@ import json
 import os
 import re
 import struct
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,12 +36,15 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
+from models_catalog.hub_cache import AnswerCache
 from models_catalog.sizing import stored_bytes
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 CONNECT_TIMEOUT = 3.0  # seconds to open a connection
 TIME_BUDGET = 5.0  # seconds for everything one call (or one `time_budget` block) reads
 CACHE_SECONDS = 300.0
+CACHE_MAX_ENTRIES = 512  # answers kept; autocomplete alone asks once per typed prefix
+CACHE_MAX_BYTES = 32 << 20  # all answers together (one big safetensors index is a few MB)
 HEADER_READERS = 8  # parallel safetensors header reads of a sharded checkpoint
 MAX_HEADER_BYTES = 100 << 20  # safetensors refuses larger headers too
 MAX_JSON_BYTES = 64 << 20
@@ -202,14 +204,17 @@ def _timeout(endpoint: str) -> httpx2.Timeout:
     return httpx2.Timeout(left, connect=min(budget.connect, left))
 
 
-_cache: dict[tuple, tuple[float, object]] = {}
-_cache_lock = threading.Lock()
+# The limits are read at each store, so a test or an operator's shell can change them.
+_cache = AnswerCache(
+    ttl=lambda: CACHE_SECONDS,
+    max_entries=lambda: CACHE_MAX_ENTRIES,
+    max_bytes=lambda: CACHE_MAX_BYTES,
+)
 
 
 def clear_cache() -> None:
     """Forget every cached answer (tests, and after a token changes)."""
-    with _cache_lock:
-        _cache.clear()
+    _cache.clear()
 
 
 def _token_key(token: str | None) -> str:
@@ -217,15 +222,7 @@ def _token_key(token: str | None) -> str:
 
 
 def _cached(key: tuple, compute: Callable[[], T]) -> T:
-    now = time.monotonic()
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit and hit[0] > now:
-            return hit[1]  # type: ignore[return-value]
-    value = compute()
-    with _cache_lock:
-        _cache[key] = (now + CACHE_SECONDS, value)
-    return value
+    return _cache.get_or_compute(key, compute)
 
 
 @contextmanager
