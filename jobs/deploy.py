@@ -13,7 +13,7 @@ from accesspolicies.access import require
 from accesspolicies.models import AccessPolicy
 from jobs import manifest as mf
 from jobs.backends import BackendFailed, backend_for
-from jobs.backends.local_command import configured_engine_flags
+from jobs.backends.local.command import configured_engine_flags
 from jobs.lifecycle import Observed, record_status
 from jobs.manifest.context import ExistingApplication, ManifestContext
 from jobs.models import Application, Event, Phase, Profile, Revision

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jobs.backends.local_command import configured_engine_flags
+from jobs.backends.local.command import configured_engine_flags
 from jobs.manifest.bounded import Limits
 from jobs.manifest.engine_flags import check_engine_args
 from jobs.manifest.problems import show

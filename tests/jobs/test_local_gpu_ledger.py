@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.backends.local import RUNNING, LocalRefused, LocalRunner
-from jobs.backends.local_gpus import LEDGER_FILE, GpuLedger
+from jobs.backends.local.gpu_ledger import LEDGER_FILE, GpuLedger
+from jobs.backends.local.runner import RUNNING, LocalRefused, LocalRunner
 from tests.jobs.test_local_backend import (
     fake_nvidia_smi,
     manifest,

@@ -5,7 +5,7 @@ State (pid, port, revision, start time, command) is kept in state_dir/<app>/stat
 console started again finds the servers an earlier one left running; logs are kept beside it
 in replica-<n>.log. Every operation on one application holds a file lock, so the web process
 and the reconciler can share a state_dir. GPUs belong to the machine: every organisation's
-runner picks and records them in one ledger under one lock (local_gpus.py), in the folder
+runner picks and records them in one ledger under one lock (gpu_ledger.py), in the folder
 that holds the organisations' state folders.
 """
 
@@ -26,9 +26,8 @@ from typing import Any
 
 import httpx
 
-from . import local_process as proc
-from .local_check import VLLM_MISSING, capacity_refusals, check, list_gpus, which
-from .local_command import (
+from . import processes as proc
+from .command import (
     configured_template,
     describe,
     gpus_per_replica,
@@ -39,8 +38,9 @@ from .local_command import (
     server_environment,
     split_template,
 )
-from .local_gpus import GpuBook, GpuLedger, Holding, parse_gpus
-from .local_state import (
+from .gpu_ledger import GpuBook, GpuLedger, Holding, parse_gpus
+from .machine_check import VLLM_MISSING, capacity_refusals, check, list_gpus, which
+from .state import (
     FAILED,
     LOADING,
     PENDING,

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import local_process as proc
+from . import processes as proc
 
 LEDGER_FILE = "gpus.json"
 LOCK_FILE = "gpus.lock"
