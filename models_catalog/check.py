@@ -66,7 +66,8 @@ class CheckResult:
     parameters: int | None = None
     weight_dtype: str | None = None
     weight_bytes: int | None = None  # as stored
-    weight_source: str | None = None  # "hub" summary, safetensors "headers", or "file sizes"
+    # "hub" summary, safetensors "headers", the safetensors "index" total, or "file sizes"
+    weight_source: str | None = None
     max_context_tokens: int | None = None
     context_tokens: int | None = None  # the context the memory is sized for
     concurrency: int = 1

@@ -9,13 +9,13 @@ hf_hub_download are not used because they retry with back-off for ~20 s on netwo
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import json
 import os
 import re
 import struct
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,13 +37,20 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-from models_catalog.sizing import stored_bytes
+from models_catalog.hub_cache import AnswerCache
+from models_catalog.sizing import DTYPE_BITS, stored_bytes
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 CONNECT_TIMEOUT = 3.0  # seconds to open a connection
 TIME_BUDGET = 5.0  # seconds for everything one call (or one `time_budget` block) reads
 CACHE_SECONDS = 300.0
+CACHE_MAX_ENTRIES = 512  # answers kept; autocomplete alone asks once per typed prefix
+CACHE_MAX_BYTES = 32 << 20  # all answers together (one big safetensors index is a few MB)
 HEADER_READERS = 8  # parallel safetensors header reads of a sharded checkpoint
+# Up to this many safetensors files, every header is read (one parallel round, exact counts);
+# beyond it the index's total_size gives the bytes and two headers the dtypes.
+READ_EVERY_HEADER_UP_TO = 8
+INDEX_PREFIX_BYTES = 8 << 10  # where an index's "metadata" (with total_size) sits
 MAX_HEADER_BYTES = 100 << 20  # safetensors refuses larger headers too
 MAX_JSON_BYTES = 64 << 20
 LIBRARY = "servedeck"
@@ -152,7 +159,9 @@ class SafetensorsSummary:
     tensor_bytes: int  # bytes of tensor data, as stored
     file_bytes: int | None  # the files' sizes on disk
     files: tuple[str, ...]
-    source: str  # "hub": the Hub's summary of the headers; "headers": read here
+    # "hub": the Hub's summary of the headers; "headers": every header read here; "index":
+    # the index's total_size, split by dtype as a sample of the headers splits it
+    source: str
     tensor_count: int | None = None
 
 
@@ -202,14 +211,17 @@ def _timeout(endpoint: str) -> httpx2.Timeout:
     return httpx2.Timeout(left, connect=min(budget.connect, left))
 
 
-_cache: dict[tuple, tuple[float, object]] = {}
-_cache_lock = threading.Lock()
+# The limits are read at each store, so a test or an operator's shell can change them.
+_cache = AnswerCache(
+    ttl=lambda: CACHE_SECONDS,
+    max_entries=lambda: CACHE_MAX_ENTRIES,
+    max_bytes=lambda: CACHE_MAX_BYTES,
+)
 
 
 def clear_cache() -> None:
     """Forget every cached answer (tests, and after a token changes)."""
-    with _cache_lock:
-        _cache.clear()
+    _cache.clear()
 
 
 def _token_key(token: str | None) -> str:
@@ -217,15 +229,7 @@ def _token_key(token: str | None) -> str:
 
 
 def _cached(key: tuple, compute: Callable[[], T]) -> T:
-    now = time.monotonic()
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit and hit[0] > now:
-            return hit[1]  # type: ignore[return-value]
-    value = compute()
-    with _cache_lock:
-        _cache[key] = (now + CACHE_SECONDS, value)
-    return value
+    return _cache.get_or_compute(key, compute)
 
 
 @contextmanager
@@ -435,23 +439,28 @@ def safetensors_summary(
     *,
     endpoint: str | None = None,
     use_hub_summary: bool = True,
+    every_header: bool = False,
 ) -> SafetensorsSummary | None:
     """Parameters per dtype and weight bytes from safetensors headers only; None when the repo
     has no safetensors weights.
 
     The Hub's model info carries its own summary of the headers; with `use_hub_summary` (the
     default) that answers in one small request. Otherwise each file's 8-byte length and header
-    are read with Range requests: a few KB per shard, never the weights.
+    are read with Range requests: a few KB per shard, never the weights. A checkpoint of more
+    than READ_EVERY_HEADER_UP_TO files (DeepSeek-V3 has 163) is sized from its index's
+    total_size and a sample of the headers instead, unless `every_header` asks for exact
+    counts.
     """
     endpoint = endpoint_now(endpoint)
-    key = ("safetensors", endpoint, repo, revision, use_hub_summary, _token_key(token))
+    key = ("safetensors", endpoint, repo, revision, use_hub_summary, every_header)
+    key += (_token_key(token),)
 
     def compute() -> SafetensorsSummary | None:
         info = model_info(repo, revision, token, endpoint=endpoint)
         with _hub_call(endpoint, repo, token, revision):
-            files = safetensors_files(info.file_names)
+            files, total_size = safetensors_files(info.file_names), None
             if files is None:
-                files = _files_from_index(repo, info.sha, token, endpoint)
+                files, total_size = _files_from_index(repo, info.sha, token, endpoint)
             if not files:
                 return None
             if use_hub_summary and info.safetensors:
@@ -459,19 +468,52 @@ def safetensors_summary(
                 return SafetensorsSummary(
                     counts, stored_bytes(counts), info.size_of(files), tuple(files), "hub"
                 )
+            if len(files) > READ_EVERY_HEADER_UP_TO and not every_header:
+                if total_size is None and INDEX_FILE in info.file_names:
+                    total_size = _index_total_size(repo, info.sha, token, endpoint)
+                if total_size:
+                    return _sample_headers(repo, info, files, total_size, token, endpoint)
             return _read_headers(repo, info, files, token, endpoint)
 
     return _cached(key, compute)
 
 
-def _files_from_index(repo: str, sha: str, token: str | None, endpoint: str) -> list[str]:
+def _files_from_index(
+    repo: str, sha: str, token: str | None, endpoint: str
+) -> tuple[list[str], int | None]:
+    """The files the index's weight_map names, and its metadata's total_size (or None)."""
     index = read_json(repo, INDEX_FILE, sha, token, endpoint=endpoint) or {}
-    return sorted(set((index.get("weight_map") or {}).values()))
+    metadata = index.get("metadata") if isinstance(index, dict) else None
+    total = metadata.get("total_size") if isinstance(metadata, dict) else None
+    files = sorted(set((index.get("weight_map") or {}).values()))
+    return files, _positive_int(total)
 
 
-def _read_headers(
-    repo: str, info: HubModelInfo, files: list[str], token: str | None, endpoint: str
-) -> SafetensorsSummary:
+_TOTAL_SIZE = re.compile(rb'"total_size"\s*:\s*"?(\d{1,20})')
+
+
+def _positive_int(value: object) -> int | None:
+    with contextlib.suppress(TypeError, ValueError):
+        number = int(value)  # type: ignore[call-overload]
+        if number > 0 and not isinstance(value, bool):
+            return number
+    return None
+
+
+def _index_total_size(repo: str, sha: str, token: str | None, endpoint: str) -> int | None:
+    """The index's metadata.total_size from its first bytes: a big checkpoint's index names
+    every tensor (9 MB for DeepSeek-V3), and the transformers writer puts "metadata" before
+    "weight_map". None when the metadata is not there (the caller then reads every header)."""
+    url = hf_hub_url(repo, INDEX_FILE, revision=sha, endpoint=endpoint)
+    head = _read_bounded(url, endpoint, token, 0, INDEX_PREFIX_BYTES - 1)
+    before_weights = head.split(b'"weight_map"', 1)[0]
+    match = _TOTAL_SIZE.search(before_weights)
+    return _positive_int(match.group(1)) if match else None
+
+
+def _parallel_headers(
+    repo: str, info: HubModelInfo, files: Sequence[str], token: str | None, endpoint: str
+) -> list[dict]:
     def header(name: str) -> dict:
         url = hf_hub_url(repo, name, revision=info.sha, endpoint=endpoint)
         return _read_header(url, endpoint, token, name)
@@ -479,7 +521,56 @@ def _read_headers(
     with ThreadPoolExecutor(max_workers=min(HEADER_READERS, len(files))) as pool:
         # Each task runs in a copy of this context, so the time budget reaches the threads.
         futures = [pool.submit(contextvars.copy_context().run, header, name) for name in files]
-        headers = [future.result() for future in futures]
+        return [future.result() for future in futures]
+
+
+def _sample_headers(
+    repo: str,
+    info: HubModelInfo,
+    files: list[str],
+    total_size: int,
+    token: str | None,
+    endpoint: str,
+) -> SafetensorsSummary:
+    """Parameters per dtype of a big checkpoint from the index's total_size (its tensor bytes)
+    and two headers: the first file's, counted as it is (the embeddings sit there), and the
+    middle file's, whose dtype mix stands for every other file (the repeated layers that make
+    up the bulk). Parameters of a dtype = its estimated bytes / its bytes per parameter: exact
+    in bytes, an estimate per dtype."""
+    first, middle = _parallel_headers(
+        repo, info, [files[0], files[len(files) // 2]], token, endpoint
+    )
+    first_bytes, middle_bytes = _bytes_by_dtype([first]), _bytes_by_dtype([middle])
+    rest, middle_total = total_size - sum(first_bytes.values()), sum(middle_bytes.values())
+    if rest < 0 or not middle_total:
+        raise BadFile(
+            f"the safetensors index of {repo} gives a total_size its shards do not add up to",
+            endpoint=endpoint,
+        )
+    estimated = {
+        dtype: first_bytes.get(dtype, 0) + rest * middle_bytes.get(dtype, 0) / middle_total
+        for dtype in first_bytes.keys() | middle_bytes.keys()
+    }
+    counts = {
+        dtype: round(size * 8 / DTYPE_BITS.get(dtype, 8)) for dtype, size in estimated.items()
+    }
+    return SafetensorsSummary(counts, total_size, info.size_of(files), tuple(files), "index")
+
+
+def _bytes_by_dtype(headers: list[dict]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for parsed in headers:
+        for name, entry in parsed.items():
+            if name != "__metadata__":
+                start, end = entry["data_offsets"]
+                found[entry["dtype"]] = found.get(entry["dtype"], 0) + end - start
+    return found
+
+
+def _read_headers(
+    repo: str, info: HubModelInfo, files: list[str], token: str | None, endpoint: str
+) -> SafetensorsSummary:
+    headers = _parallel_headers(repo, info, files, token, endpoint)
     counts: dict[str, int] = {}
     tensor_bytes = tensors = 0
     for parsed in headers:

@@ -11,8 +11,8 @@ import threading
 from django.conf import settings
 
 from jobs.backends.base import BackendFailed, Preflight
-from jobs.backends.local import LocalRefused, LocalRunner, UnknownApplication
-from jobs.backends.local_process import private_dir
+from jobs.backends.local.processes import private_dir
+from jobs.backends.local.runner import LocalRefused, LocalRunner, UnknownApplication
 from jobs.lifecycle import Observed
 from jobs.token_refs import env_token
 
@@ -24,7 +24,7 @@ class LocalBackend:
         self.runner = runner
 
     def preflight(self, manifest: dict, objects: list) -> Preflight:
-        # The runner's check reads the engine arguments as vLLM will (local_command).
+        # The runner's check reads the engine arguments as vLLM will (local/command.py).
         refusals = self.runner.check(manifest)
         return Preflight(refusals=refusals, warnings=[])
 

@@ -35,6 +35,16 @@ MODALITY_FIELDS = {
 MULTIMODAL_WARN_ABOVE = 64
 # KServe names the predictor Service "<name>-predictor"; a Service name is at most 63.
 KSERVE_NAME_MAX = 63 - len("-predictor")
+KSERVE_RENAME_PREFIX = "m-"
+
+
+def kserve_rename(app: str) -> str:
+    """A name KServe accepts for `app`, to suggest: a letter in front, cut to KSERVE_NAME_MAX
+    (the prefix counts), never ending in a dash."""
+    kept = app[: KSERVE_NAME_MAX - len(KSERVE_RENAME_PREFIX)]
+    return f"{KSERVE_RENAME_PREFIX}{kept}".rstrip("-")
+
+
 # KServe's webhook serves a multi-node predictor (workerSpec) only from these storage schemes.
 MULTINODE_SCHEMES = ("pvc", "oci")
 # The engine and serving fields that only a vLLM the platform runs is given (as flags or
@@ -96,7 +106,7 @@ def _profile(spec: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out)
                 "spec.name",
                 f"{show(app)} starts with a digit; KServe requires an InferenceService name to "
                 f"start with a letter, so on profile {facts.profile.name} it accepts a name "
-                f"starting with a letter. Rename it, for example m-{app[:61]}.",
+                f"starting with a letter. Rename it, for example {kserve_rename(app)}.",
             )
         if len(app) > KSERVE_NAME_MAX:
             out.refuse(

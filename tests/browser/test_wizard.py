@@ -16,7 +16,7 @@ import yaml
 from playwright.sync_api import Page, expect
 
 from jobs import deploy as verbs
-from jobs.backends.local import LocalRunner
+from jobs.backends.local.runner import LocalRunner
 from jobs.models import Application, Draft
 from tests.helpers import SHORTEST
 

@@ -23,7 +23,7 @@ from django.urls import reverse
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobs.backends.local_command import EngineArgsRefused, local_command
+from jobs.backends.local.command import EngineArgsRefused, local_command
 from jobs.models import Application, Cluster, Profile
 from tests.helpers import SHORTEST, bearer
 from tests.helpers import problems as problems_of

@@ -19,8 +19,16 @@ import httpx
 import openai
 import pytest
 
-from jobs.backends import local_process as proc
-from jobs.backends.local import (
+from jobs.backends.local import processes as proc
+from jobs.backends.local.command import (
+    DEFAULT_TEMPLATE,
+    TemplateError,
+    configured_template,
+    local_env,
+    server_environment,
+)
+from jobs.backends.local.machine_check import Machine, capacity_refusals, machine, parse_gpu_list
+from jobs.backends.local.runner import (
     FAILED,
     LOADING,
     PENDING,
@@ -34,15 +42,7 @@ from jobs.backends.local import (
     derive_status,
     local_command,
 )
-from jobs.backends.local_check import Machine, capacity_refusals, machine, parse_gpu_list
-from jobs.backends.local_command import (
-    DEFAULT_TEMPLATE,
-    TemplateError,
-    configured_template,
-    local_env,
-    server_environment,
-)
-from jobs.backends.local_state import AppState, Replica
+from jobs.backends.local.state import AppState, Replica
 from jobs.manifest import ManifestContext, ProfileFacts, parse
 from jobs.manifest.engine_flags import parse_extra_flags
 from tests.helpers import STAND_IN_FLAGS

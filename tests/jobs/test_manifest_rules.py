@@ -1351,6 +1351,19 @@ def test_local_backend_accepts_names_kserve_would_refuse():
     assert parse(m({"uri": PINNED, "spec.name": "7b-chat"}), ctx).ok
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["7b-chat", "7" + "b" * 62, "7" + "b" * 50 + "-" + "c" * 11],
+    ids=["short", "63-characters", "dash-at-the-cut"],
+)
+def test_the_suggested_kserve_rename_is_a_name_kserve_accepts(name):
+    refusals = parse(m({"uri": PINNED, "spec.name": name}), context()).refusals
+    digit = next(p.message for p in refusals if "starts with a digit" in p.message)
+    suggested = digit.rsplit("for example ", 1)[1].rstrip(".")
+    assert suggested.startswith("m-7")
+    assert parse(m({"uri": PINNED, "spec.name": suggested}), context()).ok
+
+
 def test_matching_parallel_sizes_are_accepted():
     doc = m(
         {

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from jobs import deploy as verbs
 from jobs.backends import local_runner
-from jobs.backends.local_command import server_environment
+from jobs.backends.local.command import server_environment
 from jobs.check_inputs import hf_token_for
 from jobs.forms import ProfileForm
 from jobs.models import Cluster, Profile

@@ -9,10 +9,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from models_catalog import hub
+from models_catalog.sizing import stored_bytes
 from tests.fakes.hub import (
     GOOD_TOKEN,
     NO_ACCESS_TOKEN,
     FakeHub,
+    InlineFile,
     closed_endpoint,
     load_repos,
     silent_endpoint,
@@ -109,13 +111,69 @@ def test_headers_read_give_what_the_hub_summary_says(
 
 
 def test_deepseek_v3_headers_across_163_shards(hub_env, headers_hub_server):
-    read = hub.safetensors_summary("deepseek-ai/DeepSeek-V3", endpoint=headers_hub_server.url)
+    read = hub.safetensors_summary(
+        "deepseek-ai/DeepSeek-V3", endpoint=headers_hub_server.url, every_header=True
+    )
     assert len(read.files) == 163 and read.files[0] == "model-00001-of-000163.safetensors"
     assert read.parameters_by_dtype == {
         "BF16": 3_918_786_560, "F8_E4M3": 680_571_043_840, "F32": 41_555_600,
     }  # fmt: skip
     assert read.tensor_count > 90_000  # per-expert tensors and their FP8 scales
     assert read.tensor_bytes == 688_574_839_360
+
+
+DEEPSEEK_BY_DTYPE = {"BF16": 3_918_786_560, "F8_E4M3": 680_571_043_840, "F32": 41_555_600}
+
+
+def test_a_big_checkpoint_is_sized_from_its_index_and_two_headers(hub_env, headers_hub_server):
+    """A mirror without the Hub's summary: DeepSeek-V3's 163 shards are sized from the
+    index's total_size and two headers, not by reading every header."""
+    headers_hub_server.reset_log()
+    read = hub.safetensors_summary("deepseek-ai/DeepSeek-V3", endpoint=headers_hub_server.url)
+    assert read.source == "index" and len(read.files) == 163
+    assert read.tensor_bytes == 688_574_839_360  # total_size: exact
+    shard_reads = resolve_requests(headers_hub_server, ".safetensors")
+    assert len(shard_reads) == 4  # length and header of two shards
+    index_reads = resolve_requests(headers_hub_server, ".index.json")
+    assert len(index_reads) == 1 and index_reads[0].range  # its first bytes only
+    assert headers_hub_server.bytes_sent() < 256 * 1024
+    # The per-dtype split is an estimate: within 1% in all, the bulk's dtype right.
+    total = sum(DEEPSEEK_BY_DTYPE.values())
+    assert abs(sum(read.parameters_by_dtype.values()) - total) < total / 100
+    assert max(read.parameters_by_dtype, key=read.parameters_by_dtype.get) == "F8_E4M3"
+    assert set(read.parameters_by_dtype) == set(DEEPSEEK_BY_DTYPE)
+    assert stored_bytes(read.parameters_by_dtype) == pytest.approx(read.tensor_bytes, rel=1e-9)
+
+
+@pytest.mark.parametrize("metadata_first", [True, False], ids=["metadata-first", "metadata-last"])
+def test_an_index_without_total_size_up_front_means_every_header_is_read(tmp_path, metadata_first):
+    """Past eight shards the index's first bytes must give total_size; an index that puts
+    its metadata after the weight map is not read whole: every header is read instead."""
+    repo_dir = tmp_path / "acme" / "many-shards"
+    repo_dir.mkdir(parents=True)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+              "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "num_hidden_layers": 2, "vocab_size": 1000}  # fmt: skip
+    (repo_dir / "config.json").write_text(json.dumps(config))
+    pattern = "model-{index:05d}-of-{count:05d}.safetensors"
+    spec = {"layout": "llama", "shards": 10, "pattern": pattern}
+    (repo_dir / "_repo.json").write_text(json.dumps({"weights": [spec]}))
+    repos = load_repos(tmp_path)
+    files = repos["acme/many-shards"].files
+    index = json.loads(files[hub.INDEX_FILE].data)
+    if not metadata_first:
+        index = {"weight_map": index["weight_map"], "metadata": index["metadata"]}
+    files[hub.INDEX_FILE] = InlineFile(json.dumps(index).encode())
+    with FakeHub(repos, hub_summaries=False).serve() as server:
+        read = hub.safetensors_summary("acme/many-shards", endpoint=server.url)
+        shard_reads = resolve_requests(server, ".safetensors")
+    assert len(read.files) == 10
+    assert read.tensor_bytes == index["metadata"]["total_size"]
+    if metadata_first:
+        assert (read.source, len(shard_reads)) == ("index", 4)
+    else:
+        assert (read.source, len(shard_reads)) == ("headers", 20)
+        assert read.parameters_by_dtype == {"BF16": 202_048}
 
 
 def test_no_safetensors(hub_env):

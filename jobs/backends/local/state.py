@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .local_command import replica_count
+from .command import replica_count
 
 PENDING, LOADING, RUNNING, FAILED, STOPPED = "Pending", "Loading", "Running", "Failed", "Stopped"
 STATE_VERSION = 1

@@ -4,7 +4,9 @@ machine (vLLM's OpenAI server, or the command SERVEDECK_LOCAL_COMMAND names).
 State (pid, port, revision, start time, command) is kept in state_dir/<app>/state.json, so a
 console started again finds the servers an earlier one left running; logs are kept beside it
 in replica-<n>.log. Every operation on one application holds a file lock, so the web process
-and the reconciler can share a state_dir.
+and the reconciler can share a state_dir. GPUs belong to the machine: every organisation's
+runner picks and records them in one ledger under one lock (gpu_ledger.py), in the folder
+that holds the organisations' state folders.
 """
 
 from __future__ import annotations
@@ -24,9 +26,8 @@ from typing import Any
 
 import httpx
 
-from . import local_process as proc
-from .local_check import VLLM_MISSING, capacity_refusals, check, list_gpus, which
-from .local_command import (
+from . import processes as proc
+from .command import (
     configured_template,
     describe,
     gpus_per_replica,
@@ -37,7 +38,9 @@ from .local_command import (
     server_environment,
     split_template,
 )
-from .local_state import (
+from .gpu_ledger import GpuBook, GpuLedger, Holding, parse_gpus
+from .machine_check import VLLM_MISSING, capacity_refusals, check, list_gpus, which
+from .state import (
     FAILED,
     LOADING,
     PENDING,
@@ -121,10 +124,14 @@ class LocalRunner:
         probe_timeout: float = 1.0,
         max_log_bytes: int = 5 * 2**20,
         token_for: Callable[[str], str | None] | None = None,
+        gpu_ledger: GpuLedger | None = None,
     ) -> None:
         """`token_for(app_name)`: the application's own Hugging Face token (or None), asked
-        each time one of its servers starts; never stored in its state."""
+        each time one of its servers starts; never stored in its state. `gpu_ledger`: the
+        machine's GPU ledger, by default in the folder above state_dir (the root every
+        organisation's state folder sits in)."""
         self.state_dir = Path(state_dir)
+        self.gpu_ledger = gpu_ledger or GpuLedger(self.state_dir.parent)
         self.token_for = token_for
         self.template = template if template is not None else configured_template()
         split_template(self.template)  # a bad SERVEDECK_LOCAL_COMMAND fails here, named
@@ -160,12 +167,14 @@ class LocalRunner:
             if state is not None and state.manifest == manifest and state.template == self.template:
                 state.revision = revision  # the same servers now run this revision
             else:
-                gpus = self._plan_gpus(app_name, manifest)
-                if state is not None:
-                    self._terminate(state.replicas)
-                state = self._replaced(app_name, manifest, revision, state)
-                if state.stopped is None:
-                    self._start_replicas(state, range(replica_count(manifest)), gpus)
+                with self._gpu_book(manifest, state) as book:
+                    gpus = self._plan_gpus(app_name, manifest, book)
+                    if state is not None:
+                        self._terminate(state.replicas)
+                    state = self._replaced(app_name, manifest, revision, state)
+                    if state.stopped is None:
+                        self._start_replicas(state, range(replica_count(manifest)), gpus)
+                    self._record_gpus(book, state)
             self._save(state)
             return self._status(state)
 
@@ -174,10 +183,13 @@ class LocalRunner:
         with self._locked(check_name(app_name)):
             state = self._require(app_name)
             _require_capacity(state.manifest)  # before anything is stopped
-            self._terminate(state.replicas)
-            gpus = self._plan_gpus(app_name, state.manifest)
-            state.replicas, state.stopped, state.stopped_at = [], None, None
-            self._start_replicas(state, range(replica_count(state.manifest)), gpus)
+            with self._gpu_book(state.manifest, state) as book:
+                self._terminate(state.replicas)
+                self._record_gpus(book, None, app_name)
+                gpus = self._plan_gpus(app_name, state.manifest, book)
+                state.replicas, state.stopped, state.stopped_at = [], None, None
+                self._start_replicas(state, range(replica_count(state.manifest)), gpus)
+                self._record_gpus(book, state)
             self._save(state)
             return self._status(state)
 
@@ -197,9 +209,11 @@ class LocalRunner:
             _require_capacity(state.manifest)
             missing = sorted(set(range(replica_count(state.manifest))) - {r.index for r in running})
             if missing:
-                gpus = self._plan_gpus(app_name, state.manifest, keep=running)
-                state.replicas = running
-                self._start_replicas(state, missing, gpus)
+                with self._gpu_book(state.manifest, state) as book:
+                    gpus = self._plan_gpus(app_name, state.manifest, book, keep=running)
+                    state.replicas = running
+                    self._start_replicas(state, missing, gpus)
+                    self._record_gpus(book, state)
             state.stopped = state.stopped_at = None
             self._save(state)
             return self._status(state)
@@ -207,10 +221,13 @@ class LocalRunner:
     def delete(self, app_name: str) -> None:
         """Stop every server and remove the application's state and logs. Idempotent."""
         with self._locked(check_name(app_name)):
+            state = None
             with contextlib.suppress(LocalStateError):
                 state = self._load(app_name)
                 if state is not None:
                     self._terminate(state.replicas)
+            with self.gpu_ledger.held() as book:  # an unreadable state may still hold GPUs
+                self._record_gpus(book, None, app_name)
             shutil.rmtree(self._dir(app_name), ignore_errors=True)
 
     def observe(self, app_name: str) -> LocalStatus:
@@ -372,8 +389,10 @@ class LocalRunner:
             self._children.pop(target.pgid, None)
 
     def _stop(self, state: AppState, why: str) -> None:
-        self._terminate(state.replicas)
-        state.replicas, state.stopped, state.stopped_at = [], why, now_iso()
+        with self._gpu_book(None, state) as book:
+            self._terminate(state.replicas)
+            state.replicas, state.stopped, state.stopped_at = [], why, now_iso()
+            self._record_gpus(book, state)
         self._save(state)
 
     def _start_replicas(
@@ -422,12 +441,48 @@ class LocalRunner:
             index, port, popen.pid, ticks, started_at, command, gpus, boot_id=proc.boot_id()
         )
 
+    def _owner(self, name: str) -> str:
+        """The application's name in the machine's GPU ledger: organisation folder and name."""
+        return f"{self.state_dir.name}/{name}"
+
+    def _gpu_book(
+        self, manifest: Mapping[str, Any] | None, state: AppState | None
+    ) -> contextlib.AbstractContextManager[GpuBook | None]:
+        """The machine's GPU ledger, locked, when the manifest wants GPUs or the state's
+        replicas hold some; else nothing (CPU applications never wait for the ledger)."""
+        holding = state is not None and any(r.gpus for r in state.replicas)
+        if holding or (manifest is not None and on_gpu(manifest)):
+            return self.gpu_ledger.held()
+        return contextlib.nullcontext(None)
+
+    def _record_gpus(self, book: GpuBook | None, state: AppState | None, name: str = "") -> None:
+        """The ledger now holds, for this application, exactly its live replicas' GPUs
+        (nothing when `state` is None)."""
+        if book is None:
+            return
+        owner = self._owner(state.name if state is not None else name)
+        book.release(owner)
+        for replica in state.replicas if state is not None else []:
+            gpus = parse_gpus(replica.gpus)
+            if gpus and replica.pid is not None and replica.exited_at is None:
+                book.record(
+                    Holding(
+                        owner, replica.index, gpus, replica.pid, replica.start_ticks,
+                        replica.boot_id,
+                    )
+                )  # fmt: skip
+
     def _plan_gpus(
-        self, name: str, manifest: Mapping[str, Any], keep: list[Replica] | None = None
+        self,
+        name: str,
+        manifest: Mapping[str, Any],
+        book: GpuBook | None,
+        keep: list[Replica] | None = None,
     ) -> dict[int, str | None]:
-        """CUDA_VISIBLE_DEVICES for each replica to start: GPUs no other application's
-        running replica holds. Raises LocalRefused when too few are free."""
-        if not on_gpu(manifest):
+        """CUDA_VISIBLE_DEVICES for each replica to start: GPUs no other replica on this
+        machine holds, whatever its organisation (the ledger, locked by the caller until the
+        servers are started and recorded). Raises LocalRefused when too few are free."""
+        if not on_gpu(manifest) or book is None:
             return {}
         per_replica = gpus_per_replica(manifest)
         keep = keep or []
@@ -436,15 +491,16 @@ class LocalRunner:
         gpus, problem = list_gpus()
         if problem is not None:
             raise LocalRefused([f"No NVIDIA GPU can be used on this machine: {problem}."])
-        used = self._gpus_in_use(exclude=name) | {
-            int(g) for r in keep if r.gpus for g in r.gpus.split(",")
+        used = book.in_use(exclude_owner=self._owner(name)) | {
+            g for r in keep for g in parse_gpus(r.gpus)
         }
         free = [g for g in gpus if g not in used]
         if len(free) < per_replica * len(wanted):
             raise LocalRefused(
                 [
                     f"{name} needs {per_replica * len(wanted)} GPU(s) and {len(free)} of this "
-                    f"machine's {len(gpus)} are free (other local applications hold the rest); "
+                    f"machine's {len(gpus)} are free (other local applications, of any "
+                    "organisation, hold the rest); "
                     "stop one of them, or lower countPerReplica or minReplicas."
                 ]
             )
@@ -453,18 +509,6 @@ class LocalRunner:
             chosen = free[position * per_replica : (position + 1) * per_replica]
             plan[index] = ",".join(str(g) for g in chosen)
         return plan
-
-    def _gpus_in_use(self, exclude: str) -> set[int]:
-        used: set[int] = set()
-        for name in self.applications():
-            if name == exclude:
-                continue
-            with contextlib.suppress(LocalStateError):
-                state = self._load(name)  # written atomically: safe to read unlocked
-                for replica in state.replicas if state else []:
-                    if replica.exited_at is None and replica.gpus:
-                        used |= {int(g) for g in replica.gpus.split(",")}
-        return used
 
     # --- status --------------------------------------------------------------------------
 

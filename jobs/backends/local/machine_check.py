@@ -19,7 +19,7 @@ from typing import Any
 
 from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
 
-from .local_command import (
+from .command import (
     DEFAULT_TEMPLATE,
     TEMPLATE_SETTING,
     TemplateError,
