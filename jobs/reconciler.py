@@ -23,7 +23,7 @@ class Reconciler:
     def __init__(self, interval: float = 2.0):
         self.interval = interval
         self.stopping = threading.Event()
-        self.followers: dict[int, object] = {}
+        self.followers: dict[int, tuple] = {}  # cluster pk -> (connection, follower)
 
     def step_local(self) -> int:
         """Observe every application on a local profile; return how many changed."""
@@ -43,12 +43,20 @@ class Reconciler:
         return changed
 
     def follow_clusters(self) -> None:
-        """A follower (watch threads) for every Kubernetes cluster not yet followed."""
+        """A follower (watch threads) for every Kubernetes cluster not yet followed; the
+        followers of deleted clusters stop, and each follower watches the namespaces its
+        cluster's profiles use now."""
         from jobs.watching import ClusterFollower  # loads the Kubernetes client only when needed
 
-        for cluster in Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES):
+        clusters = list(Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES))
+        for pk in set(self.followers) - {cluster.pk for cluster in clusters}:
+            _, follower = self.followers.pop(pk)
+            follower.stop()
+            logger.info("stopped following cluster %s: it is deleted", follower.cluster.name)
+        for cluster in clusters:
             key = (cluster.pk, cluster.kubeconfig_path, cluster.context, cluster.in_cluster)
             if cluster.pk in self.followers and self.followers[cluster.pk][0] == key:
+                self.followers[cluster.pk][1].sync_streams()
                 continue
             if cluster.pk in self.followers:  # its connection changed: follow it anew
                 self.followers[cluster.pk][1].stop()

@@ -113,11 +113,25 @@ class ClusterBackend:
     def start(self, application) -> Observed:
         return self._then_observe("start", application)
 
-    def delete(self, application) -> None:
+    def delete(self, application) -> Observed | None:
+        """Delete its objects; None when the cluster has none left (the row may go now), else
+        the Deleting status: the reconciler removes the row once they are gone."""
         try:
             self.client.delete(*_where(application), organization=_org(application))
         except BackendError as error:
             raise self._fail(error) from None
+        try:
+            seen = self.client.observe(*_where(application), organization=_org(application))
+        except BackendError as error:
+            return Observed(
+                phase=Phase.DELETING,
+                reason=f"The delete is sent; its progress cannot be read: {error.reason}",
+                next_step="Nothing to do: it disappears once the cluster has removed it.",
+                desired_replicas=application.desired_replicas,
+            )
+        if seen.isvc is None and not seen.pods:
+            return None
+        return Observed.of(status_of(application, seen.isvc, seen.pods, seen.events, True))
 
     def observe(self, application) -> Observed:
         try:
@@ -134,12 +148,14 @@ class ClusterBackend:
         return Observed.of(status_of(application, seen.isvc, seen.pods, seen.events))
 
 
-def status_of(application, isvc, pods, events):
+def status_of(application, isvc, pods, events, deleting: bool | None = None):
+    """derive_status for one application; Deleting while its phase says so (or `deleting`)."""
     return derive_status(
         isvc,
         pods,
         events,
         desired_replicas=_desired(application.manifest),
+        deleting=application.phase == Phase.DELETING if deleting is None else deleting,
         gpu_resource=_gpu_resource(application.manifest),
     )
 

@@ -16,8 +16,11 @@ WHAT = "clusters and profiles"
 def index(request):
     membership = require(request.membership, "admin", WHAT)
     organization = membership.organization
+    clusters = Cluster.objects.filter(organization=organization)
     context = {
-        "clusters": ClusterTable(Cluster.objects.filter(organization=organization)),
+        "clusters": ClusterTable(clusters),
+        # The reconciler's refused or failing watches, with the rule to grant.
+        "watch_errors": clusters.exclude(watch_error=""),
         "profiles": ProfileTable(
             Profile.objects.filter(organization=organization).select_related("cluster")
         ),
