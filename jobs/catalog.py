@@ -65,11 +65,17 @@ def newest_known_vllm_version() -> str:
 
 
 def vllm_version_of_image(image: str) -> str | None:
-    """The vLLM version a runtime image's tag names (vllm/vllm-openai:v0.11.2 -> 0.11.2), or
-    None when the tag is not a version (latest, a digest)."""
+    """The vLLM version a runtime image names, or None: the tag of an image named vllm
+    (vllm/vllm-openai:v0.11.2 -> 0.11.2), or a tag naming vllm (…:v0.15.2-vllm0.11.2). Tags
+    such as latest or a digest name no version."""
     reference = image.split("@", 1)[0]
-    tail = reference.rsplit("/", 1)[-1]
-    if ":" not in tail:
+    repository, _, tag = reference.rpartition(":")
+    if not repository or "/" in tag:  # no tag (a registry port is not one)
         return None
-    found = re.fullmatch(r"v?(\d+\.\d+(?:\.\d+)?)(?:[-+.].*)?", tail.split(":", 1)[1])
+    said = re.search(r"vllm-?v?(\d+\.\d+(?:\.\d+)?)", tag, re.IGNORECASE)
+    if said:
+        return said[1]
+    if "vllm" not in repository.rsplit("/", 1)[-1].lower():
+        return None
+    found = re.fullmatch(r"v?(\d+\.\d+(?:\.\d+)?)(?:[-+.].*)?", tag)
     return found[1] if found else None

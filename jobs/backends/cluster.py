@@ -175,6 +175,19 @@ def discover(cluster) -> None:
     cluster.save(update_fields=["addons", "queues", "cache_node_groups"])
 
 
+def discovered_vllm_version(cluster, namespace: str) -> str | None:
+    """The vLLM version the cluster's serving runtime image names, or None (a local cluster,
+    a cluster that does not answer or refuses, no vLLM runtime image)."""
+    from jobs.models import Cluster
+
+    if cluster.backend != Cluster.Backend.KUBERNETES:
+        return None
+    try:
+        return client_for(cluster).runtime_vllm_version(namespace)
+    except BackendError:
+        return None
+
+
 def describe_addons(cluster) -> str:
     addons = ", ".join(cluster.addons) or "none"
     return f"add-ons {addons}; queues {', '.join(cluster.queues) or 'none'}"

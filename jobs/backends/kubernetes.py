@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.catalog import vllm_version_of_image
 from jobs.manifest.quantity import parse_quantity
 from jobs.render.common import APP_LABEL, NAMESPACE_LABEL, ORGANIZATION_LABEL
 
@@ -28,12 +29,14 @@ from .k8s_client import FIELD_MANAGER, ClusterConnection, KubeApi
 from .k8s_errors import BackendError, Gone, NotFound, Unreachable
 from .k8s_kinds import (
     CLUSTER_QUEUE,
+    CLUSTER_SERVING_RUNTIME,
     EVENT,
     INFERENCE_SERVICE,
     LOCAL_MODEL_CACHE,
     LOCAL_MODEL_NODE_GROUP,
     POD,
     RENDERED,
+    SERVING_RUNTIME,
     Kind,
     kind_of,
 )
@@ -156,6 +159,18 @@ class KubernetesBackend:
             queues = tuple(sorted(_name(q) for q in self.api.list(queue_kind).get("items") or []))
         node_groups = self._cache_node_groups() if cache else {}
         return Discovery(version, frozenset(addons), queues, node_groups)
+
+    def runtime_vllm_version(self, namespace: str) -> str | None:
+        """The vLLM version of the cluster's vLLM serving runtime, from its image's tag: the
+        namespace's ServingRuntimes first, then the ClusterServingRuntimes; None when no
+        runtime's image names a vLLM version (KServe's huggingfaceserver tag is KServe's own
+        version, so only an image named vllm, or a tag naming vllm, counts)."""
+        for kind, where in ((SERVING_RUNTIME, namespace), (CLUSTER_SERVING_RUNTIME, None)):
+            for runtime in sorted(self._list_if_served(kind, where, ""), key=_name):
+                found = _runtime_vllm_version(runtime)
+                if found:
+                    return found
+        return None
 
     def _serves(self, kind: Kind) -> bool:
         try:
@@ -479,6 +494,23 @@ def _about(event: Mapping[str, Any], app: str, pods: set[str]) -> bool:
     if kind == "Workload":
         return name.startswith(f"pod-{app}-") or any(p in name for p in pods)
     return name == app or name.startswith(f"{app}-")
+
+
+def _runtime_vllm_version(runtime: Mapping[str, Any]) -> str | None:
+    spec = runtime.get("spec") or {}
+    formats = {
+        str(f.get("name") or "").lower()
+        for f in spec.get("supportedModelFormats") or []
+        if isinstance(f, Mapping)
+    }
+    if not formats & {"huggingface", "vllm"}:
+        return None
+    for container in spec.get("containers") or []:
+        image = str((container or {}).get("image") or "") if isinstance(container, Mapping) else ""
+        found = vllm_version_of_image(image)
+        if found:
+            return found
+    return None
 
 
 def _listing(listed: Mapping[str, Any]) -> Listing:
