@@ -197,3 +197,20 @@ def test_the_api_answers_202_while_deleting(prod, deployer, kube, client):
     assert response.status_code == 202, response.content
     assert response.json()["phase"] == "Deleting"
     assert Application.objects.get(name="bge-embed").phase == Phase.DELETING
+
+
+def test_the_command_and_the_page_say_deleting(prod, deployer, kube):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from tests.helpers import client_for
+
+    verbs.apply(MANIFEST, deployer)
+    kube.put(predictor_pod("bge-embed", NS))
+    out = StringIO()
+    call_command("app", "delete", "bge-embed", "--user", "dan", stdout=out)
+    assert out.getvalue().startswith("application/bge-embed deleting")
+    assert Application.objects.get(name="bge-embed").phase == Phase.DELETING
+    page = client_for(deployer).get(reverse("jobs:application-detail", args=["bge-embed"]))
+    assert page.status_code == 200 and "Deleting" in page.content.decode()
