@@ -4,7 +4,7 @@ import yaml
 from django import forms
 from django.conf import settings
 
-from jobs.backends.kubeconfig import KubeconfigRefused, resolve_kubeconfig
+from jobs.backends.kubernetes.kubeconfig import KubeconfigRefused, resolve_kubeconfig
 from jobs.catalog import newest_known_vllm_version
 from jobs.manifest.bounded import DocumentError, Limits, load_bounded
 from jobs.manifest.problems import kind_of, listing, show
@@ -240,7 +240,9 @@ class ProfileForm(OrganizationScopedForm):
         cleaned = super().clean()
         # Left empty: what the cluster's serving runtime runs, else the newest version known.
         if not (cleaned.get("vllm_version") or "").strip():
-            from jobs.backends.cluster import discovered_vllm_version  # the client loads lazily
+            from jobs.backends.kubernetes.backend import (
+                discovered_vllm_version,  # the client loads lazily
+            )
 
             cluster, namespace = cleaned.get("cluster"), cleaned.get("namespace")
             found = discovered_vllm_version(cluster, namespace) if cluster and namespace else None

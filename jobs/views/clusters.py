@@ -53,8 +53,8 @@ def cluster_discover(request, name):
     if cluster.backend != Cluster.Backend.KUBERNETES:
         messages.error(request, f"{name} runs on the local backend: nothing to discover.")
         return redirect("jobs:cluster-edit", name=name)
-    from jobs.backends.cluster import describe_addons, discover
-    from jobs.backends.k8s_errors import BackendError
+    from jobs.backends.kubernetes.backend import describe_addons, discover
+    from jobs.backends.kubernetes.errors import BackendError
 
     try:
         discover(cluster)

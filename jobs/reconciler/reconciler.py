@@ -1,7 +1,7 @@
 """The reconciler: follows every application's cluster and keeps its status true.
 
 Local applications are observed by polling their processes; Kubernetes clusters are followed by
-watches (one thread per cluster, see jobs/watching.py). Each change goes through
+watches (one thread per cluster, see jobs/reconciler/watching.py). Each change goes through
 lifecycle.record_status: saved, an Event, a message to the live page.
 """
 
@@ -46,7 +46,9 @@ class Reconciler:
         """A follower (watch threads) for every Kubernetes cluster not yet followed; the
         followers of deleted clusters stop, and each follower watches the namespaces its
         cluster's profiles use now."""
-        from jobs.watching import ClusterFollower  # loads the Kubernetes client only when needed
+        from jobs.reconciler.watching import (
+            ClusterFollower,  # loads the Kubernetes client only when needed
+        )
 
         clusters = list(Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES))
         for pk in set(self.followers) - {cluster.pk for cluster in clusters}:
@@ -68,8 +70,8 @@ class Reconciler:
 
     def _discover(self, cluster) -> None:
         """Add-ons change rarely; reading them when following starts keeps the rules true."""
-        from jobs.backends.cluster import discover
-        from jobs.backends.k8s_errors import BackendError
+        from jobs.backends.kubernetes.backend import discover
+        from jobs.backends.kubernetes.errors import BackendError
 
         try:
             discover(cluster)

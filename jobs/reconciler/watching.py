@@ -20,9 +20,9 @@ from collections import Counter
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from jobs.backends.cluster import client_for, status_of
-from jobs.backends.k8s_errors import BackendError, Gone, Unreachable
-from jobs.backends.k8s_owner import is_ours
+from jobs.backends.kubernetes.backend import client_for, status_of
+from jobs.backends.kubernetes.errors import BackendError, Gone, Unreachable
+from jobs.backends.kubernetes.owner import is_ours
 from jobs.lifecycle import Observed, record_deleted, record_status
 from jobs.models import Application, Cluster, Phase, Profile
 from jobs.render import APP_LABEL
@@ -273,7 +273,12 @@ class ClusterFollower:
         """follow_step until the stream or the follower is stopped."""
         stop = self.streams.get((kind, namespace), self.stopping)
         while not (stop.is_set() or self.stopping.is_set()):
-            wait = self.follow_step(kind, namespace)
+            try:
+                wait = self.follow_step(kind, namespace)
+            except Exception:  # the database restarting must not end the stream for good
+                logger.exception("%s: %s watch in %s failed", self.cluster, kind, namespace)
+                self.versions[(kind, namespace)] = None
+                wait = self.max_backoff
             if wait:
                 stop.wait(wait)
 
