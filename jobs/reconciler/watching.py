@@ -300,7 +300,7 @@ class ClusterFollower:
                 isvc, pods, events = self.objects_of(
                     namespace, application.name, application.organization.slug
                 )
-                if application.phase == Phase.DELETING and isvc is None and not pods:
+                if application.phase == Phase.DELETING and self._gone(namespace, isvc, pods):
                     record_deleted(application)
                     changed += 1
                     continue
@@ -308,6 +308,11 @@ class ClusterFollower:
                 changed += record_status(application, Observed.of(status))
         self.counts["drained"] += len(keys)
         return changed
+
+    def _gone(self, namespace: str, isvc: dict | None, pods: list) -> bool:
+        """Nothing of the application left, as far as lists of both kinds have told."""
+        listed = all(self.versions.get((kind, namespace)) for kind in KINDS[:2])
+        return listed and isvc is None and not pods
 
     def keep_draining(self) -> None:
         while not self.stopping.is_set():
@@ -318,9 +323,9 @@ class ClusterFollower:
             except Exception:  # the database or the cluster hiccuped: the next wake-up retries
                 logger.exception("%s: recording statuses failed", self.cluster.name)
 
-    def sync_streams(self) -> None:
+    def sync_streams(self) -> list[threading.Thread]:
         """A stream for each kind in each namespace in use; the streams of namespaces no longer
-        used are stopped and their objects forgotten."""
+        used are stopped and their objects forgotten. Returns the threads it started."""
         self.refresh_known()
         wanted = {(kind, ns) for kind in KINDS for ns in self.namespaces}
         for stream in [s for s in self.streams if s not in wanted]:
@@ -328,15 +333,20 @@ class ClusterFollower:
             self.versions.pop(stream, None)
             self._forget_namespace(*stream)
             self._succeeded(stream)
+        started = []
         for stream in sorted(wanted - set(self.streams)):
             self.streams[stream] = threading.Event()
-            threading.Thread(
-                target=self._in_thread, args=(self.follow, *stream), daemon=True
-            ).start()
+            started.append(
+                threading.Thread(target=self._in_thread, args=(self.follow, *stream), daemon=True)
+            )
+            started[-1].start()
+        return started
 
-    def start(self) -> None:
-        threading.Thread(target=self._in_thread, args=(self.keep_draining,), daemon=True).start()
-        self.sync_streams()
+    def start(self) -> list[threading.Thread]:
+        """The drain thread and a thread per stream; returns them (for a caller to join)."""
+        drainer = threading.Thread(target=self._in_thread, args=(self.keep_draining,), daemon=True)
+        drainer.start()
+        return [drainer, *self.sync_streams()]
 
     def _in_thread(self, target, *args) -> None:
         from django.db import connection
