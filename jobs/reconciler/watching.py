@@ -255,7 +255,8 @@ class ClusterFollower:
         self._save_error()
 
     def _succeeded(self, stream: Stream) -> None:
-        if self.errors.pop(stream, None) is not None:
+        # An error saved by an earlier follower (before a restart) goes too.
+        if self.errors.pop(stream, None) is not None or self.cluster.watch_error:
             self._save_error()
 
     def _save_error(self) -> None:

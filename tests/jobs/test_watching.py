@@ -92,6 +92,13 @@ def test_a_refused_watch_is_shown_on_the_clusters_page_and_retried_slowly(prod, 
     assert "cannot follow" not in as_admin.get(reverse("jobs:clusters")).content.decode()
 
 
+def test_an_error_an_earlier_follower_saved_goes_once_a_watch_works(prod, kube):
+    Cluster.objects.filter(pk=prod.pk).update(watch_error="refused before the restart")
+    follower = ClusterFollower(Cluster.objects.get(pk=prod.pk), watch_timeout=1)
+    assert follower.follow_step("events", NS) == 0
+    assert Cluster.objects.get(pk=prod.pk).watch_error == ""
+
+
 # --- bug 1: indexes -----------------------------------------------------------------------
 
 
