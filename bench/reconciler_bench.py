@@ -43,12 +43,12 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from accesspolicies.models import Membership, Organization, Role  # noqa: E402
-from jobs.backends.cluster import ClusterBackend, forget_clients, status_of  # noqa: E402
+from jobs.backends.kubernetes.backend import ClusterBackend, forget_clients, status_of  # noqa: E402
 from jobs.deploy import apply, dry_run  # noqa: E402
 from jobs.lifecycle import Observed, group_name, record_status  # noqa: E402
 from jobs.models import Application, Phase, Profile  # noqa: E402
+from jobs.reconciler.watching import ClusterFollower  # noqa: E402
 from jobs.render import render, render_for_profile  # noqa: E402
-from jobs.watching import ClusterFollower  # noqa: E402
 from tests.fakes.hub import FakeHub  # noqa: E402
 from tests.fakes.kube_objects import emulator_profile, predictor_pod, with_status  # noqa: E402
 from tests.helpers import SHORTEST  # noqa: E402
@@ -659,7 +659,7 @@ def main() -> None:
         what_would_help(profile, isvcs, args.apps)
     finally:
         # The watches end when the emulator goes; saying so as a warning would be noise here.
-        logging.getLogger("jobs.watching").setLevel(logging.ERROR)
+        logging.getLogger("jobs.reconciler.watching").setLevel(logging.ERROR)
         for follower, _ in started:
             follower.stop()
         kube.stop()

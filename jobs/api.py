@@ -12,7 +12,7 @@ from console.api_errors import errors
 from jobs import deploy as verbs
 from jobs.access import get_application
 from jobs.manifest.json_schema import manifest_json_schema
-from jobs.models import Application
+from jobs.models import Application, Phase
 from jobs.present import described, summary
 
 router = Router(tags=["applications"])
@@ -39,6 +39,12 @@ class Problem(Schema):
 class DeletedOut(Schema):
     name: str
     leftOnCluster: str
+
+
+class DeletingOut(Schema):
+    name: str
+    phase: str
+    reason: str
 
 
 class ApplicationSummary(Schema):
@@ -145,16 +151,21 @@ def update_application(request, name: str, dryRun: bool = False):  # noqa: N803
 
 @router.delete(
     "/{name}",
-    response={204: None, 200: DeletedOut, **errors(400, 503)},
+    response={204: None, 200: DeletedOut, 202: DeletingOut, **errors(400, 503)},
     summary="Delete an application",
-    description="With keepOnCluster=true, an application whose cluster does not answer is "
-    "deleted from the console anyway (200, saying what may still run on the cluster).",
+    description="204 when it is gone; 202 while the cluster removes its objects (phase "
+    "Deleting: it disappears once they are gone). With keepOnCluster=true, an application "
+    "whose cluster does not answer is deleted from the console anyway (200, saying what may "
+    "still run on the cluster).",
 )
 def delete_application(request, name: str, keepOnCluster: bool = False):  # noqa: N803
     application = get_application(request.auth, name, "deploy")
     left = verbs.delete(application, request.auth, keep_on_cluster=keepOnCluster)
     if left:
         return Status(200, {"name": name, "leftOnCluster": left})
+    if application.phase == Phase.DELETING and application.pk is not None:
+        body = {"name": name, "phase": application.phase, "reason": application.reason}
+        return Status(202, body)
     return Status(204, None)
 
 

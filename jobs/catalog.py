@@ -4,6 +4,10 @@ GPU memory is what `nvidia-smi` reports per device; node shapes are the common e
 for T4) cloud instances. Admins edit the catalog per profile to match their node groups.
 """
 
+import json
+import re
+from pathlib import Path
+
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
@@ -35,3 +39,43 @@ DEFAULT_MACHINE_CATALOG = [
 def default_machine_catalog() -> list[dict]:
     """A fresh copy, for model field defaults."""
     return [dict(kind, nodeLabels=dict(kind["nodeLabels"])) for kind in DEFAULT_MACHINE_CATALOG]
+
+
+# The vLLM architectures data file is models_catalog's; it is read here by path (plain data),
+# so that jobs imports nothing of models_catalog (which imports jobs).
+VLLM_DATA_FILE = (
+    Path(__file__).resolve().parent.parent / "models_catalog" / "data" / "vllm_architectures.json"
+)
+FALLBACK_VLLM_VERSION = "0.13.0"
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def newest_known_vllm_version() -> str:
+    """The newest vLLM version the architectures data file knows: a new profile's default
+    where its cluster's serving runtime cannot be read."""
+    try:
+        versions = json.loads(VLLM_DATA_FILE.read_text())["versions"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return FALLBACK_VLLM_VERSION
+    known = [v for v in versions if isinstance(v, str) and _version_key(v)]
+    return max(known, key=_version_key) if known else FALLBACK_VLLM_VERSION
+
+
+def vllm_version_of_image(image: str) -> str | None:
+    """The vLLM version a runtime image names, or None: the tag of an image named vllm
+    (vllm/vllm-openai:v0.11.2 -> 0.11.2), or a tag naming vllm (…:v0.15.2-vllm0.11.2). Tags
+    such as latest or a digest name no version."""
+    reference = image.split("@", 1)[0]
+    repository, _, tag = reference.rpartition(":")
+    if not repository or "/" in tag:  # no tag (a registry port is not one)
+        return None
+    said = re.search(r"vllm-?v?(\d+\.\d+(?:\.\d+)?)", tag, re.IGNORECASE)
+    if said:
+        return said[1]
+    if "vllm" not in repository.rsplit("/", 1)[-1].lower():
+        return None
+    found = re.fullmatch(r"v?(\d+\.\d+(?:\.\d+)?)(?:[-+.].*)?", tag)
+    return found[1] if found else None

@@ -515,11 +515,13 @@ def delete(application: Application, membership, *, keep_on_cluster: bool = Fals
 
     With `keep_on_cluster`, a cluster that does not answer does not stop the delete: the
     application leaves the console and the answer says what may still run on the cluster.
-    Answers "" when the cluster removed everything.
+    Answers "" when the cluster removed everything, or is removing it: then (a Kubernetes
+    profile whose objects take time to go) the application stays, Deleting, until the
+    reconciler sees them gone and removes it.
     """
     require(membership, "deploy", "applications")
     try:
-        backend_for(application.profile).delete(application)
+        still_there = backend_for(application.profile).delete(application)
     except BackendFailed as failure:
         if not failure.unavailable:
             raise ActionError(
@@ -530,6 +532,14 @@ def delete(application: Application, membership, *, keep_on_cluster: bool = Fals
         left = left_on_cluster(application)
         _forget(application, membership, keep_on_cluster=True)
         return left
+    if still_there is not None:  # Deleting: the reconciler removes the row once they are gone
+        with transaction.atomic():
+            record_status(application, still_there)
+            audit.record(
+                application.organization, membership.user, "application.delete", "application",
+                application.name, {},
+            )  # fmt: skip
+        return ""
     _forget(application, membership)
     return ""
 

@@ -5,7 +5,8 @@ from django import forms
 from django.conf import settings
 
 from console.form_fields import OrganizationScopedForm, load_yaml_field
-from jobs.backends.kubeconfig import KubeconfigRefused, resolve_kubeconfig
+from jobs.backends.kubernetes.kubeconfig import KubeconfigRefused, resolve_kubeconfig
+from jobs.catalog import newest_known_vllm_version
 from jobs.manifest.problems import listing, show
 from jobs.manifest.quantity import parse_quantity
 from jobs.models import ADDONS, Cluster, Profile, dns_label
@@ -167,12 +168,35 @@ class ProfileForm(OrganizationScopedForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["cluster"].queryset = Cluster.objects.filter(organization=self.organization)
+        vllm = self.fields["vllm_version"]
+        vllm.required = False
+        vllm.help_text = (
+            "The vLLM its runtime image carries. Leave empty to read it from the cluster's vLLM "
+            "serving runtime image, or where that cannot be read, "
+            f"{newest_known_vllm_version()} (the newest version ServeDeck knows)."
+        )
         if not self.is_bound:
+            if self.instance.pk is None:
+                self.initial["vllm_version"] = ""
             self.initial["machine_catalog_yaml"] = yaml.safe_dump(
                 self.instance.machine_catalog, sort_keys=False
             )
             self.initial["defaults_yaml"] = yaml.safe_dump(self.instance.defaults or {})
             self.initial["extra_namespaces_text"] = ", ".join(self.instance.extra_namespaces or [])
+
+    def clean(self):
+        cleaned = super().clean()
+        # Left empty: what the cluster's serving runtime runs, else the newest version known.
+        if not (cleaned.get("vllm_version") or "").strip():
+            from jobs.backends.kubernetes.backend import (
+                discovered_vllm_version,  # the client loads lazily
+            )
+
+            cluster, namespace = cleaned.get("cluster"), cleaned.get("namespace")
+            found = discovered_vllm_version(cluster, namespace) if cluster and namespace else None
+            cleaned["vllm_version"] = found or newest_known_vllm_version()
+            self.instance.vllm_version = cleaned["vllm_version"]
+        return cleaned
 
     def clean_hf_token_ref(self):
         # env/ may name only variables the operator allowed for this organisation: the value

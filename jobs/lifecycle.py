@@ -66,13 +66,24 @@ def record_status(application: Application, observed: Observed) -> bool:
     return True
 
 
-def _announce(application: Application) -> None:
+def record_deleted(application: Application) -> None:
+    """A Deleting application whose objects are gone: its row goes (its events and history
+    with it), and live pages are told so."""
+    application.phase = Phase.DELETING
+    application.reason = f"{application.name} is deleted: its objects are gone from the cluster."
+    application.next_step = ""
+    group = group_name(application)
+    application.delete()
+    _announce(application, group)
+
+
+def _announce(application: Application, group: str | None = None) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     message = {"type": "application.status", "name": application.name}
     message.update({name: getattr(application, name) for name in STATUS_FIELDS})
     try:
-        async_to_sync(layer.group_send)(group_name(application), message)
+        async_to_sync(layer.group_send)(group or group_name(application), message)
     except Exception:  # a live page missing one update must never fail a deploy
         logger.exception("could not announce the status of %s", application.name)

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from accesspolicies.models import Organization
 from accesspolicies.scope import MemberQuerySet
-from jobs.catalog import default_machine_catalog
+from jobs.catalog import default_machine_catalog, newest_known_vllm_version
 from jobs.phases import Phase
 
 dns_label = RegexValidator(
@@ -79,6 +79,10 @@ class Cluster(models.Model):
     queues = models.JSONField(default=list, blank=True)
     cache_node_groups = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Why the reconciler cannot follow the cluster (a refused watch names the rule to grant);
+    # empty while it follows it.
+    watch_error = models.TextField(blank=True, default="")
+    watch_error_at = models.DateTimeField(null=True, blank=True)
 
     objects = ClusterQuerySet.as_manager()
 
@@ -123,8 +127,9 @@ class Profile(models.Model):
     vllm_version = models.CharField(
         "vLLM version",
         max_length=20,
-        default="0.13.0",
-        help_text="The vLLM its runtime image carries.",
+        default=newest_known_vllm_version,
+        help_text="The vLLM its runtime image carries (read from the cluster's serving runtime "
+        "image where it can be, else the newest version ServeDeck knows).",
     )
     defaults = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -26,7 +26,6 @@ PURE_CORES = (
     "jobs.manifest",
     "jobs.render",
     "jobs.status",
-    "jobs.status_rules",
     "jobs.phases",
     "models_catalog.sizing",
 )

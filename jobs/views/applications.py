@@ -105,6 +105,8 @@ def delete(request, name):
         return redirect(detail_url + ("?delete=unavailable" if error.status == 503 else ""))
     if left:
         messages.warning(request, left)
+    elif application.pk is not None:  # Deleting: the cluster removes its objects
+        messages.info(request, f"{name} is being deleted: {application.reason}")
     else:
         messages.success(request, f"{name} is deleted, with everything rendered for it.")
     return redirect("console:home")

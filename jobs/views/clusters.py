@@ -20,10 +20,11 @@ TABLES = {"clusters": "", "profiles": "profiles-"}
 def index(request):
     """The page, or for an htmx request (a sort header) the one table it targets."""
     membership = require(request.membership, "admin", WHAT)
+    clusters = Cluster.objects.for_member(membership, "admin")
     context = {
-        "clusters": ClusterTable(
-            Cluster.objects.for_member(membership, "admin"), request=request, prefix=""
-        ),
+        "clusters": ClusterTable(clusters, request=request, prefix=""),
+        # The reconciler's refused or failing watches, with the rule to grant.
+        "watch_errors": clusters.exclude(watch_error=""),
         "profiles": ProfileTable(
             Profile.objects.for_member(membership, "admin").select_related("cluster"),
             request=request,
@@ -62,8 +63,8 @@ def cluster_discover(request, name):
     if cluster.backend != Cluster.Backend.KUBERNETES:
         messages.error(request, f"{name} runs on the local backend: nothing to discover.")
         return redirect("jobs:cluster-edit", name=name)
-    from jobs.backends.cluster import describe_addons, discover
-    from jobs.backends.k8s_errors import BackendError
+    from jobs.backends.kubernetes.backend import describe_addons, discover
+    from jobs.backends.kubernetes.errors import BackendError
 
     try:
         discover(cluster)

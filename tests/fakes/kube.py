@@ -273,6 +273,7 @@ class KubeEmulator:
             self._epoch = 0  # bumped by compact(close_watches=True)
             self._failures: list[Failure] = []
             self._requests: list[Request] = []
+            self._rbac_namespaces: frozenset[str] | None = None
             self.replace_deleted_pods = True
             self._resources: dict[tuple[str, str, str], Resource] = {}
             self.install(*addons)
@@ -345,6 +346,14 @@ class KubeEmulator:
                 Failure(status, message, reason, verb, resource, name, tuple(causes), times, delay)
             )
 
+    def namespaced_rbac(self, *namespaces: str) -> None:
+        """The RBAC the README documents: the console's rights are Roles in these namespaces, so
+        any request on a namespaced resource elsewhere, or across all namespaces (a cluster-wide
+        list or watch), is refused with 403 as a real server says it. No namespaces: every
+        request is allowed again (the default)."""
+        with self._cond:
+            self._rbac_namespaces = frozenset(namespaces) if namespaces else None
+
     def compact(self, close_watches: bool = True) -> None:
         """Forget the watch history: a watch from an older resourceVersion gets 410 Gone, and
         (close_watches) open watches get a 410 ERROR event and end."""
@@ -381,6 +390,7 @@ class KubeEmulator:
                 return 200, doc
             target = self._target(path)
             verb = _verb(method, target, query)
+            self._authorize(verb, target)
             failure = self._take_failure(verb, target)
             if failure is not None:
                 time.sleep(failure.delay)
@@ -484,6 +494,14 @@ class KubeEmulator:
         return _Target(
             res, namespace, rest[1] if named else None, rest[2] if len(rest) > 2 else None
         )
+
+    def _authorize(self, verb: str, t: _Target) -> None:
+        with self._cond:
+            allowed = self._rbac_namespaces
+        if allowed is None or not t.res.namespaced or t.namespace in allowed:
+            return
+        refused = Failure(403, "", "", verb, None, None, (), 1, 0.0)
+        raise _failure_error(refused, verb, t)
 
     def _take_failure(self, verb: str, t: _Target) -> Failure | None:
         with self._cond:

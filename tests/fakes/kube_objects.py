@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from jobs.backends.cluster import forget_clients
+from jobs.backends.kubernetes.backend import forget_clients
 from jobs.models import Cluster, Profile
 from jobs.render import APP_LABEL
 from jobs.render.common import ORGANIZATION_LABEL

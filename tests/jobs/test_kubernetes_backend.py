@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from jobs.backends.kubernetes import (
+from jobs.backends.kubernetes.kserve_client import (
     FIELD_MANAGER,
     STOP_ANNOTATION,
     BackendError,
     Discovery,
     Gone,
-    KubernetesBackend,
+    KServeClient,
     NotFound,
     Unreachable,
 )
@@ -169,8 +169,8 @@ def event(name: str, about_kind: str, about: str, reason: str, namespace: str = 
 
 
 @pytest.fixture
-def backend(kube: KubeEmulator) -> KubernetesBackend:
-    with KubernetesBackend.for_cluster(cluster_for(kube)) as made:
+def backend(kube: KubeEmulator) -> KServeClient:
+    with KServeClient.for_cluster(cluster_for(kube)) as made:
         yield made
 
 
@@ -186,7 +186,7 @@ def test_a_cluster_row_connects_through_its_kubeconfig_and_context(kube, backend
 
 def test_a_cluster_that_is_down_answers_fast_and_clearly(kube):
     # The kubeconfig's other context points at a closed port.
-    down = KubernetesBackend.for_cluster(cluster_for(kube, context="unreachable"))
+    down = KServeClient.for_cluster(cluster_for(kube, context="unreachable"))
     started = time.monotonic()
     with pytest.raises(Unreachable) as caught:
         down.apply(rendered())
@@ -209,7 +209,7 @@ def test_an_api_server_that_goes_away_and_comes_back(kube, backend):
 
 
 def test_a_slow_api_server_times_out_with_the_read_timeout(kube):
-    slow = KubernetesBackend.for_cluster(cluster_for(kube), read_timeout=0.3)
+    slow = KServeClient.for_cluster(cluster_for(kube), read_timeout=0.3)
     kube.fail_next(None, verb="list", resource="pods", delay=1.0)
     started = time.monotonic()
     with pytest.raises(Unreachable) as caught:
@@ -220,7 +220,7 @@ def test_a_slow_api_server_times_out_with_the_read_timeout(kube):
 
 def test_a_missing_kubeconfig_is_named(kube):
     missing = kube.directory / "nowhere.yaml"
-    broken = KubernetesBackend.for_cluster(cluster_for(kube, path=str(missing)))
+    broken = KServeClient.for_cluster(cluster_for(kube, path=str(missing)))
     with pytest.raises(BackendError) as caught:
         broken.discover()
     assert f"Cannot use cluster gpu-prod's kubeconfig {missing} (context emulator)" in str(
@@ -233,7 +233,7 @@ def test_a_missing_kubeconfig_is_named(kube):
 def test_a_broken_kubeconfig_is_named(kube):
     broken_file = kube.directory / "broken.yaml"
     broken_file.write_text("apiVersion: v1\nkind: Config\ncontexts: []\n")
-    broken = KubernetesBackend.for_cluster(cluster_for(kube, path=str(broken_file)))
+    broken = KServeClient.for_cluster(cluster_for(kube, path=str(broken_file)))
     with pytest.raises(BackendError) as caught:
         broken.discover()
     assert f"Cannot use cluster gpu-prod's kubeconfig {broken_file}" in caught.value.reason
@@ -269,7 +269,7 @@ def test_the_client_reads_only_one_file_inside_the_folder(kube, tmp_path, settin
     row = cluster_for(kube)
     row.kubeconfig_path = path
     seen = len(kube.requests)
-    with KubernetesBackend.for_cluster(row) as backend, pytest.raises(BackendError) as caught:
+    with KServeClient.for_cluster(row) as backend, pytest.raises(BackendError) as caught:
         backend.discover()
     assert len(kube.requests) == seen  # nothing reached the API server
     assert str(folder) in caught.value.reason
@@ -278,7 +278,7 @@ def test_the_client_reads_only_one_file_inside_the_folder(kube, tmp_path, settin
 
 def test_a_relative_path_is_a_file_of_the_folder(kube):
     row = cluster_for(kube, path="kubeconfig")
-    with KubernetesBackend.for_cluster(row) as backend:
+    with KServeClient.for_cluster(row) as backend:
         assert backend.discover().version == "v1.31.4"
 
 
@@ -286,7 +286,7 @@ def test_in_cluster_outside_a_cluster_says_so(monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     row = Cluster(name="gpu-prod", backend=Cluster.Backend.KUBERNETES, in_cluster=True)
     with pytest.raises(BackendError) as caught:
-        KubernetesBackend.for_cluster(row).discover()
+        KServeClient.for_cluster(row).discover()
     assert caught.value.reason == (
         "Cannot use cluster gpu-prod's in-cluster service account: Service host/port is not set"
     )

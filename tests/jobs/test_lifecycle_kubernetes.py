@@ -6,10 +6,10 @@ run asks the cluster; restart, stop, start, delete and discovery do what they sa
 import pytest
 
 from jobs import deploy as verbs
-from jobs.backends.cluster import discover, forget_clients
-from jobs.backends.k8s_errors import Gone, Unreachable
+from jobs.backends.kubernetes.backend import discover, forget_clients
+from jobs.backends.kubernetes.errors import Gone, Unreachable
 from jobs.models import Application, Event
-from jobs.watching import KINDS, ClusterFollower
+from jobs.reconciler.watching import KINDS, ClusterFollower
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.fakes.kube_objects import (
     PROD_NAMESPACE,

@@ -579,7 +579,7 @@ def test_a_bug_gives_a_pending_status_and_a_log_line(monkeypatch, caplog):
     def broken(*args: Any) -> None:
         raise KeyError("status")
 
-    monkeypatch.setattr("jobs.status.read_view", broken)
+    monkeypatch.setattr("jobs.status.derive.read_view", broken)
     status = derive_status(isvc(*READY), [], [], desired_replicas=3)
     assert (status.phase, status.desired_replicas, status.endpoint) == (Phase.PENDING, 3, "")
     assert INTERNAL_ERROR in status.reason and "Report it" in status.next_step

@@ -6,8 +6,8 @@ restarts, stops, deletes or reports the other's objects."""
 import pytest
 
 from jobs import deploy as verbs
-from jobs.backends.cluster import client_for, forget_clients
-from jobs.backends.k8s_kinds import INFERENCE_SERVICE
+from jobs.backends.kubernetes.backend import client_for, forget_clients
+from jobs.backends.kubernetes.kinds import INFERENCE_SERVICE
 from jobs.models import Application, Profile
 from jobs.render.common import APP_LABEL, ORGANIZATION_ANNOTATION, ORGANIZATION_LABEL
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
@@ -186,7 +186,7 @@ def test_an_admin_sets_other_namespaces_on_the_profile_page(shared, org, as_admi
 
 
 def test_the_reconciler_never_takes_another_organisations_status(shared, deployer, globex):
-    from jobs.watching import KINDS, ClusterFollower
+    from jobs.reconciler.watching import KINDS, ClusterFollower
 
     theirs = verbs.apply(MANIFEST, globex).application
     client_for(theirs.profile.cluster).api.delete(INFERENCE_SERVICE, "bge-embed", NS)

@@ -11,7 +11,7 @@ import yaml
 from django.urls import reverse
 
 from jobs import deploy as verbs
-from jobs.backends.cluster import forget_clients
+from jobs.backends.kubernetes.backend import forget_clients
 from jobs.models import Application, Cluster, Draft, Profile
 from tests.fakes.hub import GOOD_TOKEN
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401

@@ -201,6 +201,10 @@ class Command(BaseCommand):
     def do_delete(self, membership, name, keep_on_cluster=False, **_):
         application = get_application(membership, name, "deploy")
         left = verbs.delete(application, membership, keep_on_cluster=keep_on_cluster)
+        if application.pk is not None:  # Deleting: the cluster removes its objects
+            self.stdout.write(f"application/{name} deleting")
+            self.stdout.write(f"  {application.reason}")
+            return
         self.stdout.write(f"application/{name} deleted")
         if left:
             self.stderr.write(self.style.WARNING(f"warning: {left}"))

@@ -3,8 +3,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from accesspolicies.cli import acting_membership, add_verb
-from jobs.backends.cluster import describe_addons, discover
-from jobs.backends.k8s_errors import BackendError
+from jobs.backends.kubernetes.backend import describe_addons, discover
+from jobs.backends.kubernetes.errors import BackendError
 from jobs.forms import ClusterForm
 from jobs.management.commands._setup import save_form, write_table
 from jobs.models import ADDONS, Cluster

@@ -24,7 +24,12 @@ class Command(BaseCommand):
             metavar="REF",
             help="secret/<name> or env/<VARIABLE>: where the Hugging Face token is",
         )
-        add.add_argument("--vllm-version", default="0.13.0")
+        add.add_argument(
+            "--vllm-version",
+            default="",
+            help="default: read from the cluster's vLLM serving runtime image, else the newest "
+            "version ServeDeck knows",
+        )
         _namespace_allowed(add)
         edit = add_verb(sub, "edit", help="change a profile's token or allowed namespaces")
         edit.add_argument("name")
@@ -74,7 +79,7 @@ class Command(BaseCommand):
         profile = save_form(form, f"profile {options['name']}")
         self.stdout.write(
             f"profile/{profile.name} added (cluster {profile.cluster.name}, "
-            f"namespace {profile.namespace})"
+            f"namespace {profile.namespace}, vLLM {profile.vllm_version})"
         )
 
     def edit(self, membership, options) -> None:

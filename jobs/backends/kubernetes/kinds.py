@@ -47,6 +47,14 @@ INFERENCE_SERVICE = Kind(
 SERVING_RUNTIME = Kind(
     "ServingRuntime", "serving.kserve.io", "v1alpha1", "servingruntimes", True, KSERVE
 )
+CLUSTER_SERVING_RUNTIME = Kind(
+    "ClusterServingRuntime",
+    "serving.kserve.io",
+    "v1alpha1",
+    "clusterservingruntimes",
+    False,
+    KSERVE,
+)
 LOCAL_MODEL_CACHE = Kind(
     "LocalModelCache",
     "serving.kserve.io",

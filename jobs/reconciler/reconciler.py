@@ -1,7 +1,7 @@
 """The reconciler: follows every application's cluster and keeps its status true.
 
 Local applications are observed by polling their processes; Kubernetes clusters are followed by
-watches (one thread per cluster, see jobs/watching.py). Each change goes through
+watches (one thread per cluster, see jobs/reconciler/watching.py). Each change goes through
 lifecycle.record_status: saved, an Event, a message to the live page.
 """
 
@@ -23,7 +23,7 @@ class Reconciler:
     def __init__(self, interval: float = 2.0):
         self.interval = interval
         self.stopping = threading.Event()
-        self.followers: dict[int, object] = {}
+        self.followers: dict[int, tuple] = {}  # cluster pk -> (connection, follower)
 
     def step_local(self) -> int:
         """Observe every application on a local profile; return how many changed."""
@@ -43,12 +43,22 @@ class Reconciler:
         return changed
 
     def follow_clusters(self) -> None:
-        """A follower (watch threads) for every Kubernetes cluster not yet followed."""
-        from jobs.watching import ClusterFollower  # loads the Kubernetes client only when needed
+        """A follower (watch threads) for every Kubernetes cluster not yet followed; the
+        followers of deleted clusters stop, and each follower watches the namespaces its
+        cluster's profiles use now."""
+        from jobs.reconciler.watching import (
+            ClusterFollower,  # loads the Kubernetes client only when needed
+        )
 
-        for cluster in Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES):
+        clusters = list(Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES))
+        for pk in set(self.followers) - {cluster.pk for cluster in clusters}:
+            _, follower = self.followers.pop(pk)
+            follower.stop()
+            logger.info("stopped following cluster %s: it is deleted", follower.cluster.name)
+        for cluster in clusters:
             key = (cluster.pk, cluster.kubeconfig_path, cluster.context, cluster.in_cluster)
             if cluster.pk in self.followers and self.followers[cluster.pk][0] == key:
+                self.followers[cluster.pk][1].sync_streams()
                 continue
             if cluster.pk in self.followers:  # its connection changed: follow it anew
                 self.followers[cluster.pk][1].stop()
@@ -60,8 +70,8 @@ class Reconciler:
 
     def _discover(self, cluster) -> None:
         """Add-ons change rarely; reading them when following starts keeps the rules true."""
-        from jobs.backends.cluster import discover
-        from jobs.backends.k8s_errors import BackendError
+        from jobs.backends.kubernetes.backend import discover
+        from jobs.backends.kubernetes.errors import BackendError
 
         try:
             discover(cluster)

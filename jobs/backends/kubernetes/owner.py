@@ -10,7 +10,7 @@ from typing import Any
 
 from jobs.render.common import APP_LABEL, ORGANIZATION_ANNOTATION, ORGANIZATION_LABEL
 
-from .k8s_errors import BackendError
+from .errors import BackendError
 
 SHOWN_CHARACTERS = 100
 

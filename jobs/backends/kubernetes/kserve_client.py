@@ -1,7 +1,8 @@
-"""The Kubernetes backend: an application's rendered objects on a KServe cluster, through the
-real `kubernetes` client (k8s_client.py), with every failure in plain words (k8s_errors.py).
+"""The KServe client: an application's rendered objects on a KServe cluster, through the real
+`kubernetes` client (kube_api.py), with every failure in plain words (errors.py). The backend
+interface on a cluster is ClusterBackend (backend.py), which holds one of these.
 
-    backend = KubernetesBackend.for_cluster(profile.cluster)
+    backend = KServeClient.for_cluster(profile.cluster)
     backend.dry_run(objects)          # [] or the server's refusals, one sentence per object
     backend.apply(objects)            # server-side apply as "servedeck", then prune
     backend.observe("llama", "models", organization="acme")  # InferenceService, pods, events
@@ -10,7 +11,7 @@ Everything ServeDeck made carries servedeck.io/application=<app> and
 servedeck.io/organization=<slug>; those labels are how apply prunes, delete finds, and restart
 and observe find the pods (KServe copies the InferenceService's labels onto the predictor's
 pods: buildObjectMeta in its predictor.go). Organisations may share a namespace: no verb
-changes an existing object that does not carry both (jobs/backends/k8s_owner.py).
+changes an existing object that does not carry both (jobs/backends/kubernetes/owner.py).
 """
 
 from __future__ import annotations
@@ -21,23 +22,26 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.catalog import vllm_version_of_image
 from jobs.manifest.quantity import parse_quantity
 from jobs.render.common import APP_LABEL, NAMESPACE_LABEL, ORGANIZATION_LABEL
 
-from .k8s_client import FIELD_MANAGER, ClusterConnection, KubeApi
-from .k8s_errors import BackendError, Gone, NotFound, Unreachable
-from .k8s_kinds import (
+from .errors import BackendError, Gone, NotFound, Unreachable
+from .kinds import (
     CLUSTER_QUEUE,
+    CLUSTER_SERVING_RUNTIME,
     EVENT,
     INFERENCE_SERVICE,
     LOCAL_MODEL_CACHE,
     LOCAL_MODEL_NODE_GROUP,
     POD,
     RENDERED,
+    SERVING_RUNTIME,
     Kind,
     kind_of,
 )
-from .k8s_owner import NotOurs, is_ours, not_ours
+from .kube_api import FIELD_MANAGER, ClusterConnection, KubeApi
+from .owner import NotOurs, is_ours, not_ours
 
 __all__ = [
     "FIELD_MANAGER",
@@ -46,11 +50,11 @@ __all__ = [
     "ClusterConnection",
     "Discovery",
     "Gone",
-    "KubernetesBackend",
+    "KServeClient",
     "Listing",
     "NotFound",
     "NotOurs",
-    "Observed",
+    "ClusterObjects",
     "Unreachable",
     "WatchEvent",
 ]
@@ -84,7 +88,7 @@ class Discovery:
 
 
 @dataclass(frozen=True)
-class Observed:
+class ClusterObjects:
     """The raw objects jobs.status.derive_status reads for one application."""
 
     isvc: dict | None
@@ -109,7 +113,7 @@ class WatchEvent:
     resource_version: str
 
 
-class KubernetesBackend:
+class KServeClient:
     """One cluster's API: the verbs jobs.deploy and the reconciler call."""
 
     def __init__(
@@ -123,14 +127,14 @@ class KubernetesBackend:
         self.api = KubeApi(connection, connect_timeout, read_timeout)
 
     @classmethod
-    def for_cluster(cls, cluster: Any, **timeouts: float) -> KubernetesBackend:
+    def for_cluster(cls, cluster: Any, **timeouts: float) -> KServeClient:
         """The backend of a jobs.models.Cluster row (kubeconfig + context, or in-cluster)."""
         return cls(ClusterConnection.from_cluster(cluster), **timeouts)
 
     def close(self) -> None:
         self.api.close()
 
-    def __enter__(self) -> KubernetesBackend:
+    def __enter__(self) -> KServeClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -156,6 +160,18 @@ class KubernetesBackend:
             queues = tuple(sorted(_name(q) for q in self.api.list(queue_kind).get("items") or []))
         node_groups = self._cache_node_groups() if cache else {}
         return Discovery(version, frozenset(addons), queues, node_groups)
+
+    def runtime_vllm_version(self, namespace: str) -> str | None:
+        """The vLLM version of the cluster's vLLM serving runtime, from its image's tag: the
+        namespace's ServingRuntimes first, then the ClusterServingRuntimes; None when no
+        runtime's image names a vLLM version (KServe's huggingfaceserver tag is KServe's own
+        version, so only an image named vllm, or a tag naming vllm, counts)."""
+        for kind, where in ((SERVING_RUNTIME, namespace), (CLUSTER_SERVING_RUNTIME, None)):
+            for runtime in sorted(self._list_if_served(kind, where, ""), key=_name):
+                found = _runtime_vllm_version(runtime)
+                if found:
+                    return found
+        return None
 
     def _serves(self, kind: Kind) -> bool:
         try:
@@ -320,7 +336,7 @@ class KubernetesBackend:
 
     # --- observing ------------------------------------------------------------------------
 
-    def observe(self, app: str, namespace: str, *, organization: str) -> Observed:
+    def observe(self, app: str, namespace: str, *, organization: str) -> ClusterObjects:
         """The InferenceService (None when absent, or when that name is someone else's), its
         pods, and the namespace's events about them (the InferenceService, its pods,
         Deployments and ReplicaSets, Kueue workloads)."""
@@ -335,8 +351,8 @@ class KubernetesBackend:
         names = {_name(p) for p in pods}
         events = self.api.list(EVENT, namespace).get("items") or []
         if isvc is None:  # events named after the app would be about the other's objects
-            return Observed(None, pods, [e for e in events if _about(e, "", names)])
-        return Observed(isvc, pods, [e for e in events if _about(e, app, names)])
+            return ClusterObjects(None, pods, [e for e in events if _about(e, "", names)])
+        return ClusterObjects(isvc, pods, [e for e in events if _about(e, app, names)])
 
     def list_inference_services(self, namespace: str | None = None) -> Listing:
         """ServeDeck's InferenceServices (every application's), in one namespace or all."""
@@ -479,6 +495,23 @@ def _about(event: Mapping[str, Any], app: str, pods: set[str]) -> bool:
     if kind == "Workload":
         return name.startswith(f"pod-{app}-") or any(p in name for p in pods)
     return name == app or name.startswith(f"{app}-")
+
+
+def _runtime_vllm_version(runtime: Mapping[str, Any]) -> str | None:
+    spec = runtime.get("spec") or {}
+    formats = {
+        str(f.get("name") or "").lower()
+        for f in spec.get("supportedModelFormats") or []
+        if isinstance(f, Mapping)
+    }
+    if not formats & {"huggingface", "vllm"}:
+        return None
+    for container in spec.get("containers") or []:
+        image = str((container or {}).get("image") or "") if isinstance(container, Mapping) else ""
+        found = vllm_version_of_image(image)
+        if found:
+            return found
+    return None
 
 
 def _listing(listed: Mapping[str, Any]) -> Listing:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobs.phases import Phase
-from jobs.status_rules import (
+from jobs.status.readers import (
     STOP_ANNOTATION,
     Container,
     Pod,

@@ -19,8 +19,8 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
-from .k8s_errors import NETWORK_ERRORS, ApiTarget, BackendError, Call, from_status, translated
-from .k8s_kinds import Kind
+from .errors import NETWORK_ERRORS, ApiTarget, BackendError, Call, from_status, translated
+from .kinds import Kind
 from .kubeconfig import KubeconfigRefused, resolve_kubeconfig
 
 FIELD_MANAGER = "servedeck"

@@ -15,7 +15,7 @@ from typing import Any
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
-from .k8s_kinds import Kind
+from .kinds import Kind
 
 NETWORK_ERRORS = (urllib3.exceptions.HTTPError, OSError)
 _FORBIDDEN = re.compile(
