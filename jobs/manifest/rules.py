@@ -11,7 +11,7 @@ from typing import Any
 
 from .capacity import byte_amount, check_capacity, kind_of_gpu
 from .checks import Bad, Qty
-from .context import ManifestContext
+from .context import ManifestContext, ModelFacts
 from .defaults import MODEL_PATH as M
 from .defaults import Facts, group, ok
 from .engine_flags import check_engine_args
@@ -66,13 +66,31 @@ def check(
         model = source["model"]
         if isinstance(model, dict) and source["type"] != "YAML":
             _artifact(model, facts, out)
-            _check_model(facts, ctx, out)
             _engine(model, facts, out)
             _engine_args(model, manifest, facts, ctx, out)
             _serving(model, facts, ctx, out)
             check_capacity(model, facts, out)
     if ctx.existing is not None:
         check_fixed(manifest, facts, ctx, out)
+    return out.problems
+
+
+def check_model_facts(draft: dict[str, Any], facts: Facts, model: ModelFacts) -> list[Problem]:
+    """The rules on what Check model found, on the facts `check` ran on: the runtime the
+    format picks, the model's own context limit, and the inputs it takes."""
+    out = Out()
+    source = draft["spec"]["source"]
+    if not isinstance(source, dict) or source["type"] == "YAML":
+        return []
+    artifact = source["model"]
+    if not isinstance(artifact, dict):
+        return []
+    _check_model(facts, model, out)
+    if facts.generative and not facts.parakeet and not facts.custom_runtime:
+        serving = group(artifact, "serving")
+        _context_limit(serving, model, out)
+        if _multimodal_passed(serving, facts):
+            _modalities(serving, model, out)
     return out.problems
 
 
@@ -323,9 +341,9 @@ def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
         )
 
 
-def _check_model(facts: Facts, ctx: ManifestContext, out: Out) -> None:
+def _check_model(facts: Facts, model: ModelFacts, out: Out) -> None:
     """What Check model found must agree with the runtime format picks."""
-    found = ctx.model.generative if ctx.model is not None else None
+    found = model.generative
     if found is None or facts.generative is None or found == facts.generative:
         return
     if found:
@@ -440,17 +458,21 @@ def _serving(model: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out
         if facts.custom_runtime:
             _multimodal(serving, facts, ctx, out)
         return
-    limit = ctx.model.max_context_tokens if ctx.model is not None else None
+    _kv_cache(serving, facts, out)
+    _multimodal(serving, facts, ctx, out)
+
+
+def _context_limit(serving: dict[str, Any], model: ModelFacts, out: Out) -> None:
+    """The one decision on the context window against the model's own limit."""
+    limit = model.max_context_tokens
     tokens = serving.get("maxContextTokens")
     if ok(tokens) and limit is not None and tokens > limit:
         out.refuse(
-            f"{base}.maxContextTokens",
+            f"{M}.serving.maxContextTokens",
             f"{show(tokens)} is above the model's own limit ({limit}), so the model would not "
             f"start; accepts 1 to {limit}. Set maxContextTokens to {limit} or less, or leave it "
             "out.",
         )
-    _kv_cache(serving, facts, out)
-    _multimodal(serving, facts, ctx, out)
 
 
 def _api_format(model: dict[str, Any], facts: Facts, out: Out) -> None:
@@ -579,22 +601,38 @@ def _multimodal(serving: dict[str, Any], facts: Facts, ctx: ManifestContext, out
             "platform's runtimes. Remove the block and configure your runtime directly.",
         )
         return
-    modalities = ctx.model.modalities if ctx.model is not None else frozenset()
-    for key, modality in MODALITY_FIELDS.items():
+    for key in MODALITY_FIELDS:
         value = block.get(key)
-        if not ok(value):
-            continue
-        if modalities and modality not in modalities:
-            out.refuse(
-                f"{path}.{key}",
-                f"{show(value)} is set but the model takes no {modality} input (it takes "
-                f"{', '.join(sorted(modalities))}); accepts limits only for its inputs. "
-                f"Remove {key}.",
-            )
-        elif value > MULTIMODAL_WARN_ABOVE:
+        if ok(value) and value > MULTIMODAL_WARN_ABOVE:
             out.warn(
                 f"{path}.{key}",
                 f"{show(value)} is above {MULTIMODAL_WARN_ABOVE}: every replica reserves memory "
                 "for that many items per request. Lower it unless requests really carry that "
                 "many.",
+            )
+
+
+def _multimodal_passed(serving: dict[str, Any], facts: Facts) -> bool:
+    """The multimodal block sets limits a platform runtime is given (else _multimodal refused
+    it already)."""
+    block = serving.get("multimodal")
+    return (
+        isinstance(block, dict)
+        and any(value is not None for value in block.values())
+        and (facts.engine is None or facts.engine in INSTALLED_RUNTIMES)
+    )
+
+
+def _modalities(serving: dict[str, Any], model: ModelFacts, out: Out) -> None:
+    """Limits only for the inputs the model takes."""
+    block = serving["multimodal"]
+    modalities = model.modalities
+    for key, modality in MODALITY_FIELDS.items():
+        value = block.get(key)
+        if ok(value) and modalities and modality not in modalities:
+            out.refuse(
+                f"{M}.serving.multimodal.{key}",
+                f"{show(value)} is set but the model takes no {modality} input (it takes "
+                f"{', '.join(sorted(modalities))}); accepts limits only for its inputs. "
+                f"Remove {key}.",
             )
