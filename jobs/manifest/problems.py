@@ -26,6 +26,14 @@ class Problem:
     message: str
     level: Level = "refusal"
     origin: Origin = "rule"
+    # The field a problem said at another path is about: the target answers at
+    # spec.profileName, naming the field its sentence is about (empty: the path itself).
+    about: str = ""
+
+    @property
+    def field(self) -> str:
+        """The field that can fix it: where the wizard shows it."""
+        return self.about or self.path
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"

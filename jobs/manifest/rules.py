@@ -462,11 +462,15 @@ def _serving(model: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out
     _multimodal(serving, facts, ctx, out)
 
 
-def _context_limit(serving: dict[str, Any], model: ModelFacts, out: Out) -> None:
+def context_over_limit(tokens: object, limit: int | None) -> bool:
     """The one decision on the context window against the model's own limit."""
+    return isinstance(tokens, int) and limit is not None and tokens > limit
+
+
+def _context_limit(serving: dict[str, Any], model: ModelFacts, out: Out) -> None:
     limit = model.max_context_tokens
     tokens = serving.get("maxContextTokens")
-    if ok(tokens) and limit is not None and tokens > limit:
+    if ok(tokens) and context_over_limit(tokens, limit):
         out.refuse(
             f"{M}.serving.maxContextTokens",
             f"{show(tokens)} is above the model's own limit ({limit}), so the model would not "
