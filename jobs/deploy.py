@@ -13,6 +13,7 @@ from accesspolicies.access import require
 from jobs.backends import BackendFailed, backend_for
 from jobs.dry_run import DryRun, dry_run, manifest_context
 from jobs.lifecycle import Observed, record_status
+from jobs.manifest.view import FilledManifest
 from jobs.models import Application, Event, Phase, Profile, Revision
 from jobs.render import APP_LABEL, RenderError, render_for_profile
 
@@ -82,7 +83,7 @@ def apply(
 
 
 def _auto(manifest: dict) -> bool:
-    return manifest["spec"].get("syncType", "Auto") == "Auto"
+    return FilledManifest(manifest).sync_type == "Auto"
 
 
 def _already_exists(name: str) -> ActionError:
@@ -195,8 +196,7 @@ def _record_outcome(
 
 
 def _min_replicas(manifest: dict) -> int:
-    model = manifest["spec"]["source"].get("model") or {}
-    return model.get("scaling", {}).get("minReplicas", 1)
+    return FilledManifest(manifest).min_replicas
 
 
 def deploy_latest(application: Application, membership) -> Revision:

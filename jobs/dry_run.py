@@ -134,13 +134,6 @@ def manifest_context(
     )
 
 
-def _field(doc, *path) -> str | None:
-    """A string deep in a document that may be malformed; None when it is not there."""
-    for key in path:
-        doc = doc.get(key) if isinstance(doc, dict) else None
-    return doc if isinstance(doc, str) else None
-
-
 def dry_run(
     doc,
     organization,
@@ -162,7 +155,7 @@ def dry_run(
             return DryRun(
                 manifest=None, refusals=[replace(p, origin="schema") for p in error.problems]
             )
-    name = _field(doc, "spec", "name")
+    name = FilledManifest(doc).name
     if expect_name is not None and name != expect_name:
         problem = mf.Problem(
             "spec.name",
@@ -174,7 +167,7 @@ def dry_run(
     application = (
         Application.objects.filter(organization=organization, name=name).first() if name else None
     )
-    ctx = manifest_context(organization, application, _field(doc, "spec", "source", "model", "uri"))
+    ctx = manifest_context(organization, application, FilledManifest(doc).uri)
     result = mf.parse(doc, ctx)
     checked = _check_model(result, organization, checks or CheckModelCalls())
     facts = model_facts(checked) if checked else None
