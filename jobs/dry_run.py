@@ -258,13 +258,13 @@ def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
         run.warnings.append(mf.Problem(URI, said, "warning", "check-model"))
     elif not checked.can_serve and not _context_refused(run, checked):
         run.refusals.append(mf.Problem(URI, said, "refusal", "check-model"))
-    # The manifest rule says "not pinned" already, with the same condition: Check model's
-    # own pin warning (its first, exactly when the uri is not pinned) is not said twice.
-    pinned_already = any(p.path == URI and p.origin == "rule" for p in run.warnings)
-    for warning in checked.warnings:
-        if pinned_already and "pin" in warning.lower():
-            continue
-        run.warnings.append(mf.Problem(URI, warning, "warning", "check-model"))
+    # Whether the uri is pinned is the manifest rule's decision (it warns at the uri): Check
+    # model's own pin warning, which it marks, is not said a second time.
+    run.warnings += [
+        mf.Problem(URI, warning, "warning", "check-model")
+        for warning in checked.warnings
+        if warning != checked.pin_warning
+    ]
     filled = run.filled
     if filled is not None:
         layout = layout_refusal(checked, filled.gpu_kind, filled.gpu_count, filled.nodes)

@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from jobs.backends.cluster import forget_clients
+from jobs.dry_run import dry_run
 from jobs.models import Cluster, Profile
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.helpers import SHORTEST, bearer, problems
@@ -79,3 +80,12 @@ def test_a_refused_dry_run_lists_every_problem_with_its_origin(client, deployer,
         (f"{model}.cache.enabled", "rule"),  # the profile has no weight cache
         (f"{model}.cache.size", "rule"),  # and the size is missing all the same
     } <= found
+
+
+def test_an_unpinned_model_is_warned_once_by_the_manifest_rule(org):
+    run = dry_run(SHORTEST, org)  # hf://BAAI/bge-m3 follows its main branch
+    assert run.check.pin_warning in run.check.warnings  # Check model's own page says it
+    at_uri = [p for p in run.warnings if p.path == "spec.source.model.uri"]
+    pins = [p for p in at_uri if p.origin == "rule"]
+    assert len(pins) == 1 and "is not pinned" in pins[0].message
+    assert all(p.message != run.check.pin_warning for p in at_uri)
