@@ -14,6 +14,7 @@ from jobs.manifest import Problem
 from jobs.wizard.paths import MODEL, under
 
 URI = f"{MODEL}.uri"
+TARGET = "spec.profileName"  # where the target's preflight answers
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def on_target(problem: Problem) -> bool:
     """The target's own answer about no field in particular (the cluster's server-side dry
     run, or what this machine lacks): Review shows it, as the outcome on the profile's
     cluster."""
-    return problem.origin == "target" and not problem.about
+    return problem.origin == "target" and problem.path == TARGET and not problem.about
 
 
 def by_step(problems: Iterable[Problem]) -> dict[str, list[Problem]]:

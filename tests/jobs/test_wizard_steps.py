@@ -368,3 +368,8 @@ def test_chosen_size_is_check_models_gpu_or_the_cpu():
     cpu = CheckResult(uri="x", can_serve=True, verdict=SERVABLE, next_step="")
     assert sizing.chosen_size(cpu) == (None, 0, 1)
     assert sizing.chosen_size(None) == (None, 0, 1)
+
+
+def test_a_manifest_that_cannot_be_rendered_is_the_model_steps():
+    problem = Problem("spec", "cannot be rendered for Kubernetes", origin="target")
+    assert steps.by_step([problem])["model"] == [problem]
