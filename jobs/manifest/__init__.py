@@ -14,10 +14,10 @@ from .context import (
 )
 from .defaults import ENGINE_BUILTIN_DEFAULTS, MEMORY_DEFAULTS, MODEL_MASTER_KEYS
 from .describe import ENGINE_TITLES, is_generative, runtime_of, scaling_of
+from .model_rules import context_over_limit
 from .parse import DocumentError, ParseResult, load_document, model_problems, parse
 from .problems import Problem
 from .quantity import format_bytes, format_cpu, parse_bytes, parse_cpu, parse_quantity
-from .rules import context_over_limit
 from .schema import (
     API_FORMATS,
     API_PROTOCOLS,

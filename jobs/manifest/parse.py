@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import rules
+from . import model_rules, rules
 from .bounded import MANIFEST_LIMITS, DocumentError, load_bounded
 from .context import ManifestContext, ModelFacts
 from .defaults import Facts, fill
@@ -54,7 +54,7 @@ def model_problems(result: ParseResult, model: ModelFacts) -> list[Problem]:
     context limit, the modalities), on the facts `result` was filled with."""
     if result.manifest is None or result.draft is None or result.facts is None:
         return []
-    return rules.check_model_facts(result.draft, result.facts, model)
+    return model_rules.check_model_facts(result.draft, result.facts, model)
 
 
 def load_document(text: str | bytes) -> Any:
@@ -113,7 +113,7 @@ def _parse(doc: Any, ctx: ManifestContext) -> ParseResult:
     if manifest is not None:
         problems.extend(rules.check(draft, facts, manifest, ctx))
         if ctx.model is not None:
-            problems.extend(rules.check_model_facts(draft, facts, ctx.model))
+            problems.extend(model_rules.check_model_facts(draft, facts, ctx.model))
     return ParseResult(
         manifest,
         [p for p in problems if p.level == "refusal"],
