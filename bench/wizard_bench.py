@@ -55,7 +55,7 @@ def deployer() -> tuple[Client, Membership]:
     Profile.objects.create(organization=org, name="local", cluster=cluster)
     user = get_user_model().objects.create_user(username="dan")
     membership = Membership.objects.create(organization=org, user=user, role=Role.DEPLOYER)
-    client = Client()
+    client = Client(headers={"X-Page-Organization": org.slug})  # as base.html's htmx header
     client.force_login(user)
     return client, membership
 

@@ -40,6 +40,7 @@ class ProblemOut(Schema):
     path: str
     message: str
     level: str
+    origin: str | None = None  # schema, rule, check-model or target (a verb's own: none)
 
 
 class ErrorDetail(Schema):

@@ -13,7 +13,7 @@ from jobs import deploy as verbs
 from jobs.access import get_application
 from jobs.manifest.json_schema import manifest_json_schema
 from jobs.models import Application, Phase
-from jobs.present import described, summary
+from jobs.present import described, dry_run_body, summary
 
 router = Router(tags=["applications"])
 
@@ -34,6 +34,7 @@ class Problem(Schema):
     path: str
     message: str
     level: str
+    origin: str  # schema, rule, check-model or target
 
 
 class DeletedOut(Schema):
@@ -79,6 +80,8 @@ class DryRunOut(Schema):
     warnings: list[Problem]
     runtime: str | None
     scaling: str | None
+    checkModel: dict | None  # Check model's answer, as /api/v1/models/check gives it
+    objects: list[dict]  # what a Kubernetes profile's cluster gets (empty on local)
     manifest: dict | None
 
 
@@ -105,7 +108,7 @@ def _apply(request, dry_run: bool, expect_name=None, create_only=False):
         run = verbs.dry_run(body, membership.organization, expect_name=expect_name)
         if not run.ok:
             raise verbs.Refused(run)
-        return Status(200, run.as_dict())
+        return Status(200, dry_run_body(run))
     applied = verbs.apply(body, membership, expect_name=expect_name, create_only=create_only)
     action = "created" if applied.created else "updated" if applied.revision else "unchanged"
     body = {

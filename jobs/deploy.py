@@ -3,65 +3,21 @@
 The wizard, the REST API and the command line all call these; they never touch models directly.
 """
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accesspolicies import audit, domains
+from accesspolicies import audit
 from accesspolicies.access import require
-from accesspolicies.models import AccessPolicy
-from console.env import configured_engine_flags
-from jobs import manifest as mf
 from jobs.backends import BackendFailed, backend_for
-from jobs.check_inputs import check_for_profile
+from jobs.dry_run import DryRun, dry_run, manifest_context
 from jobs.lifecycle import Observed, record_status
-from jobs.manifest.context import ExistingApplication, ManifestContext
+from jobs.manifest.view import FilledManifest
 from jobs.models import Application, Event, Phase, Profile, Revision
 from jobs.render import APP_LABEL, RenderError, render_for_profile
-from models_catalog.check import CheckResult
-from models_catalog.models import ModelMaster
-from models_catalog.service import context_over_limit, layout_refusal, model_facts
 
-# Problems at these paths make Check model pointless: it would only repeat them. The source
-# and its model themselves count too (missing, or not a mapping: nothing to check).
-CHECK_INPUTS = ("spec.profileName", "spec.source.model.uri", "spec.source.model.format")
-CHECK_CONTAINERS = ("spec", "spec.source", "spec.source.type", "spec.source.model")
-
-
-@dataclass
-class DryRun:
-    """What applying a manifest would do; saves nothing."""
-
-    manifest: dict | None
-    refusals: list = field(default_factory=list)
-    warnings: list = field(default_factory=list)
-    runtime: str | None = None
-    scaling: str | None = None
-    exists: bool = False
-    changed: bool = True
-    check: CheckResult | None = None
-    objects: list = field(default_factory=list)  # what a Kubernetes profile's cluster gets
-
-    @property
-    def ok(self) -> bool:
-        return not self.refusals
-
-    def problems(self) -> list[dict]:
-        return [p.as_dict() for p in [*self.refusals, *self.warnings]]
-
-    def as_dict(self) -> dict:
-        return {
-            "ok": self.ok,
-            "action": ("update" if self.exists else "create") if self.changed else "unchanged",
-            "refusals": [p.as_dict() for p in self.refusals],
-            "warnings": [p.as_dict() for p in self.warnings],
-            "runtime": self.runtime,
-            "scaling": self.scaling,
-            "check": self.check.as_dict() if self.check else None,
-            "objects": self.objects,
-            "manifest": self.manifest,
-        }
+__all__ = ["DryRun", "dry_run", "manifest_context"]  # the dry run lives in jobs.dry_run
 
 
 class Refused(Exception):
@@ -93,175 +49,23 @@ class Applied:
     created: bool
 
 
-def manifest_context(
-    organization, application: Application | None, uri: str | None = None
-) -> ManifestContext:
-    profiles = Profile.objects.filter(organization=organization).select_related("cluster")
-    master = ModelMaster.objects.for_uri(organization, uri)
-    existing = None
-    if application is not None:
-        existing = ExistingApplication(
-            manifest=application.manifest,
-            created_at=application.created_at,
-            served_at=application.served_at,
-        )
-    return ManifestContext(
-        profiles={p.name: p.facts() for p in profiles},
-        verified_domains=domains.verified_names(organization),
-        access_policies=frozenset(
-            AccessPolicy.objects.filter(organization=organization).values_list("name", flat=True)
-        ),
-        existing=existing,
-        engine_defaults=master.engine_defaults() if master else {},
-        master_name=master.model_id if master else None,
-        extra_engine_flags=configured_engine_flags(),
-    )
-
-
-def _field(doc, *path) -> str | None:
-    """A string deep in a document that may be malformed; None when it is not there."""
-    for key in path:
-        doc = doc.get(key) if isinstance(doc, dict) else None
-    return doc if isinstance(doc, str) else None
-
-
-def dry_run(doc, organization, *, expect_name: str | None = None) -> DryRun:
-    """Parse, fill defaults and check `doc` (text or mapping) against the organisation's state."""
-    if isinstance(doc, str | bytes):
-        try:
-            doc = mf.load_document(doc)
-        except mf.DocumentError as error:
-            return DryRun(manifest=None, refusals=list(error.problems))
-    name = _field(doc, "spec", "name")
-    if expect_name is not None and name != expect_name:
-        problem = mf.Problem(
-            "spec.name",
-            f"{name!r} does not match the application addressed ({expect_name!r}); "
-            "send the manifest of that application, or create a new one instead.",
-            "refusal",
-        )
-        return DryRun(manifest=None, refusals=[problem])
-    application = (
-        Application.objects.filter(organization=organization, name=name).first() if name else None
-    )
-    uri = _field(doc, "spec", "source", "model", "uri")
-    ctx = manifest_context(organization, application, uri)
-    result = mf.parse(doc, ctx)
-    checked = _check_model(result, organization)
-    facts = model_facts(checked) if checked else None
-    if facts is not None:
-        # Parse again knowing the model: its context limit and modalities have rules too.
-        result = mf.parse(doc, replace(ctx, model=facts))
-    run = DryRun(
-        manifest=result.manifest,
-        refusals=list(result.refusals),
-        warnings=list(result.warnings),
-        exists=application is not None,
-        check=checked,
-    )
-    if checked is not None:
-        _add_check_problems(run, checked)
-        layout = _layout_refusal(result.manifest, checked)
-        if layout is not None:
-            run.refusals.append(layout)
-    if result.manifest is not None and run.ok:
-        _on_target(run, organization)
-    if result.manifest is not None and run.ok:
-        run.runtime = mf.runtime_of(result.manifest)
-        run.scaling = mf.scaling_of(result.manifest)
-        run.changed = application is None or application.manifest != result.manifest
-    return run
-
-
-def _check_model(result, organization) -> CheckResult | None:
-    """Check model for the manifest's artifact on its profile, unless its inputs are wrong."""
-    manifest = result.manifest
-    if manifest is None or any(
-        p.path in CHECK_CONTAINERS or p.path.startswith(CHECK_INPUTS) for p in result.refusals
-    ):
-        return None
-    spec = manifest["spec"]
-    source = spec.get("source")
-    model = source.get("model") if isinstance(source, dict) else None
-    if not isinstance(model, dict) or source.get("type") != "Model":
-        return None
-    profile = Profile.objects.filter(organization=organization, name=spec["profileName"]).first()
-    if profile is None:
-        return None
-    engine = model.get("engine") or {}
-    serving = model.get("serving") or {}
-    return check_for_profile(
-        model["uri"],
-        profile,
-        context_tokens=serving.get("maxContextTokens"),
-        concurrency=serving.get("maxConcurrentRequests") or 1,
-        format=model.get("format"),
-        gpu_memory_utilization=engine.get("gpuMemoryUtilization"),
-    )
-
-
-def _on_target(run: DryRun, organization) -> None:
-    """Render for a Kubernetes profile, and ask the profile's backend whether it can run it
-    (the server-side dry run on a cluster; vLLM and GPUs on this machine)."""
-    spec = run.manifest["spec"]
-    profile = Profile.objects.select_related("cluster").get(
-        organization=organization, name=spec["profileName"]
-    )
-    if profile.cluster.backend == profile.cluster.Backend.KUBERNETES:
-        try:
-            run.objects = render_for_profile(run.manifest, profile)
-        except RenderError as error:
-            run.refusals.append(mf.Problem("spec", f"cannot be rendered for Kubernetes: {error}"))
-            return
-    preflight = backend_for(profile).preflight(run.manifest, run.objects)
-    run.refusals += [mf.Problem("spec.profileName", text) for text in preflight.refusals]
-    run.warnings += [mf.Problem("spec.profileName", text, "warning") for text in preflight.warnings]
-
-
-def _layout_refusal(manifest: dict | None, checked: CheckResult):
-    """Whether the GPUs the manifest reserves hold the model, by Check model's sizing."""
-    model = _field_mapping(manifest, "spec", "source", "model")
-    resources = model.get("resources") or {}
-    gpu = (resources.get("accelerator") or {}).get("gpu") or {}
-    return layout_refusal(
-        checked, gpu.get("model"), gpu.get("countPerReplica"), resources.get("nodesPerReplica")
-    )
-
-
-def _field_mapping(doc, *path) -> dict:
-    """A mapping deep in a document that may be malformed; empty when it is not there."""
-    for key in path:
-        doc = doc.get(key) if isinstance(doc, dict) else None
-    return doc if isinstance(doc, dict) else {}
-
-
-def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
-    path = "spec.source.model.uri"
-    verdict = (
-        checked.verdict if checked.verdict.endswith((".", "?", "!")) else checked.verdict + "."
-    )
-    said = f"{verdict} {checked.next_step}".strip()
-    if checked.inconclusive:
-        run.warnings.append(mf.Problem(path, said, "warning"))
-    elif not checked.can_serve and not context_over_limit(checked, run.manifest):
-        run.refusals.append(mf.Problem(path, said, "refusal"))
-    said = {p.message for p in run.warnings}
-    pinned_already = any(p.path == path and "pin" in p.message for p in run.warnings)
-    for warning in checked.warnings:
-        if warning in said or (pinned_already and "pin" in warning.lower()):
-            continue
-        run.warnings.append(mf.Problem(path, warning, "warning"))
-
-
-def apply(doc, membership, *, expect_name: str | None = None, create_only=False) -> Applied:
+def apply(
+    doc,
+    membership,
+    *,
+    expect_name: str | None = None,
+    create_only=False,
+    checked: DryRun | None = None,
+) -> Applied:
     """Create or update an application from a manifest; a change becomes a new revision.
 
     The revision is committed first, then handed to the backend outside any transaction (a
     cluster call can take seconds; holding the database's write lock that long fails every
-    other write), then its outcome is recorded in a short transaction of its own.
+    other write), then its outcome is recorded in a short transaction of its own. `checked`
+    is the dry run the caller made of `doc` in this request (the wizard's Deploy): not twice.
     """
     require(membership, "deploy", "applications")
-    run = dry_run(doc, membership.organization, expect_name=expect_name)
+    run = checked or dry_run(doc, membership.organization, expect_name=expect_name)
     if not run.ok:
         raise Refused(run)
     if create_only and run.exists:
@@ -279,7 +83,7 @@ def apply(doc, membership, *, expect_name: str | None = None, create_only=False)
 
 
 def _auto(manifest: dict) -> bool:
-    return manifest["spec"].get("syncType", "Auto") == "Auto"
+    return FilledManifest(manifest).sync_type == "Auto"
 
 
 def _already_exists(name: str) -> ActionError:
@@ -392,8 +196,7 @@ def _record_outcome(
 
 
 def _min_replicas(manifest: dict) -> int:
-    model = manifest["spec"]["source"].get("model") or {}
-    return model.get("scaling", {}).get("minReplicas", 1)
+    return FilledManifest(manifest).min_replicas
 
 
 def deploy_latest(application: Application, membership) -> Revision:

@@ -8,6 +8,7 @@ from django.utils import timezone
 from accesspolicies.models import Organization
 from accesspolicies.scope import MemberQuerySet
 from jobs.catalog import default_machine_catalog, newest_known_vllm_version
+from jobs.manifest.view import FilledManifest
 from jobs.phases import Phase
 
 dns_label = RegexValidator(
@@ -298,17 +299,11 @@ class Draft(models.Model):
     @property
     def name(self) -> str:
         """The application name written so far ("" when none yet)."""
-        spec = self.manifest.get("spec") if isinstance(self.manifest, dict) else None
-        name = spec.get("name") if isinstance(spec, dict) else None
-        return name if isinstance(name, str) else ""
+        return FilledManifest(self.manifest).name or ""
 
     @property
     def model_uri(self) -> str:
-        spec = self.manifest.get("spec") if isinstance(self.manifest, dict) else None
-        source = spec.get("source") if isinstance(spec, dict) else None
-        model = source.get("model") if isinstance(source, dict) else None
-        uri = model.get("uri") if isinstance(model, dict) else None
-        return uri if isinstance(uri, str) else ""
+        return FilledManifest(self.manifest).uri or ""
 
 
 class UsageMinute(models.Model):

@@ -31,3 +31,19 @@ def described(app: Application) -> dict:
         "deployedAt": app.deployed_at.isoformat() if app.deployed_at else None,
     }
     return {**app.manifest, "status": status}
+
+
+def dry_run_body(run) -> dict:
+    """A dry run (jobs.dry_run.DryRun) as every surface shows it: the API's `?dryRun=true`
+    answer, `app apply --dry-run -o json|yaml`, and the data of the wizard's Review step."""
+    return {
+        "ok": run.ok,
+        "action": run.action,
+        "refusals": [p.as_dict() for p in run.refusals],
+        "warnings": [p.as_dict() for p in run.warnings],
+        "runtime": run.runtime,
+        "scaling": run.scaling,
+        "checkModel": run.check.as_dict() if run.check else None,
+        "objects": run.objects,
+        "manifest": run.manifest,
+    }

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.manifest.describe import is_generative
+from jobs.manifest.view import dig
 
 CHAT, EMBEDDING, RERANK, SPEECH = "chat", "embedding", "rerank", "speech"
 TASK_TITLES = {
@@ -52,14 +53,6 @@ class Snippet:
     code: str
 
 
-def _get(data: Any, *path: str) -> Any:
-    for key in path:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
-
-
 def _flag_task(args: Any) -> str | None:
     if not isinstance(args, list):
         return None
@@ -75,13 +68,13 @@ def application_task(manifest: Any) -> str | None:
     speak the OpenAI API (a predictive model on KServe's V1/V2 protocol)."""
     if not is_generative(manifest):
         return None
-    model = _get(manifest, "spec", "source", "model") or {}
-    api = _get(model, "serving", "apiFormat")
+    model = dig(manifest, "spec", "source", "model") or {}
+    api = dig(model, "serving", "apiFormat")
     if api not in (None, "OpenAI"):
         return None
-    if _get(model, "runtime", "engine") == "parakeet":
+    if dig(model, "runtime", "engine") == "parakeet":
         return SPEECH
-    flagged = _flag_task(_get(model, "engine", "extraArgs"))
+    flagged = _flag_task(dig(model, "engine", "extraArgs"))
     if flagged:
         return flagged
     uri = model.get("uri") if isinstance(model, dict) else None
@@ -95,8 +88,8 @@ def application_task(manifest: Any) -> str | None:
 def base_url(manifest: Any, console_origin: str) -> str:
     """Where clients point: the verified domain's host for Domain exposure, else the console's
     own gateway (`<origin>/v1`)."""
-    access = _get(manifest, "spec", "access") or {}
-    domain, name = access.get("domain"), _get(manifest, "spec", "name")
+    access = dig(manifest, "spec", "access") or {}
+    domain, name = access.get("domain"), dig(manifest, "spec", "name")
     if access.get("exposure") == "Domain" and domain and name:
         return f"https://{name}.{domain}/v1"
     return console_origin.rstrip("/") + "/v1"

@@ -79,6 +79,9 @@ class CheckResult:
     cache_size: str | None = None  # weight cache to reserve, e.g. "17Gi"
     modalities: list[str] = field(default_factory=list)  # inputs besides text
     warnings: list[str] = field(default_factory=list)
+    # Which of `warnings` says the hf:// revision is not pinned: the dry run leaves it to the
+    # manifest rule that decides the same thing (at the uri), so it is said once.
+    pin_warning: str | None = None
     custom_code: bool = False
     vllm_version: str | None = None
     gpu_memory_utilization: float | None = None
@@ -233,7 +236,10 @@ def _check_hf(base: CheckResult, request: HubRequest) -> CheckResult:
     info = hub.model_info(
         request.repo, request.uri.hf_revision, request.token, endpoint=request.endpoint
     )
-    base = replace(base, revision=info.sha or None, warnings=_pin_warnings(request, info))
+    pins = _pin_warnings(request, info)
+    base = replace(
+        base, revision=info.sha or None, warnings=pins, pin_warning=pins[0] if pins else None
+    )
     if _is_parakeet(request.repo, info.file_names):
         return _parakeet(base, request, info)
     config = request.read("config.json", info.sha)

@@ -21,15 +21,6 @@ def model_facts(result: CheckResult) -> ModelFacts | None:
     )
 
 
-def context_over_limit(result: CheckResult, manifest: dict | None) -> bool:
-    """The check refused because the manifest's context exceeds the model's own limit: the
-    manifest rule on serving.maxContextTokens reports that, at its field."""
-    model = (manifest or {}).get("spec", {}).get("source", {}).get("model") or {}
-    asked = (model.get("serving") or {}).get("maxContextTokens")
-    limit = result.max_context_tokens
-    return isinstance(asked, int) and limit is not None and asked > limit
-
-
 def layout_refusal(
     check: CheckResult | None, kind: str | None, gpus: object, nodes: object
 ) -> Problem | None:

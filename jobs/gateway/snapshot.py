@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accesspolicies.models import API_KEY_PREFIX, LOOKUP_LENGTH
+from jobs.manifest.view import dig
 
 from .errors import GatewayError
 
@@ -248,12 +249,6 @@ def upstream_of(application, backend: str, namespace: str, engine: str, api: str
     return base + ("/openai" if engine == "vllm" and api in ("", "OpenAI") else "")
 
 
-def _dig(doc: Any, *path: str) -> Any:
-    for step in path:
-        doc = doc.get(step) if isinstance(doc, dict) else None
-    return doc
-
-
 def load_snapshot(version: int = -1) -> Snapshot:
     """Read keys, policies, domains and applications (a few queries, whatever their number)."""
     from django.utils import timezone
@@ -301,13 +296,13 @@ def load_snapshot(version: int = -1) -> Snapshot:
         for d in VerifiedDomain.objects.filter(verified_at__isnull=False)
     }
     for app in Application.objects.select_related("profile__cluster"):
-        spec = _dig(app.manifest, "spec") or {}
+        spec = dig(app.manifest, "spec") or {}
         access = spec.get("access") if isinstance(spec.get("access"), dict) else {}
         policy_name = (
             access.get("accessPolicy") if isinstance(access.get("accessPolicy"), str) else None
         )
-        engine = _dig(spec, "source", "model", "runtime", "engine")
-        api = _dig(spec, "source", "model", "serving", "apiFormat")
+        engine = dig(spec, "source", "model", "runtime", "engine")
+        api = dig(spec, "source", "model", "serving", "apiFormat")
         namespace = spec.get("namespace") or app.profile.namespace
         route = Route(
             id=app.pk,

@@ -14,7 +14,8 @@ from .context import (
 )
 from .defaults import ENGINE_BUILTIN_DEFAULTS, MEMORY_DEFAULTS, MODEL_MASTER_KEYS
 from .describe import ENGINE_TITLES, is_generative, runtime_of, scaling_of
-from .parse import DocumentError, ParseResult, load_document, parse
+from .model_rules import context_over_limit
+from .parse import DocumentError, ParseResult, load_document, model_problems, parse
 from .problems import Problem
 from .quantity import format_bytes, format_cpu, parse_bytes, parse_cpu, parse_quantity
 from .schema import (
@@ -79,11 +80,13 @@ __all__ = [
     "ProfileFacts",
     "UriInfo",
     "api_formats",
+    "context_over_limit",
     "format_bytes",
     "format_cpu",
     "is_generative",
     "load_bounded",
     "load_document",
+    "model_problems",
     "parse",
     "parse_bytes",
     "parse_cpu",

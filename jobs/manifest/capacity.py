@@ -310,22 +310,23 @@ def _cache(model: dict[str, Any], facts: Facts, out: Out) -> None:
         )
         return
     profile = facts.profile
-    if profile is not None and "localModelCache" not in profile.addons:
+    no_addon = profile is not None and "localModelCache" not in profile.addons
+    if no_addon:
         out.refuse(
             f"{base}.enabled",
             f"true needs the weight cache of the model-serving add-on, which profile "
             f"{profile.name} does not have; accepts false there. Set enabled: false, or ask an "
             "admin to install it.",
         )
-        return
+    # The size is required whatever the profile: said at once with the add-on, not after it.
     if cache.get("size") is None:
         out.refuse(
             f"{base}.size",
             "required when the cache is enabled, missing; accepts the artifact's size on disk "
             "rounded up, such as 30Gi. Set size (Check model reports it).",
         )
-    if profile is None:
-        return
+    if profile is None or no_addon:
+        return  # the node groups of a cache the profile does not have would only repeat it
     groups = profile.cache_node_groups
     given = cache.get("nodeGroup")
     if given is None and not groups:

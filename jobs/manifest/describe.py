@@ -9,6 +9,7 @@ from typing import Any
 
 from .problems import show
 from .schema import ENGINES, GENERATIVE_FORMATS, INSTALLED_RUNTIMES
+from .view import dig
 
 ENGINE_TITLES = {
     "vllm": "vLLM",
@@ -26,52 +27,44 @@ ENGINE_TITLES = {
 assert set(ENGINES) <= set(ENGINE_TITLES)
 
 
-def _get(data: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data
-
-
 def _model(manifest: Any) -> Mapping[str, Any] | None:
-    model = _get(manifest, "spec", "source", "model")
+    model = dig(manifest, "spec", "source", "model")
     return model if isinstance(model, Mapping) else None
 
 
 def _is_yaml(manifest: Any) -> bool:
-    return _get(manifest, "spec", "source", "type") == "YAML"
+    return dig(manifest, "spec", "source", "type") == "YAML"
 
 
 def is_generative(manifest: Any) -> bool:
     """A vLLM-format model (parakeet included); a raw InferenceService whose predictor names
     the vLLM or huggingface format counts as generative too."""
     if _is_yaml(manifest):
-        isvc = _get(manifest, "spec", "source", "inferenceService")
-        name = _get(isvc, "spec", "predictor", "model", "modelFormat", "name")
+        isvc = dig(manifest, "spec", "source", "inferenceService")
+        name = dig(isvc, "spec", "predictor", "model", "modelFormat", "name")
         return isinstance(name, str) and name.lower() in ("vllm", "huggingface")
-    return _get(_model(manifest), "format") in GENERATIVE_FORMATS
+    return dig(_model(manifest), "format") in GENERATIVE_FORMATS
 
 
 def runtime_of(manifest: Any) -> str:
     """Which runtime serves it, e.g. "vLLM (vllm runtime)"."""
     if _is_yaml(manifest):
-        isvc = _get(manifest, "spec", "source", "inferenceService")
-        runtime = _get(isvc, "spec", "predictor", "model", "runtime")
-        fmt = _get(isvc, "spec", "predictor", "model", "modelFormat", "name")
+        isvc = dig(manifest, "spec", "source", "inferenceService")
+        runtime = dig(isvc, "spec", "predictor", "model", "runtime")
+        fmt = dig(isvc, "spec", "predictor", "model", "modelFormat", "name")
         if isinstance(runtime, str):
             return f"{runtime} runtime, as written in source.inferenceService"
         if isinstance(fmt, str):
             return f"the cluster's runtime for {fmt}, as written in source.inferenceService"
         return "as written in source.inferenceService"
-    engine = _get(_model(manifest), "runtime", "engine")
+    engine = dig(_model(manifest), "runtime", "engine")
     if not isinstance(engine, str):
         return "unknown (no runtime could be chosen)"
     if engine in INSTALLED_RUNTIMES:
         text = f"{ENGINE_TITLES[engine]} ({engine} runtime)"
     else:
         text = f"{engine} (a serving runtime on the cluster, not installed by the platform)"
-    if _get(_model(manifest), "runtime", "isolation") == "VirtualMachine":
+    if dig(_model(manifest), "runtime", "isolation") == "VirtualMachine":
         text += ", in KubeVirt virtual machines"
     return text
 
@@ -80,8 +73,8 @@ def scaling_of(manifest: Any) -> str:
     """How it scales, e.g. "fixed at 2 replicas" or "autoscales 1–4 replicas on cpu 80%"."""
     if _is_yaml(manifest):
         return "as written in source.inferenceService"
-    scaling = _get(_model(manifest), "scaling")
-    low, high = _get(scaling, "minReplicas"), _get(scaling, "maxReplicas")
+    scaling = dig(_model(manifest), "scaling")
+    low, high = dig(scaling, "minReplicas"), dig(scaling, "maxReplicas")
     if not _whole(low):
         return "unknown (minReplicas is not set to a whole number)"
     if not _whole(high):
@@ -89,18 +82,18 @@ def scaling_of(manifest: Any) -> str:
     fixed = f"fixed at {show(low)} replica{'s' if low != 1 else ''}"
     if high <= low:
         return fixed
-    nodes = _get(_model(manifest), "resources", "nodesPerReplica")
+    nodes = dig(_model(manifest), "resources", "nodesPerReplica")
     if _whole(nodes) and nodes > 1:
         # KServe runs a multi-node predictor with autoscaler none: minReplicas, whatever max says.
         return f"{fixed} (multi-node replicas do not autoscale)"
     span = f"{show(low)}–{show(high)} replicas"
-    metric = _get(scaling, "metric")
+    metric = dig(scaling, "metric")
     if isinstance(metric, Mapping):
         if metric.get("requestsWaiting") is not None:
             return f"autoscales {span} on requestsWaiting {show(metric['requestsWaiting'])}"
         if metric.get("cpu") is not None:
             return f"autoscales {span} on cpu {show(metric['cpu'])}%"
-    on_gpu = _get(_model(manifest), "resources", "accelerator", "gpu") is not None
+    on_gpu = dig(_model(manifest), "resources", "accelerator", "gpu") is not None
     where = "on GPU" if on_gpu else "chosen"
     return f"{span}, no autoscaler {where} (stays at {show(low)})"
 

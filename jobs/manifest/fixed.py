@@ -4,7 +4,6 @@ type) and once its model has served (artifact, format, runtime, isolation).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -12,14 +11,7 @@ from .context import ManifestContext
 from .defaults import MODEL_PATH as M
 from .defaults import Facts
 from .problems import Out, show
-
-
-def _get(data: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data
+from .view import dig
 
 
 def _when(moment: datetime) -> str:
@@ -43,9 +35,9 @@ def check_fixed(manifest: dict[str, Any], facts: Facts, ctx: ManifestContext, ou
         ),
     ]
     model = ("spec", "source", "model")
-    if facts.source_type == "Model" and _get(old, "spec", "source", "type") == "Model":
+    if facts.source_type == "Model" and dig(old, "spec", "source", "type") == "Model":
         if facts.queue_known:
-            before = _get(old, *model, "queue", "name")
+            before = dig(old, *model, "queue", "name")
             if facts.queue_name != before:
                 _refuse_fixed(out, f"{M}.queue.name", before, facts.queue_name, created)
         if existing.served_at is not None:
@@ -63,7 +55,7 @@ def check_fixed(manifest: dict[str, Any], facts: Facts, ctx: ManifestContext, ou
             ]
     refused: set[str] = set()
     for path, keys, value, since in checks:
-        before = _get(old, *keys)
+        before = dig(old, *keys)
         # A new format picks a new default engine: one refusal (format) says it all.
         if path.endswith("runtime.engine") and f"{M}.format" in refused:
             continue

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import rules
+from . import model_rules, rules
 from .bounded import MANIFEST_LIMITS, DocumentError, load_bounded
-from .context import ManifestContext
-from .defaults import fill
+from .context import ManifestContext, ModelFacts
+from .defaults import Facts, fill
 from .problems import Problem, kind_of, show
 from .schema import DOCUMENT, read
 
@@ -28,6 +28,10 @@ class ParseResult:
     manifest: dict[str, Any] | None
     refusals: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    # The well-typed document and its effective values, for the rules that run once Check
+    # model has read the model (model_problems): the same facts, never a second parse.
+    draft: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    facts: Facts | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -35,6 +39,22 @@ class ParseResult:
 
     def problems(self) -> list[Problem]:
         return [*self.refusals, *self.warnings]
+
+    def with_problems(self, problems: list[Problem]) -> ParseResult:
+        """This result with more problems, each in its list."""
+        return replace(
+            self,
+            refusals=[*self.refusals, *(p for p in problems if p.level == "refusal")],
+            warnings=[*self.warnings, *(p for p in problems if p.level == "warning")],
+        )
+
+
+def model_problems(result: ParseResult, model: ModelFacts) -> list[Problem]:
+    """The rules that depend on what Check model found (format against the model's kind, the
+    context limit, the modalities), on the facts `result` was filled with."""
+    if result.manifest is None or result.draft is None or result.facts is None:
+        return []
+    return model_rules.check_model_facts(result.draft, result.facts, model)
 
 
 def load_document(text: str | bytes) -> Any:
@@ -63,7 +83,7 @@ def _parse(doc: Any, ctx: ManifestContext) -> ParseResult:
         try:
             data = load_document(doc)
         except DocumentError as exc:
-            return ParseResult(None, list(exc.problems))
+            return ParseResult(None, _schema(exc.problems))
     else:
         data = doc
     if not isinstance(data, Mapping):
@@ -81,18 +101,27 @@ def _parse(doc: Any, ctx: ManifestContext) -> ParseResult:
                     f"is {what}, not a mapping; accepts a mapping with apiVersion, kind and "
                     "spec. Start from the shortest manifest: apiVersion: servedeck.io/v1, kind: "
                     "Application, spec: {name, profileName, source}.",
+                    origin="schema",
                 )
             ],
         )
-    problems: list[Problem] = []
-    draft = read(DOCUMENT, data, "", problems)
+    shape: list[Problem] = []
+    draft = read(DOCUMENT, data, "", shape)
+    problems = _schema(shape)
     manifest, facts = fill(draft, ctx)
     problems.extend(facts.master_problems)
     if manifest is not None:
         problems.extend(rules.check(draft, facts, manifest, ctx))
-    unique = list(dict.fromkeys(problems))
+        if ctx.model is not None:
+            problems.extend(model_rules.check_model_facts(draft, facts, ctx.model))
     return ParseResult(
         manifest,
-        [p for p in unique if p.level == "refusal"],
-        [p for p in unique if p.level == "warning"],
+        [p for p in problems if p.level == "refusal"],
+        [p for p in problems if p.level == "warning"],
+        draft=draft if manifest is not None else None,
+        facts=facts if manifest is not None else None,
     )
+
+
+def _schema(problems: list[Problem]) -> list[Problem]:
+    return [replace(p, origin="schema") for p in problems]

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Level = Literal["refusal", "warning"]
+# Who found the problem: the document's shape (schema), a rule across fields or the
+# organisation's state (rule), Check model's answer (check-model), or the profile's target
+# (target: the cluster's server-side dry run, what this machine lacks).
+Origin = Literal["schema", "rule", "check-model", "target"]
 
 _MAX_SHOWN = 60
 
@@ -21,12 +25,26 @@ class Problem:
     path: str
     message: str
     level: Level = "refusal"
+    origin: Origin = "rule"
+    # The field a problem said at another path is about: the target answers at
+    # spec.profileName, naming the field its sentence is about (empty: the path itself).
+    about: str = ""
+
+    @property
+    def field(self) -> str:
+        """The field that can fix it: where the wizard shows it."""
+        return self.about or self.path
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
 
     def as_dict(self) -> dict[str, str]:
-        return {"path": self.path, "message": self.message, "level": self.level}
+        return {
+            "path": self.path,
+            "message": self.message,
+            "level": self.level,
+            "origin": self.origin,
+        }
 
 
 def show(value: Any) -> str:

@@ -76,7 +76,6 @@ def check(
         model = source["model"]
         if isinstance(model, dict) and source["type"] != "YAML":
             _artifact(model, facts, out)
-            _check_model(facts, ctx, out)
             _engine(model, facts, out)
             _engine_args(model, manifest, facts, ctx, out)
             _serving(model, facts, ctx, out)
@@ -333,26 +332,6 @@ def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
         )
 
 
-def _check_model(facts: Facts, ctx: ManifestContext, out: Out) -> None:
-    """What Check model found must agree with the runtime format picks."""
-    found = ctx.model.generative if ctx.model is not None else None
-    if found is None or facts.generative is None or found == facts.generative:
-        return
-    if found:
-        out.refuse(
-            f"{M}.format",
-            f"{show(facts.format)} picks a predictive runtime, but Check model found a generative "
-            "model; accepts vLLM for it. Set format to vLLM (or leave it out for hf://).",
-        )
-    else:
-        out.refuse(
-            f"{M}.format",
-            "'vLLM' picks the vLLM runtime, but Check model found a predictive model that vLLM "
-            "cannot serve; accepts the artifact's own format (SKLearn, XGBoost, ONNX, …). Set "
-            "format to it.",
-        )
-
-
 def _engine(model: dict[str, Any], facts: Facts, out: Out) -> None:
     block = model["engine"]
     if block is not None and facts.generative is False:
@@ -450,15 +429,6 @@ def _serving(model: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out
         if facts.custom_runtime:
             _multimodal(serving, facts, ctx, out)
         return
-    limit = ctx.model.max_context_tokens if ctx.model is not None else None
-    tokens = serving.get("maxContextTokens")
-    if ok(tokens) and limit is not None and tokens > limit:
-        out.refuse(
-            f"{base}.maxContextTokens",
-            f"{show(tokens)} is above the model's own limit ({limit}), so the model would not "
-            f"start; accepts 1 to {limit}. Set maxContextTokens to {limit} or less, or leave it "
-            "out.",
-        )
     _kv_cache(serving, facts, out)
     _multimodal(serving, facts, ctx, out)
 
@@ -589,19 +559,9 @@ def _multimodal(serving: dict[str, Any], facts: Facts, ctx: ManifestContext, out
             "platform's runtimes. Remove the block and configure your runtime directly.",
         )
         return
-    modalities = ctx.model.modalities if ctx.model is not None else frozenset()
-    for key, modality in MODALITY_FIELDS.items():
+    for key in MODALITY_FIELDS:
         value = block.get(key)
-        if not ok(value):
-            continue
-        if modalities and modality not in modalities:
-            out.refuse(
-                f"{path}.{key}",
-                f"{show(value)} is set but the model takes no {modality} input (it takes "
-                f"{', '.join(sorted(modalities))}); accepts limits only for its inputs. "
-                f"Remove {key}.",
-            )
-        elif value > MULTIMODAL_WARN_ABOVE:
+        if ok(value) and value > MULTIMODAL_WARN_ABOVE:
             out.warn(
                 f"{path}.{key}",
                 f"{show(value)} is above {MULTIMODAL_WARN_ABOVE}: every replica reserves memory "

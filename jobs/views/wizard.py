@@ -66,6 +66,15 @@ def _go(request: HttpRequest, state: flow.State, slug: str) -> HttpResponse:
     return push_url(_show(request, slug, _context(request, state, slug)), url)
 
 
+def _shows_review(request: HttpRequest, slug: str) -> bool:
+    """This POST's answer may be Review (which shows the cluster's server-side dry run): its
+    fragment after the last step before it, or Review itself."""
+    if slug == steps.LAST:
+        return True
+    going_on = request.POST.get("go") != "back"
+    return _fragment(request) and going_on and steps.following(slug) == steps.LAST
+
+
 def _after_save(request: HttpRequest, state: flow.State, slug: str) -> HttpResponse:
     """Back goes back whatever the inputs; Next goes on only when this step and every step
     before it has no refusal pending, else the step that has one shows it beside its field."""
@@ -96,14 +105,15 @@ def _step(slug: str) -> Callable[[HttpRequest, str], HttpResponse]:
     def step(request: HttpRequest, key: str) -> HttpResponse:
         draft = drafts.get_draft(request.membership, key)
         if request.method == "POST":
+            server_side = _shows_review(request, slug)
             if slug == "model":
                 state = flow.save_model(draft, request.POST)
             elif slug in ("compute", "access", "api"):
-                state = flow.save_step(draft, slug, request.POST)
-            else:
-                state = flow.look(draft)  # Check model and Review have nothing to save
+                state = flow.save_step(draft, slug, request.POST, server_side=server_side)
+            else:  # Check model and Review have nothing to save
+                state = flow.look(draft, server_side=server_side)
             return _after_save(request, state, slug)
-        state = flow.look(draft)
+        state = flow.look(draft, server_side=slug == steps.LAST)
         if not state.reachable(slug):  # a refusal pending earlier: show it there
             return _go(request, state, state.blocked)
         return _show(request, slug, _context(request, state, slug))
@@ -159,7 +169,8 @@ def deploy(request: HttpRequest, key: str) -> HttpResponse:
         context = present.review_context(stale.state) | {"stale": True}
         return _show(request, "review", context, status=409)
     except (verbs.Refused, verbs.ActionError) as error:
-        context = present.review_context(flow.look(draft)) | {"deploy_error": error}
+        state = flow.look(draft, server_side=True)
+        context = present.review_context(state) | {"deploy_error": error}
         return _show(request, "review", context, status=400)
     name = applied.application.name
     if applied.revision is None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from jobs.manifest import API_VERSION, KIND, Problem
 from jobs.wizard.paths import MODEL, get, put, remove, under
-from jobs.wizard.steps import URI, field_path
+from jobs.wizard.steps import URI
 
 GPU = f"{MODEL}.resources.accelerator.gpu"
 SIZING_GROUPS = (f"{MODEL}.resources", f"{MODEL}.cache", f"{MODEL}.serving", f"{MODEL}.engine")
@@ -298,10 +298,10 @@ def errors_by_field(
     placed: dict[str, list[Problem]] = {}
     general: list[Problem] = []
     for problem in problems:
-        path = field_path(problem)
-        if path != problem.path:  # said at another path: beside its field it needs neither
+        path = problem.field
+        if problem.about:  # said at another path: beside its field it needs neither
             message = problem.message.removeprefix(path).lstrip(" :")
-            problem = Problem(path, message, problem.level)
+            problem = Problem(path, message, problem.level, problem.origin)
         inside = [f for f in fields if under(path, f.path)]
         around = [f for f in fields if under(f.path, path)]
         if inside:

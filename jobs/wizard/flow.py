@@ -13,7 +13,8 @@ from functools import cached_property
 from jobs import deploy as verbs
 from jobs import manifest as mf
 from jobs.check_inputs import check_for_profile, hf_token_for
-from jobs.deploy import DryRun, manifest_context
+from jobs.dry_run import CheckModelCalls, DryRun, check_inputs, manifest_context
+from jobs.manifest.view import FilledManifest
 from jobs.models import Application, Draft, Profile
 from jobs.wizard import drafts, steps
 from jobs.wizard.fields import (
@@ -114,46 +115,26 @@ def name_clash(organization, draft: Draft, name: object) -> mf.Problem | None:
     )
 
 
-def look(draft: Draft, run: DryRun | None = None) -> State:
-    """Dry-run the draft (or take the dry run just made of it) and sort its problems."""
+def look(
+    draft: Draft,
+    run: DryRun | None = None,
+    *,
+    server_side: bool = False,
+    checks: CheckModelCalls | None = None,
+) -> State:
+    """Dry-run the draft (or take the dry run just made of it) and sort its problems to the
+    steps. `server_side` asks a Kubernetes profile's cluster too: Review and Deploy do."""
     application = draft.application
     if run is None:
-        run = verbs.dry_run(
-            draft.manifest,
-            draft.organization,
-            expect_name=application.name if application else None,
-        )
+        run = _dry_run(draft, draft.manifest, checks, server_side=server_side)
     clash = name_clash(draft.organization, draft, get(draft.manifest, "spec.name"))
     refusals = ([clash] if clash else []) + list(run.refusals)
-    known = _profile_exists(draft, run)
-    by_step = steps.by_step([p for p in refusals if not _on_target(p, known)], run.check)
-    by_step[steps.LAST] += [p for p in refusals if _on_target(p, known)]
     return State(
         draft=draft,
         run=run,
-        refusals=by_step,
-        warnings=steps.by_step(run.warnings, run.check),
+        refusals=steps.by_step(refusals),
+        warnings=steps.by_step(run.warnings),
         fixed=fixed_fields(application),
-    )
-
-
-def _profile_exists(draft: Draft, run: DryRun) -> bool:
-    name = get(run.manifest, "spec.profileName")
-    return isinstance(name, str) and (
-        Profile.objects.filter(organization=draft.organization, name=name).exists()
-    )
-
-
-def _on_target(problem: mf.Problem, profile_known: bool) -> bool:
-    """The target's own answer (the cluster's server-side dry run, or what this machine lacks
-    for the local backend), about no field in particular: Review shows it, as the outcome of
-    the dry run on the profile's cluster. The manifest rules speak at spec.profileName only
-    of a profile that does not exist, or of a fixed one."""
-    return (
-        profile_known
-        and problem.path == "spec.profileName"
-        and steps.field_path(problem) == problem.path
-        and not problem.message.startswith("is fixed")
     )
 
 
@@ -165,48 +146,68 @@ def start(membership, data: Mapping) -> State:
 
 def save_model(draft: Draft, data: Mapping) -> State:
     """The Model step's inputs into the draft. Another model or profile than before is sized
-    afresh: the model master's context window, then the size Check model chooses for it."""
+    afresh: the model master's context window, then the size Check model chooses for it; then
+    one dry run of the sized draft, sharing Check model's answer."""
     doc = copied(draft.manifest)
     before = sizing_key(doc)
     apply_model(doc, data, fixed_fields(draft.application))
     if sizing_key(doc) == before:
         return look(drafts.save(draft, doc))
     reset_sizing(doc)
+    checks = CheckModelCalls()
     master = ModelMaster.objects.for_uri(draft.organization, get(doc, f"{MODEL}.uri"))
     if master is not None and master.max_context_tokens:
         put(doc, CONTEXT, master.max_context_tokens)
-    run = _dry_run(draft, doc)
-    if any(p.path == CONTEXT for p in run.refusals):  # the master asks more than the model has
-        remove(doc, CONTEXT)
-        run = _dry_run(draft, doc)
-    doc, run = _sized(draft, doc, run)
+    check = _ask(draft, doc, checks)
+    if check is not None and mf.context_over_limit(get(doc, CONTEXT), check.max_context_tokens):
+        remove(doc, CONTEXT)  # the master asks more than the model has: the model's own
+        check = _ask(draft, doc, checks)
+    doc, run = _sized(draft, doc, check, checks)
     return look(drafts.save(draft, doc), run)
 
 
-def _dry_run(draft: Draft, doc: dict) -> DryRun:
+def _ask(draft: Draft, doc: dict, checks: CheckModelCalls) -> CheckResult | None:
+    """Check model for the draft's model on its profile, to size it (None: nothing to ask)."""
+    filled = FilledManifest(doc)
+    profile = Profile.objects.filter(
+        organization=draft.organization, name=filled.profile_name or ""
+    ).first()
+    if filled.uri is None or profile is None:
+        return None
+    return checks.ask(filled.uri, profile, **check_inputs(filled))
+
+
+def _dry_run(
+    draft: Draft, doc: dict, checks: CheckModelCalls | None, *, server_side: bool = False
+) -> DryRun:
     application = draft.application
     return verbs.dry_run(
-        doc, draft.organization, expect_name=application.name if application else None
+        doc,
+        draft.organization,
+        expect_name=application.name if application else None,
+        server_side=server_side,
+        checks=checks,
     )
 
 
-def _sized(draft: Draft, doc: dict, run: DryRun) -> tuple[dict, DryRun]:
+def _sized(
+    draft: Draft, doc: dict, check: CheckResult | None, checks: CheckModelCalls
+) -> tuple[dict, DryRun]:
     """Keep the size ServeDeck chose: Check model's suggestion when the profile's cluster can
     run it (this machine may have no GPU), else the CPU."""
-    kind, gpus, nodes = chosen_size(run.check)
+    kind, gpus, nodes = chosen_size(check)
     if kind is not None:
         trial = apply_size(copied(doc), kind, gpus, nodes)
-        trial_run = _dry_run(draft, trial)
-        if not steps.by_step(trial_run.refusals, trial_run.check)["compute"]:
+        trial_run = _dry_run(draft, trial, checks)
+        if not steps.by_step(trial_run.refusals)["compute"]:
             return trial, trial_run
-    memory = cpu_memory(run.check)
-    if memory is None:
-        return doc, run
-    put(doc, f"{MODEL}.resources.memory", memory)
-    return doc, _dry_run(draft, doc)
+    memory = cpu_memory(check)
+    if memory is not None:
+        put(doc, f"{MODEL}.resources.memory", memory)
+    return doc, _dry_run(draft, doc, checks)
 
 
-def save_step(draft: Draft, slug: str, data: Mapping) -> State:
+def save_step(draft: Draft, slug: str, data: Mapping, *, server_side: bool = False) -> State:
     """Compute, Access or API inputs into the draft (saved whether or not they pass)."""
     doc = copied(draft.manifest)
     if slug == "compute":
@@ -215,7 +216,7 @@ def save_step(draft: Draft, slug: str, data: Mapping) -> State:
         apply_access(doc, data)
     elif slug == "api":
         apply_api(doc, data, media=("image", "video", "audio"))
-    return look(drafts.save(draft, doc))
+    return look(drafts.save(draft, doc), server_side=server_side)
 
 
 def memory_at(draft: Draft, data: Mapping) -> CheckResult | None:
@@ -236,7 +237,7 @@ def memory_at(draft: Draft, data: Mapping) -> CheckResult | None:
         concurrency=concurrency,
         format=get(draft.manifest, f"{MODEL}.format"),
         gpu_memory_utilization=_fraction(data.get("gpu_memory_utilization")),
-    )
+    )  # the live preview of Compute: not a dry run
 
 
 def _whole(text: object) -> int | None:
@@ -317,7 +318,7 @@ class Blocked(Exception):
 def deploy(draft: Draft, membership, reviewed: str) -> verbs.Applied:
     """Apply exactly the manifest Review showed: a new application, or a new revision of the
     one the draft edits; the draft is done with then."""
-    state = look(draft)
+    state = look(draft, server_side=True)
     if state.blocked:
         raise Blocked(state)
     if state.digest != reviewed:
@@ -328,6 +329,7 @@ def deploy(draft: Draft, membership, reviewed: str) -> verbs.Applied:
         membership,
         expect_name=application.name if application else None,
         create_only=application is None,
+        checked=state.run,
     )
     draft.delete()
     return applied

@@ -417,7 +417,7 @@ def review_context(state: State) -> dict:
         "kubernetes": kubernetes,
         "profile": profile,
         "all_warnings": warnings,
-        "target": [p for p in warnings if p.path == "spec.profileName"],
+        "target": [p for p in warnings if p.origin == "target"],
         "target_refusals": state.refusals.get("review", []),
         "placement": placement(state.manifest),
         "changes": (

@@ -7,15 +7,14 @@ to the first step, so the user cannot reach Review with a refusal pending anywhe
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from jobs.manifest import Problem
 from jobs.wizard.paths import MODEL, under
-from models_catalog.check import CheckResult
 
 URI = f"{MODEL}.uri"
+TARGET = "spec.profileName"  # where the target's preflight answers
 
 
 @dataclass(frozen=True)
@@ -69,10 +68,6 @@ FIRST, LAST = SLUGS[0], SLUGS[-1]
 # A whole group refused at once (rare) goes where most of its fields are edited.
 GROUP_OWNERS = {f"{MODEL}.serving": "compute"}
 
-# The cluster backend's preflight answers at spec.profileName but names the field it is about
-# first ("spec.source.model.resources.accelerator.gpu.countPerReplica asks for 1 GPU ...").
-_NAMED_FIELD = re.compile(r"^(spec(?:\.[A-Za-z]+)+)(?:\[\d+\])?[ :]")
-
 
 def index(slug: str) -> int:
     return SLUGS.index(slug)
@@ -88,30 +83,12 @@ def following(slug: str) -> str | None:
     return SLUGS[at + 1] if at + 1 < len(SLUGS) else None
 
 
-def field_path(problem: Problem) -> str:
-    """The field a problem is about: its path, or the field a preflight message names."""
-    if problem.path == "spec.profileName":
-        named = _NAMED_FIELD.match(problem.message)
-        if named and named.group(1) != problem.path:
-            return named.group(1)
-    return problem.path
-
-
-def from_check(problem: Problem, check: CheckResult | None) -> bool:
-    """Check model's own verdict or warnings, which the dry run reports at the uri."""
-    if check is None or problem.path != URI:
-        return False
-    if problem.message in check.warnings:
-        return True
-    verdict = check.verdict.rstrip(".!? ")
-    return bool(verdict) and problem.message.startswith(verdict)
-
-
-def owner(problem: Problem, check: CheckResult | None) -> str:
-    """The slug of the step whose fields can fix (or whose answer is) this problem."""
-    if from_check(problem, check):
+def owner(problem: Problem) -> str:
+    """The slug of the step whose fields can fix (or whose answer is) this problem: Check
+    model's own verdict and warnings (at the uri) are the Check step's; the rest goes by path."""
+    if problem.origin == "check-model" and problem.path == URI:
         return "check"
-    path = field_path(problem)
+    path = problem.field
     best, best_length = None, -1
     for step in STEPS:
         for owned in step.owns:
@@ -120,11 +97,19 @@ def owner(problem: Problem, check: CheckResult | None) -> str:
     return best or GROUP_OWNERS.get(path, FIRST)
 
 
-def by_step(problems: Iterable[Problem], check: CheckResult | None) -> dict[str, list[Problem]]:
-    """Problems sorted to the step that owns each, every step present (maybe empty)."""
+def on_target(problem: Problem) -> bool:
+    """The target's own answer about no field in particular (the cluster's server-side dry
+    run, or what this machine lacks): Review shows it, as the outcome on the profile's
+    cluster."""
+    return problem.origin == "target" and problem.path == TARGET and not problem.about
+
+
+def by_step(problems: Iterable[Problem]) -> dict[str, list[Problem]]:
+    """Problems sorted to the step that owns each, every step present (maybe empty); the
+    target's answer about no field in particular at Review."""
     sorted_: dict[str, list[Problem]] = {slug: [] for slug in SLUGS}
     for problem in problems:
-        sorted_[owner(problem, check)].append(problem)
+        sorted_[LAST if on_target(problem) else owner(problem)].append(problem)
     return sorted_
 
 

@@ -23,7 +23,7 @@ def test_a_servable_model_reports_verdict_facts_and_sizing(org):
     assert run.check.verdict == SERVABLE
     assert run.check.task == "embed" and run.check.architecture == "XLMRobertaModel"
     assert run.check.parameters and run.check.weight_bytes
-    assert run.as_dict()["check"]["verdict"] == SERVABLE
+    assert run.as_dict()["checkModel"]["verdict"] == SERVABLE
 
 
 def test_a_missing_repository_refuses_the_dry_run(org):

@@ -233,7 +233,12 @@ def test_wrong_type_does_not_cascade():
 def test_problem_api():
     problem = Problem("spec.name", "required", "refusal")
     assert str(problem) == "spec.name: required"
-    assert problem.as_dict() == {"path": "spec.name", "message": "required", "level": "refusal"}
+    assert problem.as_dict() == {
+        "path": "spec.name",
+        "message": "required",
+        "level": "refusal",
+        "origin": "rule",
+    }
     result = parse(m({"spec.name": None, "uri": "hf://a/b"}), context())
     assert not result.ok
     assert result.problems() == [*result.refusals, *result.warnings]

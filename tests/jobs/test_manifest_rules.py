@@ -1478,3 +1478,19 @@ def test_api_formats_the_runtime_speaks_are_accepted(changes, api):
     result = parse(m({"uri": PINNED, **changes}), context())
     assert result.ok, result.refusals
     assert result.manifest["spec"]["source"]["model"]["serving"]["apiFormat"] == api
+
+
+def test_a_refused_manifest_lists_every_problem_at_once():
+    """Bug 8: the weight cache without cache.size on a profile without the cache add-on named
+    only the add-on (an early return); fixing one problem must not reveal the next."""
+    given = m(
+        {
+            "spec.profileName": "bare",
+            "cache": {"enabled": True},
+            "queue.name": "gpu-queue",
+            "scaling.maxReplicas": 0,
+        }
+    )
+    paths = {p.path for p in parse(given, context()).refusals}
+    assert {f"{P}.cache.enabled", f"{P}.cache.size", f"{P}.queue.name"} <= paths
+    assert f"{P}.scaling.maxReplicas" in paths

@@ -3,6 +3,7 @@ text into manifest data, and Compute's sizing from Check model's answer."""
 
 import pytest
 
+from jobs.dry_run import target_problem
 from jobs.manifest import Problem
 from jobs.wizard import fields, paths, sizing, steps
 from models_catalog.check import SERVABLE, CheckResult
@@ -10,6 +11,12 @@ from models_catalog.service import layout_refusal
 from models_catalog.sizing import Suggestion
 
 M = "spec.source.model"
+
+
+class CheckSaid(str):
+    """A message of Check model's own (origin check-model), in the table below."""
+
+
 GIB = 2**30
 
 
@@ -51,13 +58,6 @@ def test_under(path, prefix, inside):
 # ---- which step owns a problem ----
 
 VERDICT = "meta-llama/Llama-3.1-8B-Instruct is gated, and the profile has no Hugging Face token"
-CHECK = CheckResult(
-    uri="hf://meta-llama/Llama-3.1-8B-Instruct",
-    can_serve=False,
-    verdict=VERDICT + ".",
-    next_step="Accept the model's terms.",
-    warnings=["The weights are PyTorch .bin (pickle) files."],
-)
 
 
 @pytest.mark.parametrize(
@@ -68,8 +68,8 @@ CHECK = CheckResult(
         ("spec.profileName", "vLLM is not installed on this machine", "model"),
         (f"{M}.uri", "'ftp://x' is not a URI the platform reads", "model"),
         (f"{M}.uri", "'hf://a/b' is not pinned", "model"),
-        (f"{M}.uri", f"{VERDICT}. Accept the model's terms.", "check"),
-        (f"{M}.uri", "The weights are PyTorch .bin (pickle) files.", "check"),
+        (f"{M}.uri", CheckSaid(f"{VERDICT}. Accept the model's terms."), "check"),
+        (f"{M}.uri", CheckSaid("The weights are PyTorch .bin (pickle) files."), "check"),
         (f"{M}.format", "required for s3://", "model"),
         (f"{M}.runtime.isolation", "needs KubeVirt", "model"),
         (f"{M}.resources.cpu", "does not fit the node", "compute"),
@@ -93,18 +93,29 @@ CHECK = CheckResult(
     ],
 )
 def test_each_problem_belongs_to_the_step_that_fixes_it(path, message, step):
-    assert steps.owner(Problem(path, message), CHECK) == step
+    if isinstance(message, CheckSaid):  # Check model's own answer, as the dry run reports it
+        problem = Problem(path, message, origin="check-model")
+    elif path == "spec.profileName":  # the target's preflight, as the dry run reports it
+        problem = target_problem(message, "refusal")
+    else:
+        problem = Problem(path, message)
+    assert steps.owner(problem) == step
 
 
 def test_without_check_model_the_uri_belongs_to_the_model_step():
     problem = Problem(f"{M}.uri", f"{VERDICT}. Accept the model's terms.")
-    assert steps.owner(problem, None) == "model"
+    assert steps.owner(problem) == "model"
+
+
+def test_the_target_answer_about_no_field_goes_to_review():
+    problem = target_problem("admission webhook denied the request", "refusal")
+    assert steps.by_step([problem])["review"] == [problem]
 
 
 def test_the_first_blocked_step():
     refusal = Problem("spec.access.domain", "missing")
-    assert steps.first_blocked(steps.by_step([refusal], None)) == "access"
-    assert steps.first_blocked(steps.by_step([], None)) is None
+    assert steps.first_blocked(steps.by_step([refusal])) == "access"
+    assert steps.first_blocked(steps.by_step([])) is None
 
 
 def test_step_order():
@@ -248,7 +259,7 @@ def test_errors_go_beside_their_field_and_the_rest_above():
         Problem(f"{M}.resources.accelerator.gpu.countPerReplica", "too many"),
         Problem(f"{M}.scaling.metric", "sets both"),
         Problem(f"{M}.scaling.metric.cpu", "above 100"),
-        Problem("spec.profileName", f"{M}.resources.memory does not fit this machine"),
+        target_problem(f"{M}.resources.memory does not fit this machine", "refusal"),
         Problem(f"{M}.resources", "is not a mapping"),
     ]
     placed, general = fields.errors_by_field(problems, fields.COMPUTE_FIELDS)
@@ -357,3 +368,8 @@ def test_chosen_size_is_check_models_gpu_or_the_cpu():
     cpu = CheckResult(uri="x", can_serve=True, verdict=SERVABLE, next_step="")
     assert sizing.chosen_size(cpu) == (None, 0, 1)
     assert sizing.chosen_size(None) == (None, 0, 1)
+
+
+def test_a_manifest_that_cannot_be_rendered_is_the_model_steps():
+    problem = Problem("spec", "cannot be rendered for Kubernetes", origin="target")
+    assert steps.by_step([problem])["model"] == [problem]

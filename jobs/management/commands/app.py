@@ -19,7 +19,7 @@ from jobs import deploy as verbs
 from jobs.access import get_application, get_profile
 from jobs.manifest.bounded import MANIFEST_LIMITS
 from jobs.models import Application
-from jobs.present import described
+from jobs.present import described, dry_run_body
 from jobs.render import RenderError, render_for_profile, to_json, to_yaml
 
 OPERATIONS = {
@@ -116,7 +116,7 @@ class Command(BaseCommand):
                 raise verbs.Refused(run)
             self._report(run)
             if output:
-                self.stdout.write(dump(run.as_dict(), output))
+                self.stdout.write(dump(dry_run_body(run), output))
                 return
             name = run.manifest["spec"]["name"]
             action = ("update" if run.exists else "create") if run.changed else "unchanged"

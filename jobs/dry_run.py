@@ -1,0 +1,281 @@
+"""The dry run: what applying a manifest would do, in one pass that saves nothing.
+
+Parse once; run Check model once (answers are kept for the pass, so the wizard's sizing asks
+it once per request); apply the rules that depend on what it found to the same facts; then
+the target's preflight (the cluster's server-side dry run, or what this machine lacks). Every
+problem says where it came from (`Problem.origin`), so the wizard routes by path and origin.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from accesspolicies import domains
+from accesspolicies.models import AccessPolicy
+from console.env import configured_engine_flags
+from jobs import manifest as mf
+from jobs.backends import backend_for
+from jobs.check_inputs import check_for_profile
+from jobs.manifest.context import ExistingApplication, ManifestContext
+from jobs.manifest.view import FilledManifest
+from jobs.models import Application, Profile
+from jobs.render import RenderError, render_for_profile
+from models_catalog.architectures import default_gpu_memory_utilization
+from models_catalog.check import CheckResult
+from models_catalog.models import ModelMaster
+from models_catalog.service import layout_refusal, model_facts
+
+# Problems at these paths make Check model pointless: it would only repeat them. The source
+# and its model themselves count too (missing, or not a mapping: nothing to check).
+CHECK_INPUTS = ("spec.profileName", "spec.source.model.uri", "spec.source.model.format")
+CHECK_CONTAINERS = ("spec", "spec.source", "spec.source.type", "spec.source.model")
+URI = "spec.source.model.uri"
+TARGET_PATH = "spec.profileName"
+# A target's preflight speaks in sentences and names the field it is about first
+# ("spec.source.model.resources.accelerator.gpu.countPerReplica asks for 1 GPU ..."); this is
+# the one place that reads it, where the sentence becomes a Problem at that field.
+_NAMED_FIELD = re.compile(r"^(spec(?:\.[A-Za-z]+)+)(?:\[\d+\])?[ :]")
+
+
+@dataclass
+class DryRun:
+    """What applying a manifest would do; saves nothing."""
+
+    manifest: dict | None
+    refusals: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    runtime: str | None = None
+    scaling: str | None = None
+    exists: bool = False
+    changed: bool = True
+    check: CheckResult | None = None
+    objects: list = field(default_factory=list)  # what a Kubernetes profile's cluster gets
+    server_side: bool = False  # the cluster's server-side dry run was asked
+
+    @property
+    def ok(self) -> bool:
+        return not self.refusals
+
+    @property
+    def action(self) -> str:
+        return ("update" if self.exists else "create") if self.changed else "unchanged"
+
+    @property
+    def filled(self) -> FilledManifest | None:
+        return FilledManifest(self.manifest) if self.manifest is not None else None
+
+    def problems(self) -> list[dict]:
+        return [p.as_dict() for p in [*self.refusals, *self.warnings]]
+
+    def as_dict(self) -> dict:
+        from jobs.present import dry_run_body  # the one output shape of every surface
+
+        return dry_run_body(self)
+
+
+class CheckModelCalls:
+    """Check model's answers for one request: the same question is asked once. Inputs Check
+    model reads alike are asked alike (format vLLM on hf:// is its default; no
+    gpuMemoryUtilization is the vLLM version's default), so the wizard's sizing and the dry
+    run of the size it chose share one answer."""
+
+    def __init__(self) -> None:
+        self._answers: dict[tuple, CheckResult] = {}
+
+    def ask(
+        self,
+        uri: str,
+        profile: Profile,
+        *,
+        context_tokens: int | None = None,
+        concurrency: int = 1,
+        format: str | None = None,
+        gpu_memory_utilization: float | None = None,
+    ) -> CheckResult:
+        if format == "vLLM" and uri.startswith("hf://"):
+            format = None
+        if gpu_memory_utilization is None:
+            gpu_memory_utilization = default_gpu_memory_utilization(profile.vllm_version)
+        key = (uri, profile.pk, context_tokens, concurrency, format, gpu_memory_utilization)
+        if key not in self._answers:
+            self._answers[key] = check_for_profile(
+                uri,
+                profile,
+                context_tokens=context_tokens,
+                concurrency=concurrency,
+                format=format,
+                gpu_memory_utilization=gpu_memory_utilization,
+            )
+        return self._answers[key]
+
+
+def manifest_context(
+    organization, application: Application | None, uri: str | None = None
+) -> ManifestContext:
+    profiles = Profile.objects.filter(organization=organization).select_related("cluster")
+    master = ModelMaster.objects.for_uri(organization, uri)
+    existing = None
+    if application is not None:
+        existing = ExistingApplication(
+            manifest=application.manifest,
+            created_at=application.created_at,
+            served_at=application.served_at,
+        )
+    return ManifestContext(
+        profiles={p.name: p.facts() for p in profiles},
+        verified_domains=domains.verified_names(organization),
+        access_policies=frozenset(
+            AccessPolicy.objects.filter(organization=organization).values_list("name", flat=True)
+        ),
+        existing=existing,
+        engine_defaults=master.engine_defaults() if master else {},
+        master_name=master.model_id if master else None,
+        extra_engine_flags=configured_engine_flags(),
+    )
+
+
+def dry_run(
+    doc,
+    organization,
+    *,
+    expect_name: str | None = None,
+    server_side: bool = True,
+    checks: CheckModelCalls | None = None,
+) -> DryRun:
+    """Parse, fill defaults and check `doc` (text or mapping) against the organisation's state.
+
+    `server_side=False` leaves out the cluster's server-side dry run of a Kubernetes profile
+    (the wizard asks it at Review and Deploy only); `checks` keeps Check model's answers
+    across the dry runs of one request.
+    """
+    if isinstance(doc, str | bytes):
+        try:
+            doc = mf.load_document(doc)
+        except mf.DocumentError as error:
+            return DryRun(
+                manifest=None, refusals=[replace(p, origin="schema") for p in error.problems]
+            )
+    name = FilledManifest(doc).name
+    if expect_name is not None and name != expect_name:
+        problem = mf.Problem(
+            "spec.name",
+            f"{name!r} does not match the application addressed ({expect_name!r}); "
+            "send the manifest of that application, or create a new one instead.",
+            "refusal",
+        )
+        return DryRun(manifest=None, refusals=[problem])
+    application = (
+        Application.objects.filter(organization=organization, name=name).first() if name else None
+    )
+    ctx = manifest_context(organization, application, FilledManifest(doc).uri)
+    result = mf.parse(doc, ctx)
+    checked = _check_model(result, organization, checks or CheckModelCalls())
+    facts = model_facts(checked) if checked else None
+    if facts is not None:
+        result = result.with_problems(mf.model_problems(result, facts))
+    run = DryRun(
+        manifest=result.manifest,
+        refusals=list(result.refusals),
+        warnings=list(result.warnings),
+        exists=application is not None,
+        check=checked,
+    )
+    if checked is not None:
+        _add_check_problems(run, checked)
+    if result.manifest is not None and run.ok:
+        _on_target(run, organization, server_side)
+    if result.manifest is not None and run.ok:
+        run.runtime = mf.runtime_of(result.manifest)
+        run.scaling = mf.scaling_of(result.manifest)
+        run.changed = application is None or application.manifest != result.manifest
+    return run
+
+
+def check_inputs(filled: FilledManifest) -> dict:
+    """What Check model is asked besides the uri and the profile, from the manifest."""
+    return {
+        "context_tokens": filled.context_tokens,
+        "concurrency": filled.concurrency or 1,
+        "format": filled.format,
+        "gpu_memory_utilization": filled.gpu_memory_utilization,
+    }
+
+
+def _check_model(result, organization, checks: CheckModelCalls) -> CheckResult | None:
+    """Check model for the manifest's artifact on its profile, unless its inputs are wrong."""
+    if result.manifest is None or any(
+        p.path in CHECK_CONTAINERS or p.path.startswith(CHECK_INPUTS) for p in result.refusals
+    ):
+        return None
+    filled = FilledManifest(result.manifest)
+    if filled.source_type != "Model" or filled.uri is None:
+        return None
+    profile = Profile.objects.filter(organization=organization, name=filled.profile_name).first()
+    if profile is None:
+        return None
+    return checks.ask(filled.uri, profile, **check_inputs(filled))
+
+
+def target_problem(text: str, level: str) -> mf.Problem:
+    """A sentence of the target's preflight as a Problem at the profile, about the field it
+    names first (none: the target's answer about no field in particular)."""
+    named = _NAMED_FIELD.match(text)
+    about = named.group(1) if named and named.group(1) != TARGET_PATH else ""
+    return mf.Problem(TARGET_PATH, text, level, "target", about)
+
+
+def _on_target(run: DryRun, organization, server_side: bool) -> None:
+    """Render for a Kubernetes profile, and ask the profile's backend whether it can run it
+    (the server-side dry run on a cluster, when asked; vLLM and GPUs on this machine)."""
+    spec = run.manifest["spec"]
+    profile = Profile.objects.select_related("cluster").get(
+        organization=organization, name=spec["profileName"]
+    )
+    if profile.cluster.backend == profile.cluster.Backend.KUBERNETES:
+        try:
+            run.objects = render_for_profile(run.manifest, profile)
+        except RenderError as error:
+            run.refusals.append(
+                mf.Problem("spec", f"cannot be rendered for Kubernetes: {error}", origin="target")
+            )
+            return
+        if not server_side:
+            return
+        run.server_side = True
+    preflight = backend_for(profile).preflight(run.manifest, run.objects)
+    run.refusals += [target_problem(text, "refusal") for text in preflight.refusals]
+    run.warnings += [target_problem(text, "warning") for text in preflight.warnings]
+
+
+def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
+    """Check model's verdict and warnings, each once, at the uri; and whether the GPUs the
+    manifest reserves hold the model, by its sizing."""
+    verdict = (
+        checked.verdict if checked.verdict.endswith((".", "?", "!")) else checked.verdict + "."
+    )
+    said = f"{verdict} {checked.next_step}".strip()
+    if checked.inconclusive:
+        run.warnings.append(mf.Problem(URI, said, "warning", "check-model"))
+    elif not checked.can_serve and not _context_refused(run, checked):
+        run.refusals.append(mf.Problem(URI, said, "refusal", "check-model"))
+    # Whether the uri is pinned is the manifest rule's decision (it warns at the uri): Check
+    # model's own pin warning, which it marks, is not said a second time.
+    run.warnings += [
+        mf.Problem(URI, warning, "warning", "check-model")
+        for warning in checked.warnings
+        if warning != checked.pin_warning
+    ]
+    filled = run.filled
+    if filled is not None:
+        layout = layout_refusal(checked, filled.gpu_kind, filled.gpu_count, filled.nodes)
+        if layout is not None:
+            run.refusals.append(mf.Problem(layout.path, layout.message, origin="check-model"))
+
+
+def _context_refused(run: DryRun, checked: CheckResult) -> bool:
+    """The context limit is the manifest rule's decision, at its field: Check model refusing
+    for the same reason is not said again at the uri."""
+    filled = run.filled
+    asked = filled.context_tokens if filled is not None else None
+    return mf.context_over_limit(asked, checked.max_context_tokens)

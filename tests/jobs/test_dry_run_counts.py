@@ -1,0 +1,152 @@
+"""What one wizard action costs: dry runs, parses and Check model calls (counted by spies that
+wrap the product's own functions and call them), and the server-side dry runs the Kubernetes
+emulator receives. One dry run per request; the cluster is asked at Review and Deploy only."""
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+from django.urls import reverse
+
+import jobs.deploy
+import jobs.dry_run
+import jobs.manifest
+from jobs.backends.cluster import forget_clients
+from jobs.models import Cluster, Draft, Profile
+from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
+
+QWEN = "Qwen/Qwen2.5-7B-Instruct"
+QWEN_COMMIT = "24668f3e831ec22a450368581ff8806f933c208f"
+HTMX = {"HX-Request": "true"}
+STEPS = ("model", "check", "compute", "access", "api")
+
+
+@dataclass
+class Calls:
+    counts: Counter = field(default_factory=Counter)
+
+    def spy(self, monkeypatch, module, name: str, label: str) -> None:
+        real = getattr(module, name)
+
+        def counted(*args, **kwargs):
+            self.counts[label] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    def take(self) -> dict:
+        taken = {k: self.counts[k] for k in ("dry runs", "parses", "check model")}
+        self.counts.clear()
+        return taken
+
+
+@pytest.fixture
+def calls(monkeypatch) -> Calls:
+    calls = Calls()
+    calls.spy(monkeypatch, jobs.deploy, "dry_run", "dry runs")  # the verbs' and wizard's entry
+    calls.spy(monkeypatch, jobs.manifest, "parse", "parses")
+    calls.spy(monkeypatch, jobs.dry_run, "check_for_profile", "check model")
+    return calls
+
+
+@pytest.fixture
+def prod(org, kube):
+    forget_clients()
+    cluster = Cluster.objects.create(
+        organization=org,
+        name="prod",
+        backend="kubernetes",
+        kubeconfig_path=str(kube.kubeconfig_path),
+        context="emulator",
+        addons=["kserve"],
+    )
+    Profile.objects.create(organization=org, name="prod", cluster=cluster, namespace="models")
+    yield cluster
+    forget_clients()
+
+
+def server_side_dry_runs(kube) -> int:
+    return sum(1 for r in kube.requests if r.query.get("dryRun") == "All")
+
+
+def model_form(profile: str) -> dict:
+    return {
+        "name": "qwen-chat",
+        "profile": profile,
+        "source": "hub",
+        "repo": QWEN,
+        "revision": QWEN_COMMIT,
+        "format": "",
+        "go": "next",
+    }
+
+
+def url(step: str, draft: Draft) -> str:
+    return reverse(f"jobs:wizard-{step}", kwargs={"key": draft.key})
+
+
+ONE = {"dry runs": 1, "parses": 1, "check model": 1}
+
+
+# The local profile's catalog offers GPUs this machine does not have: the GPU size Check model
+# chose is dry-run, the target refuses it, and the CPU size is dry-run too (with the CPU's
+# own requests-at-once, so Check model sizes it again). Pinned so it does not grow.
+LOCAL_WITHOUT_GPU = {"dry runs": 2, "parses": 2, "check model": 2}
+
+
+@pytest.mark.parametrize("profile, sized", [("prod", ONE), ("local", LOCAL_WITHOUT_GPU)])
+def test_a_model_step_post_is_one_dry_run_one_parse_one_check(
+    as_deployer, calls, prod, kube, profile, sized
+):
+    response = as_deployer.post(reverse("jobs:wizard"), model_form(profile))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert calls.take() == sized
+    draft = Draft.objects.get()
+    response = as_deployer.post(url("model", draft), model_form(profile))  # nothing new
+    assert response.status_code == 302
+    assert calls.take() == ONE
+    assert server_side_dry_runs(kube) == 0
+
+
+def test_steps_before_review_never_ask_the_cluster(as_deployer, calls, prod, kube):
+    as_deployer.post(reverse("jobs:wizard"), model_form("prod"))
+    draft = Draft.objects.get()
+    assert Draft.objects.get().manifest["spec"]["profileName"] == "prod"
+    calls.take()
+    for step in STEPS:
+        response = as_deployer.get(url(step, draft))
+        assert response.status_code == 200, step
+        assert calls.take() == ONE, step
+    assert server_side_dry_runs(kube) == 0
+    for step in ("compute", "access"):  # Next to the following step, by htmx
+        response = as_deployer.post(url(step, draft), {"go": "next"}, headers=HTMX)
+        assert response.status_code == 200, step
+        assert calls.take() == ONE, step
+    assert server_side_dry_runs(kube) == 0
+
+
+def test_review_and_deploy_ask_the_cluster_once_each(as_deployer, calls, prod, kube):
+    as_deployer.post(reverse("jobs:wizard"), model_form("prod"))
+    draft = Draft.objects.get()
+    calls.take()
+    page = as_deployer.get(url("review", draft)).content.decode()
+    assert calls.take() == ONE
+    reviewed_asks = server_side_dry_runs(kube)
+    assert reviewed_asks >= 1
+    reviewed = re.search(r'name="reviewed" value="(\w+)"', page).group(1)
+    response = as_deployer.post(
+        reverse("jobs:wizard-deploy", kwargs={"key": draft.key}), {"reviewed": reviewed}
+    )
+    assert response.status_code == 302
+    assert calls.take() == ONE  # Deploy applies the dry run it made, not a second one
+    assert server_side_dry_runs(kube) == 2 * reviewed_asks
+
+
+def test_an_htmx_next_into_review_asks_the_cluster(as_deployer, calls, prod, kube):
+    as_deployer.post(reverse("jobs:wizard"), model_form("prod"))
+    draft = Draft.objects.get()
+    response = as_deployer.post(url("api", draft), {"go": "next"}, headers=HTMX)
+    assert response.status_code == 200
+    assert "Server-side dry run" in response.content.decode()
+    assert server_side_dry_runs(kube) >= 1

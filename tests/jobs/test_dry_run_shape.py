@@ -1,0 +1,91 @@
+"""One dry-run output shape for every surface (bug 3): the REST API's `?dryRun=true` answer
+carries Check model's answer and the rendered objects, as `app apply --dry-run -o json`
+prints them; a refused manifest lists every problem, each with its origin (bug 8)."""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from jobs.backends.cluster import forget_clients
+from jobs.dry_run import dry_run
+from jobs.models import Cluster, Profile
+from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
+from tests.helpers import SHORTEST, bearer, problems
+
+URL = "/api/v1/applications"
+ON_PROD = SHORTEST.replace("profileName: local", "profileName: prod")
+
+
+@pytest.fixture
+def prod(org, kube):
+    forget_clients()
+    cluster = Cluster.objects.create(
+        organization=org,
+        name="prod",
+        backend="kubernetes",
+        kubeconfig_path=str(kube.kubeconfig_path),
+        context="emulator",
+        addons=["kserve"],
+    )
+    Profile.objects.create(organization=org, name="prod", cluster=cluster, namespace="models")
+    yield cluster
+    forget_clients()
+
+
+def api_dry_run(client, deployer, text):
+    client.defaults.update(bearer(deployer))
+    return client.post(URL + "?dryRun=true", data=text, content_type="application/yaml")
+
+
+def cli_dry_run(tmp_path, text) -> dict:
+    path = tmp_path / "model.yaml"
+    path.write_text(text)
+    out, err = StringIO(), StringIO()
+    call_command("app", "apply", "-f", str(path), "--dry-run", "-o", "json", stdout=out, stderr=err)
+    return json.loads(out.getvalue())
+
+
+def test_the_api_dry_run_answers_check_model_and_the_objects(client, deployer, prod):
+    response = api_dry_run(client, deployer, ON_PROD)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["checkModel"]["verdict"] and body["checkModel"]["task"] == "embed"
+    assert [obj["kind"] for obj in body["objects"]] == ["InferenceService"]
+    assert {p["origin"] for p in body["warnings"]} <= {"schema", "rule", "check-model", "target"}
+
+
+def test_the_api_and_the_command_line_answer_the_same_shape(
+    client, deployer, admin, prod, tmp_path
+):
+    api = api_dry_run(client, deployer, ON_PROD).json()
+    cli = cli_dry_run(tmp_path, ON_PROD)
+    assert api.keys() == cli.keys()
+    assert api["checkModel"] == cli["checkModel"] and api["objects"] == cli["objects"]
+    assert api["warnings"] == cli["warnings"]
+
+
+def test_a_refused_dry_run_lists_every_problem_with_its_origin(client, deployer, prod):
+    text = ON_PROD.replace(
+        "uri: hf://BAAI/bge-m3",
+        "uri: hf://BAAI/bge-m3\n      cache:\n        enabled: true\n      bogus: 1",
+    )
+    response = api_dry_run(client, deployer, text)
+    assert response.status_code == 400
+    found = {(p["path"], p["origin"]) for p in problems(response)}
+    model = "spec.source.model"
+    assert {
+        (f"{model}.bogus", "schema"),
+        (f"{model}.cache.enabled", "rule"),  # the profile has no weight cache
+        (f"{model}.cache.size", "rule"),  # and the size is missing all the same
+    } <= found
+
+
+def test_an_unpinned_model_is_warned_once_by_the_manifest_rule(org):
+    run = dry_run(SHORTEST, org)  # hf://BAAI/bge-m3 follows its main branch
+    assert run.check.pin_warning in run.check.warnings  # Check model's own page says it
+    at_uri = [p for p in run.warnings if p.path == "spec.source.model.uri"]
+    pins = [p for p in at_uri if p.origin == "rule"]
+    assert len(pins) == 1 and "is not pinned" in pins[0].message
+    assert all(p.message != run.check.pin_warning for p in at_uri)
