@@ -130,6 +130,6 @@ def backend_for(profile):
     cluster = profile.cluster
     if cluster.backend == cluster.Backend.LOCAL:
         return LocalBackend(local_runner(profile.organization.slug))
-    from jobs.backends.cluster import ClusterBackend  # the client loads only when needed
+    from jobs.backends.kubernetes.backend import ClusterBackend  # loads the client when needed
 
     return ClusterBackend(profile)
