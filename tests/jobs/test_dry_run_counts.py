@@ -12,7 +12,7 @@ from django.urls import reverse
 import jobs.deploy
 import jobs.dry_run
 import jobs.manifest
-from jobs.backends.cluster import forget_clients
+from jobs.backends.kubernetes.backend import forget_clients
 from jobs.models import Cluster, Draft, Profile
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 

@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from jobs.backends.cluster import forget_clients
+from jobs.backends.kubernetes.backend import forget_clients
 from jobs.dry_run import dry_run
 from jobs.models import Cluster, Profile
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
