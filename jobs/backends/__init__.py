@@ -25,8 +25,7 @@ class LocalBackend:
 
     def preflight(self, manifest: dict, objects: list) -> Preflight:
         # The runner's check reads the engine arguments as vLLM will (local/command.py).
-        refusals = self.runner.check(manifest)
-        return Preflight(refusals=refusals, warnings=[])
+        return Preflight(refusals=self.runner.check(manifest))
 
     def apply(self, application, revision) -> Observed:
         try:
