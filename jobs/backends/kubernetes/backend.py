@@ -86,6 +86,10 @@ class ClusterBackend:
             return Preflight(refusals=[target_answer(f"{error.reason} {error.next_step}")])
         return Preflight(refusals=[target_answer(sentence) for sentence in refused])
 
+    def gpus_here(self) -> None:
+        """Unknown without asking the cluster: the profile's machine catalog says what it has."""
+        return None
+
     def apply(self, application, revision) -> Observed:
         objects = render_for_profile(revision.manifest, self.profile, revision=revision.number)
         try:
