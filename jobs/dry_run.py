@@ -8,7 +8,6 @@ problem says where it came from (`Problem.origin`), so the wizard routes by path
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 
 from accesspolicies import domains
@@ -31,11 +30,6 @@ from models_catalog.service import layout_refusal, model_facts
 CHECK_INPUTS = ("spec.profileName", "spec.source.model.uri", "spec.source.model.format")
 CHECK_CONTAINERS = ("spec", "spec.source", "spec.source.type", "spec.source.model")
 URI = "spec.source.model.uri"
-TARGET_PATH = "spec.profileName"
-# A target's preflight speaks in sentences and names the field it is about first
-# ("spec.source.model.resources.accelerator.gpu.countPerReplica asks for 1 GPU ..."); this is
-# the one place that reads it, where the sentence becomes a Problem at that field.
-_NAMED_FIELD = re.compile(r"^(spec(?:\.[A-Za-z]+)+)(?:\[\d+\])?[ :]")
 
 
 @dataclass
@@ -217,14 +211,6 @@ def _check_model(result, organization, checks: CheckModelCalls) -> CheckResult |
     return checks.ask(filled.uri, profile, **check_inputs(filled))
 
 
-def target_problem(text: str, level: str) -> mf.Problem:
-    """A sentence of the target's preflight as a Problem at the profile, about the field it
-    names first (none: the target's answer about no field in particular)."""
-    named = _NAMED_FIELD.match(text)
-    about = named.group(1) if named and named.group(1) != TARGET_PATH else ""
-    return mf.Problem(TARGET_PATH, text, level, "target", about)
-
-
 def _on_target(run: DryRun, organization, server_side: bool) -> None:
     """Render for a Kubernetes profile, and ask the profile's backend whether it can run it
     (the server-side dry run on a cluster, when asked; vLLM and GPUs on this machine)."""
@@ -243,9 +229,10 @@ def _on_target(run: DryRun, organization, server_side: bool) -> None:
         if not server_side:
             return
         run.server_side = True
+    # The backend's answers are Problems of origin target that name their field themselves.
     preflight = backend_for(profile).preflight(run.manifest, run.objects)
-    run.refusals += [target_problem(text, "refusal") for text in preflight.refusals]
-    run.warnings += [target_problem(text, "warning") for text in preflight.warnings]
+    run.refusals += preflight.refusals
+    run.warnings += preflight.warnings
 
 
 def _add_check_problems(run: DryRun, checked: CheckResult) -> None:

@@ -11,6 +11,7 @@ import threading
 from django.conf import settings
 
 from jobs.backends.base import BackendFailed, Preflight
+from jobs.backends.local.machine_check import list_gpus
 from jobs.backends.local.processes import private_dir
 from jobs.backends.local.runner import LocalRefused, LocalRunner, UnknownApplication
 from jobs.lifecycle import Observed
@@ -25,8 +26,13 @@ class LocalBackend:
 
     def preflight(self, manifest: dict, objects: list) -> Preflight:
         # The runner's check reads the engine arguments as vLLM will (local/command.py).
-        refusals = self.runner.check(manifest)
-        return Preflight(refusals=refusals, warnings=[])
+        return Preflight(refusals=self.runner.check(manifest))
+
+    def gpus_here(self) -> int:
+        """The NVIDIA GPUs this machine has (none when none can be listed): the most one
+        application's replicas can be given, whatever the other applications hold."""
+        gpus, _ = list_gpus()
+        return len(gpus)
 
     def apply(self, application, revision) -> Observed:
         try:

@@ -1,6 +1,11 @@
 """What every backend answers with."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from jobs.manifest.problems import Level, Problem
+
+# Where a target's answer is said: the target is the profile's (its cluster, or this machine).
+TARGET_PATH = "spec.profileName"
 
 
 class BackendFailed(Exception):
@@ -14,7 +19,16 @@ class BackendFailed(Exception):
         self.unavailable = unavailable
 
 
+def target_answer(message: str, about: str = "", level: Level = "refusal") -> Problem:
+    """One answer of the profile's target, said at the profile and about the manifest field
+    `about` names (empty: about no field in particular, such as the cluster refusing an
+    object). The backend that answers names the field; nobody reads it back from the text."""
+    return Problem(TARGET_PATH, message, level, "target", about)
+
+
 @dataclass(frozen=True)
 class Preflight:
-    refusals: list
-    warnings: list
+    """The target's answers to a dry run: Problems of origin target (see target_answer)."""
+
+    refusals: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)

@@ -12,7 +12,7 @@ from .context import (
     ModelFacts,
     ProfileFacts,
 )
-from .defaults import ENGINE_BUILTIN_DEFAULTS, MEMORY_DEFAULTS, MODEL_MASTER_KEYS
+from .defaults import ENGINE_BUILTIN_DEFAULTS, MEMORY_DEFAULTS, MODEL_MASTER_KEYS, engine_default
 from .describe import ENGINE_TITLES, is_generative, runtime_of, scaling_of
 from .model_rules import context_over_limit
 from .parse import DocumentError, ParseResult, load_document, model_problems, parse
@@ -81,6 +81,7 @@ __all__ = [
     "UriInfo",
     "api_formats",
     "context_over_limit",
+    "engine_default",
     "format_bytes",
     "format_cpu",
     "is_generative",

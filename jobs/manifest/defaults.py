@@ -308,6 +308,16 @@ def _engine(block: Any, ctx: ManifestContext, facts: Facts, only_given: bool = F
     return out
 
 
+def engine_default(key: str, engine_defaults: Mapping[str, Any]) -> Any:
+    """What the manifest fills for engine.<key> when it is not given: the model master's
+    default (checked where it is filled), else the built-in one. The wizard sizes a draft
+    before it is filled with the value the fill will give."""
+    if key in engine_defaults:
+        return engine_defaults[key]
+    value = ENGINE_BUILTIN_DEFAULTS[key]
+    return list(value) if isinstance(value, list) else value
+
+
 def _engine_default(
     key: str, masters: Mapping[str, Any], fields: Mapping[str, Leaf], facts: Facts
 ) -> Any:
@@ -318,8 +328,7 @@ def _engine_default(
     if key == "pipelineParallelSize":
         return facts.nodes
     if key not in masters:
-        value = ENGINE_BUILTIN_DEFAULTS[key]
-        return list(value) if isinstance(value, list) else value
+        return engine_default(key, masters)
     value = masters[key]
     if value is None:
         return None

@@ -12,6 +12,7 @@ from functools import cached_property
 
 from jobs import deploy as verbs
 from jobs import manifest as mf
+from jobs.backends import backend_for
 from jobs.check_inputs import check_for_profile, hf_token_for
 from jobs.dry_run import CheckModelCalls, DryRun, check_inputs, manifest_context
 from jobs.manifest.view import FilledManifest
@@ -158,23 +159,39 @@ def save_model(draft: Draft, data: Mapping) -> State:
     master = ModelMaster.objects.for_uri(draft.organization, get(doc, f"{MODEL}.uri"))
     if master is not None and master.max_context_tokens:
         put(doc, CONTEXT, master.max_context_tokens)
-    check = _ask(draft, doc, checks)
+    engine_defaults = master.engine_defaults() if master is not None else {}
+    check = _ask(draft, doc, checks, engine_defaults)
     if check is not None and mf.context_over_limit(get(doc, CONTEXT), check.max_context_tokens):
         remove(doc, CONTEXT)  # the master asks more than the model has: the model's own
-        check = _ask(draft, doc, checks)
+        check = _ask(draft, doc, checks, engine_defaults)
     doc, run = _sized(draft, doc, check, checks)
     return look(drafts.save(draft, doc), run)
 
 
-def _ask(draft: Draft, doc: dict, checks: CheckModelCalls) -> CheckResult | None:
-    """Check model for the draft's model on its profile, to size it (None: nothing to ask)."""
+def _profile_of(draft: Draft, doc: dict) -> Profile | None:
+    name = FilledManifest(doc).profile_name or ""
+    return (
+        Profile.objects.filter(organization=draft.organization, name=name)
+        .select_related("cluster", "organization")
+        .first()
+    )
+
+
+def _ask(
+    draft: Draft, doc: dict, checks: CheckModelCalls, engine_defaults: Mapping
+) -> CheckResult | None:
+    """Check model for the draft's model on its profile, to size it (None: nothing to ask).
+    Asked with the GPU memory share the draft will be filled with (the model master's or the
+    built-in default), as its dry run asks: the two share one answer."""
     filled = FilledManifest(doc)
-    profile = Profile.objects.filter(
-        organization=draft.organization, name=filled.profile_name or ""
-    ).first()
+    profile = _profile_of(draft, doc)
     if filled.uri is None or profile is None:
         return None
-    return checks.ask(filled.uri, profile, **check_inputs(filled))
+    inputs = check_inputs(filled)
+    if inputs["gpu_memory_utilization"] is None:
+        utilization = mf.engine_default("gpuMemoryUtilization", engine_defaults)
+        inputs["gpu_memory_utilization"] = utilization
+    return checks.ask(filled.uri, profile, **inputs)
 
 
 def _dry_run(
@@ -196,7 +213,7 @@ def _sized(
     """Keep the size ServeDeck chose: Check model's suggestion when the profile's cluster can
     run it (this machine may have no GPU), else the CPU."""
     kind, gpus, nodes = chosen_size(check)
-    if kind is not None:
+    if kind is not None and _target_has(draft, doc, gpus * nodes):
         trial = apply_size(copied(doc), kind, gpus, nodes)
         trial_run = _dry_run(draft, trial, checks)
         if not steps.by_step(trial_run.refusals)["compute"]:
@@ -205,6 +222,17 @@ def _sized(
     if memory is not None:
         put(doc, f"{MODEL}.resources.memory", memory)
     return doc, _dry_run(draft, doc, checks)
+
+
+def _target_has(draft: Draft, doc: dict, gpus: int) -> bool:
+    """Whether the profile's target may have `gpus` GPUs for one replica, asked before the
+    size is dry-run: this machine says how many it has (a local profile), a cluster's catalog
+    already answered through Check model."""
+    profile = _profile_of(draft, doc)
+    if profile is None:
+        return True
+    here = backend_for(profile).gpus_here()
+    return here is None or here >= gpus
 
 
 def save_step(draft: Draft, slug: str, data: Mapping, *, server_side: bool = False) -> State:

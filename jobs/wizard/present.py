@@ -13,6 +13,7 @@ from django.urls import reverse
 from jobs import manifest as mf
 from jobs.manifest.schema import api_formats
 from jobs.models import Application, Profile
+from jobs.present import dry_run_body
 from jobs.render import to_yaml
 from jobs.wizard import steps
 from jobs.wizard.fields import (
@@ -404,25 +405,32 @@ def _short(value: Any) -> str:
 
 
 def review_context(state: State) -> dict:
-    """The dry run: the filled-in manifest, runtime, scaling, warnings, rendered objects and
-    the outcome on the profile's target."""
+    """The dry run as every surface shows it (jobs.present.dry_run_body, the API's and the
+    command line's shape): runtime, scaling, Check model, warnings and rendered objects; and
+    what only the wizard adds: the outcome on the profile's target, where a replica runs, what
+    a new revision changes."""
     run = state.run
+    body = dry_run_body(run)
     profile = _profile(state)
     kubernetes = bool(profile and profile.cluster.backend == profile.cluster.Backend.KUBERNETES)
-    warnings = [p for slug in steps.SLUGS for p in state.warnings.get(slug, [])]
+    # The body's warnings are the run's, one for one: shown in the order of the steps that fix
+    # them, as each step shows its own.
+    order = {slug: index for index, slug in enumerate(steps.SLUGS)}
+    paired = zip(run.warnings, body["warnings"], strict=True)
+    warnings = [said for _, said in sorted(paired, key=lambda p: order[steps.step_of(p[0])])]
     return common(state, "review") | {
-        "run": run,
-        "manifest_yaml": yaml_text(run.manifest) if run.manifest else "",
-        "objects_yaml": to_yaml(run.objects) if run.objects else "",
+        "dry_run": body,
+        "manifest_yaml": yaml_text(body["manifest"]) if body["manifest"] else "",
+        "objects_yaml": to_yaml(body["objects"]) if body["objects"] else "",
         "kubernetes": kubernetes,
         "profile": profile,
         "all_warnings": warnings,
-        "target": [p for p in warnings if p.origin == "target"],
+        "target": [said for said in warnings if said["origin"] == "target"],
         "target_refusals": state.refusals.get("review", []),
         "placement": placement(state.manifest),
         "changes": (
-            changes(state.draft.application.manifest, run.manifest)
-            if state.draft.application and run.manifest
+            changes(state.draft.application.manifest, body["manifest"])
+            if state.draft.application and body["manifest"]
             else []
         ),
         "reviewed": state.digest,

@@ -104,12 +104,18 @@ def on_target(problem: Problem) -> bool:
     return problem.origin == "target" and problem.path == TARGET and not problem.about
 
 
+def step_of(problem: Problem) -> str:
+    """The step that shows this problem: its owner's, and the target's answer about no field
+    in particular at Review."""
+    return LAST if on_target(problem) else owner(problem)
+
+
 def by_step(problems: Iterable[Problem]) -> dict[str, list[Problem]]:
-    """Problems sorted to the step that owns each, every step present (maybe empty); the
-    target's answer about no field in particular at Review."""
+    """Problems sorted to the step that shows each (step_of), every step present (maybe
+    empty)."""
     sorted_: dict[str, list[Problem]] = {slug: [] for slug in SLUGS}
     for problem in problems:
-        sorted_[LAST if on_target(problem) else owner(problem)].append(problem)
+        sorted_[step_of(problem)].append(problem)
     return sorted_
 
 

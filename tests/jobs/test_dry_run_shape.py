@@ -6,11 +6,13 @@ import json
 from io import StringIO
 
 import pytest
+import yaml
 from django.core.management import call_command
+from django.urls import reverse
 
 from jobs.backends.kubernetes.backend import forget_clients
 from jobs.dry_run import dry_run
-from jobs.models import Cluster, Profile
+from jobs.models import Cluster, Draft, Profile
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.helpers import SHORTEST, bearer, problems
 
@@ -89,3 +91,27 @@ def test_an_unpinned_model_is_warned_once_by_the_manifest_rule(org):
     pins = [p for p in at_uri if p.origin == "rule"]
     assert len(pins) == 1 and "is not pinned" in pins[0].message
     assert all(p.message != run.check.pin_warning for p in at_uri)
+
+
+def test_the_wizards_review_shows_the_same_body_as_the_api(client, deployer, as_deployer, prod):
+    """The Review step shows the dry run through the presenter the API and the command line
+    share: what it shows of it (runtime, scaling, Check model, warnings, objects) cannot drift."""
+    form = {
+        "name": "qwen-chat",
+        "profile": "prod",
+        "source": "hub",
+        "repo": "Qwen/Qwen2.5-7B-Instruct",
+        "revision": "24668f3e831ec22a450368581ff8806f933c208f",
+        "format": "",
+        "go": "next",
+    }
+    assert as_deployer.post(reverse("jobs:wizard"), form).status_code == 302
+    draft = Draft.objects.get()
+    page = as_deployer.get(reverse("jobs:wizard-review", kwargs={"key": draft.key}))
+    shown = page.context["dry_run"]
+    api = api_dry_run(client, deployer, yaml.safe_dump(draft.manifest)).json()
+    assert shown.keys() == api.keys()
+    for key in ("ok", "runtime", "scaling", "checkModel", "objects", "manifest"):
+        assert shown[key] == api[key], key
+    assert sorted(map(str, shown["warnings"])) == sorted(map(str, api["warnings"]))
+    assert shown["objects"] and shown["checkModel"]["verdict"] in page.content.decode()

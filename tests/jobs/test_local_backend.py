@@ -27,7 +27,13 @@ from jobs.backends.local.command import (
     local_env,
     server_environment,
 )
-from jobs.backends.local.machine_check import Machine, capacity_refusals, machine, parse_gpu_list
+from jobs.backends.local.machine_check import (
+    MODEL,
+    Machine,
+    capacity_refusals,
+    machine,
+    parse_gpu_list,
+)
 from jobs.backends.local.runner import (
     FAILED,
     LOADING,
@@ -287,6 +293,11 @@ def empty_path(tmp_path, monkeypatch) -> Path:
     return empty
 
 
+def said(problems) -> list[str]:
+    """The words of the machine's refusals."""
+    return [p.message for p in problems]
+
+
 def fake_nvidia_smi(folder: Path, gpus: int) -> None:
     folder.mkdir(exist_ok=True)
     script = folder / "nvidia-smi"
@@ -296,7 +307,7 @@ def fake_nvidia_smi(folder: Path, gpus: int) -> None:
 
 
 def test_missing_vllm_is_refused_in_plain_words_without_the_hosts_path(empty_path):
-    refusals = check(manifest())
+    refusals = said(check(manifest()))
     assert len(refusals) == 1
     assert refusals[0].startswith(VLLM_MISSING)
     assert VLLM_MISSING == (
@@ -308,14 +319,14 @@ def test_missing_vllm_is_refused_in_plain_words_without_the_hosts_path(empty_pat
 
 def test_every_refusal_is_given_at_once(empty_path):
     gpu = manifest(resources={"accelerator": {"gpu": {"countPerReplica": 1}}})
-    refusals = check(gpu)
+    refusals = said(check(gpu))
     assert len(refusals) == 2
     assert refusals[0].startswith(VLLM_MISSING)
     assert "nvidia-smi is not on the console host's PATH" in refusals[1]
 
 
 def test_a_missing_stand_in_command_names_the_setting(empty_path):
-    refusals = check(manifest(), "no-such-server --port {port}")
+    refusals = said(check(manifest(), "no-such-server --port {port}"))
     assert refusals == [
         "The local model server command 'no-such-server' (SERVEDECK_LOCAL_COMMAND) is not "
         "installed (not on the console host's PATH); install it or correct "
@@ -325,7 +336,7 @@ def test_a_missing_stand_in_command_names_the_setting(empty_path):
 
 def test_a_gpu_without_nvidia_smi_is_refused(empty_path, tag):
     gpu = manifest(resources={"accelerator": {"gpu": {"countPerReplica": 1}}})
-    refusals = check(gpu, stand_in(tag))
+    refusals = said(check(gpu, stand_in(tag)))
     assert len(refusals) == 1
     assert "asks for 1 NVIDIA GPU(s) per replica" in refusals[0]
     assert "nvidia-smi is not on the console host's PATH" in refusals[0]
@@ -336,7 +347,7 @@ def test_more_gpus_than_the_machine_has_are_refused(tmp_path, monkeypatch, tag):
     fake_nvidia_smi(tmp_path / "bin", gpus=1)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     two = manifest(resources={"accelerator": {"gpu": {"countPerReplica": 2}}})
-    assert check(two, stand_in(tag)) == [
+    assert said(check(two, stand_in(tag))) == [
         "spec.source.model.resources.accelerator.gpu.countPerReplica is 2 for 1 replica(s), 2 "
         "GPU(s) in all, and this machine has 1; lower countPerReplica or scaling.minReplicas, "
         "or use a Kubernetes profile with GPU nodes."
@@ -359,14 +370,40 @@ def test_predictive_formats_and_raw_inference_services_are_refused(tag):
         },
         CONTEXT,
     ).manifest
-    refusals = check(sklearn, stand_in(tag))
+    refusals = said(check(sklearn, stand_in(tag)))
     assert (
         "spec.source.model.format is SKLearn: the local backend serves vLLM-format models only; "
         "use a Kubernetes profile (KServe) to serve SKLearn models." in refusals
     )
     assert any("serves hf:// models only" in r for r in refusals)
     raw = {"spec": {"name": "raw", "source": {"type": "YAML", "inferenceService": {}}}}
-    assert "cannot run a raw InferenceService" in check(raw, stand_in(tag))[0]
+    assert "cannot run a raw InferenceService" in said(check(raw, stand_in(tag)))[0]
+
+
+def test_each_refusal_names_the_field_it_is_about_without_reading_its_words(
+    tmp_path, monkeypatch, tag
+):
+    """The dry run routes the machine's answers by the field they name (never by a sentence's
+    first words): a refusal about the machine itself names none."""
+    fake_nvidia_smi(tmp_path / "bin", gpus=1)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    two = manifest()  # then what the manifest rules would refuse on a local profile already
+    two["spec"]["source"]["model"]["resources"]["nodesPerReplica"] = 2
+    two["spec"]["source"]["model"]["runtime"]["isolation"] = "VirtualMachine"
+    answers = check(two, "no-such-server --port {port}")
+    assert [(p.path, p.about, p.origin) for p in answers] == [
+        ("spec.profileName", f"{MODEL}.runtime.isolation", "target"),
+        ("spec.profileName", f"{MODEL}.resources.nodesPerReplica", "target"),
+        ("spec.profileName", "", "target"),  # the command is this machine's, no field's
+    ]
+    (gpus,) = check(
+        manifest(resources={"accelerator": {"gpu": {"countPerReplica": 2}}}), stand_in(tag)
+    )
+    assert gpus.about == f"{MODEL}.resources.accelerator.gpu.countPerReplica"
+    huge = capacity_refusals(
+        manifest(scaling={"minReplicas": HUGE}), Machine(cores=2, memory=2**30)
+    )
+    assert [p.about for p in huge] == [f"{MODEL}.scaling.minReplicas"]
 
 
 def test_apply_refuses_without_starting_anything(runner, empty_path, tag):
@@ -805,7 +842,7 @@ HUGE = 2147483647
 )
 def test_replicas_are_capped_by_the_machines_cores_and_memory(model, holds):
     here = Machine(cores=2, memory=8 * 2**30)
-    (refusal,) = capacity_refusals(manifest(**model), here)
+    (refusal,) = said(capacity_refusals(manifest(**model), here))
     assert refusal.startswith("spec.source.model.scaling.minReplicas is ")
     assert "2 core(s) and 8.0 GiB of memory" in refusal
     assert f"it holds {holds}. Set scaling.minReplicas to {holds} or less" in refusal
@@ -829,7 +866,7 @@ def test_this_machine_is_discovered():
 
 
 def test_a_huge_min_replicas_is_refused_before_anything_starts(runner, tag):
-    refusals = runner.check(manifest(scaling={"minReplicas": HUGE}))
+    refusals = said(runner.check(manifest(scaling={"minReplicas": HUGE})))
     assert any(f"{machine().cores} core(s)" in r for r in refusals), refusals
     with pytest.raises(LocalRefused):
         runner.apply("chat", manifest(scaling={"minReplicas": HUGE}), 1)

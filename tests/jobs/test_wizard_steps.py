@@ -3,7 +3,7 @@ text into manifest data, and Compute's sizing from Check model's answer."""
 
 import pytest
 
-from jobs.dry_run import target_problem
+from jobs.backends.base import target_answer
 from jobs.manifest import Problem
 from jobs.wizard import fields, paths, sizing, steps
 from models_catalog.check import SERVABLE, CheckResult
@@ -15,6 +15,16 @@ M = "spec.source.model"
 
 class CheckSaid(str):
     """A message of Check model's own (origin check-model), in the table below."""
+
+
+class TargetSaid(str):
+    """An answer of the profile's target (origin target, said at spec.profileName) about the
+    field `about` names, as the backend gives it: the field is never read from the words."""
+
+    def __new__(cls, message: str, about: str = "") -> "TargetSaid":
+        said = super().__new__(cls, message)
+        said.about = about
+        return said
 
 
 GIB = 2**30
@@ -65,7 +75,7 @@ VERDICT = "meta-llama/Llama-3.1-8B-Instruct is gated, and the profile has no Hug
     [
         ("document", "is not valid YAML", "model"),
         ("spec.name", "'Bad_Name' is not a DNS label", "model"),
-        ("spec.profileName", "vLLM is not installed on this machine", "model"),
+        ("spec.profileName", TargetSaid("vLLM is not installed on this machine"), "model"),
         (f"{M}.uri", "'ftp://x' is not a URI the platform reads", "model"),
         (f"{M}.uri", "'hf://a/b' is not pinned", "model"),
         (f"{M}.uri", CheckSaid(f"{VERDICT}. Accept the model's terms."), "check"),
@@ -86,17 +96,26 @@ VERDICT = "meta-llama/Llama-3.1-8B-Instruct is gated, and the profile has no Hug
         # The local backend's preflight speaks at the profile but names the field.
         (
             "spec.profileName",
-            f"{M}.resources.accelerator.gpu.countPerReplica asks for 1 NVIDIA GPU(s)",
+            TargetSaid(
+                f"{M}.resources.accelerator.gpu.countPerReplica asks for 1 NVIDIA GPU(s)",
+                f"{M}.resources.accelerator.gpu.countPerReplica",
+            ),
             "compute",
         ),
-        ("spec.profileName", f"{M}.format is SKLearn: the local backend serves vLLM", "model"),
+        (
+            "spec.profileName",
+            TargetSaid(f"{M}.format is SKLearn: the local backend serves vLLM", f"{M}.format"),
+            "model",
+        ),
+        # Routing reads the field the target named, never its words.
+        ("spec.profileName", TargetSaid("this machine lacks memory", f"{M}.resources"), "compute"),
     ],
 )
 def test_each_problem_belongs_to_the_step_that_fixes_it(path, message, step):
     if isinstance(message, CheckSaid):  # Check model's own answer, as the dry run reports it
         problem = Problem(path, message, origin="check-model")
-    elif path == "spec.profileName":  # the target's preflight, as the dry run reports it
-        problem = target_problem(message, "refusal")
+    elif isinstance(message, TargetSaid):  # the target's preflight, as the dry run reports it
+        problem = target_answer(message, message.about)
     else:
         problem = Problem(path, message)
     assert steps.owner(problem) == step
@@ -108,7 +127,7 @@ def test_without_check_model_the_uri_belongs_to_the_model_step():
 
 
 def test_the_target_answer_about_no_field_goes_to_review():
-    problem = target_problem("admission webhook denied the request", "refusal")
+    problem = target_answer("admission webhook denied the request")
     assert steps.by_step([problem])["review"] == [problem]
 
 
@@ -259,7 +278,7 @@ def test_errors_go_beside_their_field_and_the_rest_above():
         Problem(f"{M}.resources.accelerator.gpu.countPerReplica", "too many"),
         Problem(f"{M}.scaling.metric", "sets both"),
         Problem(f"{M}.scaling.metric.cpu", "above 100"),
-        target_problem(f"{M}.resources.memory does not fit this machine", "refusal"),
+        target_answer(f"{M}.resources.memory does not fit this machine", f"{M}.resources.memory"),
         Problem(f"{M}.resources", "is not a mapping"),
     ]
     placed, general = fields.errors_by_field(problems, fields.COMPUTE_FIELDS)

@@ -7,7 +7,7 @@ first API object costs about a second, every call after that milliseconds.
 
 import threading
 
-from jobs.backends.base import BackendFailed, Preflight
+from jobs.backends.base import BackendFailed, Preflight, target_answer
 from jobs.backends.kubernetes.errors import BackendError, Unreachable
 from jobs.backends.kubernetes.kserve_client import KServeClient
 from jobs.lifecycle import Observed
@@ -72,18 +72,23 @@ class ClusterBackend:
         )
 
     def preflight(self, manifest: dict, objects: list) -> Preflight:
+        """The cluster's server-side dry run of the rendered objects. Its answers are about the
+        objects, not a manifest field: said at the profile, shown at Review."""
         try:
-            return Preflight(refusals=self.client.dry_run(objects), warnings=[])
+            refused = self.client.dry_run(objects)
         except Unreachable as error:
-            return Preflight(
-                refusals=[],
-                warnings=[
-                    f"The server-side dry run on cluster {self.profile.cluster.name} could not "
-                    f"run: {error.reason} Everything else was checked. {self._next_step(error)}"
-                ],
+            said = (
+                f"The server-side dry run on cluster {self.profile.cluster.name} could not "
+                f"run: {error.reason} Everything else was checked. {self._next_step(error)}"
             )
+            return Preflight(warnings=[target_answer(said, level="warning")])
         except BackendError as error:
-            return Preflight(refusals=[f"{error.reason} {error.next_step}"], warnings=[])
+            return Preflight(refusals=[target_answer(f"{error.reason} {error.next_step}")])
+        return Preflight(refusals=[target_answer(sentence) for sentence in refused])
+
+    def gpus_here(self) -> None:
+        """Unknown without asking the cluster: the profile's machine catalog says what it has."""
+        return None
 
     def apply(self, application, revision) -> Observed:
         objects = render_for_profile(revision.manifest, self.profile, revision=revision.number)

@@ -1,4 +1,7 @@
-"""What this machine must have before the local backend can run a manifest, as plain refusals.
+"""What this machine must have before the local backend can run a manifest, as refusals.
+
+Each refusal is a Problem of origin target that names the manifest field it is about (or
+none: this machine itself lacks something), so the dry run routes it without reading its words.
 
 The local backend runs vLLM's OpenAI server (or the configured stand-in) as processes here:
 only vLLM-format hf:// models, on the CPU or on this machine's NVIDIA GPUs.
@@ -17,10 +20,13 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from jobs.backends.base import target_answer
+from jobs.manifest.problems import Problem
 from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
 
 from .command import (
     DEFAULT_TEMPLATE,
+    EXTRA_ARGS_PATH,
     TEMPLATE_SETTING,
     TemplateError,
     extra_args_refusals,
@@ -81,7 +87,7 @@ def _memory_bytes() -> int:
     return total
 
 
-def capacity_refusals(manifest: Mapping[str, Any], here: Machine | None = None) -> list[str]:
+def capacity_refusals(manifest: Mapping[str, Any], here: Machine | None = None) -> list[Problem]:
     """Refused when minReplicas model servers do not fit on this machine: the local backend
     starts every one of them at once. Each needs its resources.memory and, on the CPU, its
     resources.cpu (on a GPU, one core: the CPU figure is a Kubernetes request). One replica
@@ -107,13 +113,14 @@ def capacity_refusals(manifest: Mapping[str, Any], here: Machine | None = None) 
         return []
     shown = replicas if replicas < 10**6 else f"{replicas:.3g}"
     per_replica = f"{format_cpu(cpu)} CPU and {memory_text} of memory"
-    return [
+    message = (
         f"{MODEL}.scaling.minReplicas is {shown}: the local backend would start that many model "
         f"servers at once on this machine, which has {here.cores} core(s) and "
         f"{here.memory / GIB:.1f} GiB of memory; at {per_replica} per replica it holds {fits}. "
         f"Set scaling.minReplicas to {fits} or less (or lower resources.cpu or "
         "resources.memory), or use a Kubernetes profile."
-    ]
+    )
+    return [target_answer(message, f"{MODEL}.scaling.minReplicas")]
 
 
 def search_path() -> str:
@@ -161,7 +168,7 @@ def _get(data: Any, *keys: str) -> Any:
     return data
 
 
-def check(manifest: Mapping[str, Any], template: str | None = None) -> list[str]:
+def check(manifest: Mapping[str, Any], template: str | None = None) -> list[Problem]:
     """Why the local backend cannot run this filled-in manifest here; empty when it can."""
     template = template if template is not None else DEFAULT_TEMPLATE
     refusals = _manifest_refusals(manifest, default_template=template == DEFAULT_TEMPLATE)
@@ -172,86 +179,106 @@ def check(manifest: Mapping[str, Any], template: str | None = None) -> list[str]
     return refusals + capacity + _command_refusals(template) + gpu_refusals
 
 
-def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> list[str]:
+def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> list[Problem]:
     if _get(manifest, "spec", "source", "type") == "YAML":
-        return [
+        message = (
             "spec.source.type is YAML: the local backend cannot run a raw InferenceService; "
             "describe the model under spec.source.model, or use a Kubernetes profile."
-        ]
+        )
+        return [target_answer(message, "spec.source.type")]
     model = _get(manifest, "spec", "source", "model")
     if not isinstance(model, Mapping):
-        return [f"{MODEL} is missing: the local backend needs a model to run."]
-    refusals = []
+        return [
+            target_answer(f"{MODEL} is missing: the local backend needs a model to run.", MODEL)
+        ]
+    refusals: list[Problem] = []
+
+    def refuse(about: str, message: str) -> None:
+        refusals.append(target_answer(f"{about} {message}", about))
+
     fmt = model.get("format")
     if fmt != "vLLM":
-        refusals.append(
-            f"{MODEL}.format is {fmt}: the local backend serves vLLM-format models only; "
-            f"use a Kubernetes profile (KServe) to serve {fmt} models."
+        refuse(
+            f"{MODEL}.format",
+            f"is {fmt}: the local backend serves vLLM-format models only; "
+            f"use a Kubernetes profile (KServe) to serve {fmt} models.",
         )
     engine = _get(model, "runtime", "engine")
     if fmt == "vLLM" and engine != "vllm" and default_template:
-        refusals.append(
-            f"{MODEL}.runtime.engine is {engine}: the local backend runs the vllm runtime only; "
-            "remove runtime.engine, or use a Kubernetes profile that has that runtime."
+        refuse(
+            f"{MODEL}.runtime.engine",
+            f"is {engine}: the local backend runs the vllm runtime only; "
+            "remove runtime.engine, or use a Kubernetes profile that has that runtime.",
         )
     if _get(model, "runtime", "isolation") == "VirtualMachine":
-        refusals.append(
-            f"{MODEL}.runtime.isolation is VirtualMachine: the local backend runs processes, not "
-            "virtual machines; use Container, or a Kubernetes profile with KubeVirt."
+        refuse(
+            f"{MODEL}.runtime.isolation",
+            "is VirtualMachine: the local backend runs processes, not "
+            "virtual machines; use Container, or a Kubernetes profile with KubeVirt.",
         )
-    refusals += extra_args_refusals(manifest)
+    refusals += [target_answer(text, EXTRA_ARGS_PATH) for text in extra_args_refusals(manifest)]
     uri = model.get("uri")
     if not (isinstance(uri, str) and uri.startswith("hf://")):
-        refusals.append(
-            f"{MODEL}.uri is {uri}: the local backend serves hf:// models only (vLLM downloads "
-            "them itself); use a Kubernetes profile for other storage."
+        refuse(
+            f"{MODEL}.uri",
+            f"is {uri}: the local backend serves hf:// models only (vLLM downloads "
+            "them itself); use a Kubernetes profile for other storage.",
         )
     nodes = _get(model, "resources", "nodesPerReplica") or 1
     if nodes > 1:
-        refusals.append(
-            f"{MODEL}.resources.nodesPerReplica is {nodes}: the local backend runs on this one "
-            "machine; set it to 1, or use a Kubernetes profile for multi-node replicas."
+        refuse(
+            f"{MODEL}.resources.nodesPerReplica",
+            f"is {nodes}: the local backend runs on this one "
+            "machine; set it to 1, or use a Kubernetes profile for multi-node replicas.",
         )
     vendor = _get(model, "resources", "accelerator", "gpu", "vendor")
     if vendor not in (None, "nvidia"):
-        refusals.append(
-            f"{MODEL}.resources.accelerator.gpu.vendor is {vendor}: the local backend runs vLLM "
-            "on NVIDIA GPUs only; use nvidia, or a Kubernetes profile."
+        refuse(
+            f"{MODEL}.resources.accelerator.gpu.vendor",
+            f"is {vendor}: the local backend runs vLLM "
+            "on NVIDIA GPUs only; use nvidia, or a Kubernetes profile.",
         )
     return refusals
 
 
-def _command_refusals(template: str) -> list[str]:
+def _command_refusals(template: str) -> list[Problem]:
     try:
         program = split_template(template)[0]
     except TemplateError as exc:
-        return [str(exc)]
+        return [target_answer(str(exc))]
     if which(program) is not None:
         return []
     if template == DEFAULT_TEMPLATE:
-        return [f"{VLLM_MISSING} (vllm is not on the console host's PATH nor in its virtualenv)."]
-    return [
+        return [
+            target_answer(
+                f"{VLLM_MISSING} (vllm is not on the console host's PATH nor in its virtualenv)."
+            )
+        ]
+    message = (
         f"The local model server command {program!r} ({TEMPLATE_SETTING}) is not installed "
         f"(not on the console host's PATH); install it or correct {TEMPLATE_SETTING}."
-    ]
+    )
+    return [target_answer(message)]
 
 
-def _gpu_refusals(manifest: Mapping[str, Any]) -> list[str]:
+def _gpu_refusals(manifest: Mapping[str, Any]) -> list[Problem]:
     per_replica = gpus_per_replica(manifest)
     replicas = replica_count(manifest)
     needed = per_replica * replicas
     gpus, problem = list_gpus()
     where = f"{MODEL}.resources.accelerator.gpu.countPerReplica"
     if problem is not None:
-        return [
+        message = (
             f"{where} asks for {per_replica} NVIDIA GPU(s) per replica, but no NVIDIA GPU can be "
             f"used on this machine: {problem}. Remove resources.accelerator to run on the CPU, "
             "or use a Kubernetes profile with GPU nodes."
-        ]
+        )
+        return [target_answer(message, where)]
     if len(gpus) < needed:
-        return [
+        message = (
             f"{where} is {per_replica} for {replicas} replica(s), {needed} GPU(s) in all, and "
             f"this machine has {len(gpus)}; lower countPerReplica or scaling.minReplicas, or "
             "use a Kubernetes profile with GPU nodes."
-        ]
+        )
+        return [target_answer(message, where)]
     return []

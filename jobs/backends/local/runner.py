@@ -26,6 +26,8 @@ from typing import Any
 
 import httpx
 
+from jobs.manifest.problems import Problem
+
 from . import processes as proc
 from .command import (
     configured_template,
@@ -109,7 +111,7 @@ def _require_capacity(manifest: Mapping[str, Any]) -> None:
     than this machine holds."""
     refusals = capacity_refusals(manifest)
     if refusals:
-        raise LocalRefused(refusals)
+        raise LocalRefused([p.message for p in refusals])
 
 
 class LocalRunner:
@@ -145,8 +147,9 @@ class LocalRunner:
 
     # --- public verbs --------------------------------------------------------------------
 
-    def check(self, manifest: Mapping[str, Any]) -> list[str]:
-        """Why this machine cannot run the manifest (plain sentences); empty when it can."""
+    def check(self, manifest: Mapping[str, Any]) -> list[Problem]:
+        """Why this machine cannot run the manifest (each naming the field it is about);
+        empty when it can."""
         return check(manifest, self.template)
 
     def apply(self, app_name: str, manifest: Mapping[str, Any], revision: int) -> LocalStatus:
@@ -158,7 +161,7 @@ class LocalRunner:
             raise ValueError(f"the manifest's spec.name is not {app_name!r}")
         refusals = self.check(manifest)
         if refusals:
-            raise LocalRefused(refusals)
+            raise LocalRefused([p.message for p in refusals])
         manifest = json.loads(json.dumps(manifest))  # a plain copy, as it will be stored
         with self._locked(app_name):
             state = self._load(app_name)
