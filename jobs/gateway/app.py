@@ -357,14 +357,8 @@ class Gateway:
             response = await session.post(
                 url, data=body, headers=headers, timeout=timeout, allow_redirects=False
             )
-        except TimeoutError:
-            raise GatewayError(
-                504, "The model server did not answer in time.", code="upstream_timeout"
-            ) from None
-        except aiohttp.ClientError:
-            raise GatewayError(
-                502, "The model server could not be reached.", code="upstream_failed"
-            ) from None
+        except (TimeoutError, aiohttp.ClientError) as error:
+            raise _upstream_failure(error, "could not be reached") from None
         async with response:
             is_sse = response.headers.get("Content-Type", "").startswith("text/event-stream")
             if stream and is_sse and response.status == 200:
@@ -372,14 +366,8 @@ class Gateway:
                 return
             try:
                 data = await response.read()
-            except TimeoutError:
-                raise GatewayError(
-                    504, "The model server did not answer in time.", code="upstream_timeout"
-                ) from None
-            except aiohttp.ClientError:
-                raise GatewayError(
-                    502, "The model server failed while answering.", code="upstream_failed"
-                ) from None
+            except (TimeoutError, aiohttp.ClientError) as error:
+                raise _upstream_failure(error, "failed while answering") from None
             status = response.status
             if status >= 500:
                 # The model server's own failure: said in OpenAI's shape, without its internals.
@@ -441,14 +429,8 @@ class Gateway:
             ) as response:
                 data = await response.read()
                 status = response.status
-        except TimeoutError:
-            raise GatewayError(
-                504, "The model server did not answer in time.", code="upstream_timeout"
-            ) from None
-        except aiohttp.ClientError:
-            raise GatewayError(
-                502, "The model server could not be reached.", code="upstream_failed"
-            ) from None
+        except (TimeoutError, aiohttp.ClientError) as error:
+            raise _upstream_failure(error, "could not be reached") from None
         if status >= 500:
             raise GatewayError(
                 502, f"The model server failed (status {status}).", code="upstream_failed"
@@ -482,6 +464,15 @@ def _url(upstream: str, path: str) -> URL:
             _URLS.clear()
         found = _URLS[(upstream, path)] = URL(upstream + path)
     return found
+
+
+def _upstream_failure(error: Exception, failed: str) -> GatewayError:
+    """504 when the model server took too long, 502 when it `failed` otherwise."""
+    if isinstance(error, TimeoutError):
+        return GatewayError(
+            504, "The model server did not answer in time.", code="upstream_timeout"
+        )
+    return GatewayError(502, f"The model server {failed}.", code="upstream_failed")
 
 
 def _redirected(status: int) -> GatewayError:
