@@ -245,9 +245,12 @@ def test_embedding_model_on_the_cpu_keyboard_only_on_a_phone(page: Page, people,
     page.keyboard.press("Enter")
     expect(step_heading(page)).to_have_text("API")
     expect(page.locator("#wizard")).to_contain_text("/v1/embeddings")
-    page.locator(".wizard-nav button.primary").focus()
+    next_button = page.locator(".wizard-nav button.primary")
+    next_button.focus()
+    expect(next_button).to_be_focused()  # the swapped-in step has settled before Enter
     page.keyboard.press("Enter")
-    expect(step_heading(page)).to_have_text("Review")
+    # Review runs the whole dry run (Check model included): slower than a step on a busy CI.
+    expect(step_heading(page)).to_have_text("Review", timeout=20_000)
     manifest = yaml.safe_load(page.locator("#review-yaml").inner_text())
     assert "accelerator" not in manifest["spec"]["source"]["model"]["resources"]
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
