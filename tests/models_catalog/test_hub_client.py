@@ -208,7 +208,9 @@ def test_a_server_that_ignores_range_is_cut_off(hub_env, headers_hub_server):
     finally:
         headers_hub_server.ignore_ranges = False
     assert read.parameters_by_dtype == {"F16": 1_543_490_560}
-    assert headers_hub_server.bytes_sent() < 10 * 2**20  # the 3 GB file was not downloaded
+    # the 3 GB file was not downloaded (what the server pushes into socket buffers before it sees
+    # the client close varies with load, so the bound is generous)
+    assert headers_hub_server.bytes_sent() < 64 * 2**20
 
 
 @pytest.mark.parametrize(
