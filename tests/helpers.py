@@ -1,5 +1,9 @@
-"""Helpers the tests share: the shortest manifest, and making organisations and members."""
+"""Helpers the tests share: the shortest manifest, making organisations and members, waiting."""
 
+import time
+from collections.abc import Callable
+
+import pytest
 from django.test import Client
 
 from accesspolicies.models import Membership, Organization, PersonalAccessToken
@@ -63,3 +67,13 @@ def api_error(response) -> dict:
 def problems(response) -> list[dict]:
     """The problems (path, message, level) an API error lists."""
     return api_error(response)["problems"]
+
+
+def wait_for(ready: Callable[[], object], failure: str, timeout: float = 5, every: float = 0.05):
+    """Poll until `ready()` is truthy and return it; after `timeout` seconds, fail the test."""
+    deadline = time.monotonic() + timeout
+    while not (value := ready()):
+        if time.monotonic() > deadline:
+            pytest.fail(failure)
+        time.sleep(every)
+    return value

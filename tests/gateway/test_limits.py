@@ -6,7 +6,6 @@ import contextlib
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -17,6 +16,7 @@ from accesspolicies.models import APIKey
 from jobs.gateway.limits import LocalLimiter, RedisLimiter, Refused
 from jobs.gateway.snapshot import Check
 from tests.gateway.support import free_port, fresh_minute
+from tests.helpers import wait_for
 
 REDIS_URL = "redis://127.0.0.1:6379/12"
 RPM = (Check("r", "r:k1", 2),)
@@ -72,6 +72,14 @@ def test_redis_down_lets_requests_through():
     asyncio.run(limiter.acquire(RPM, 0.0))
 
 
+def answers(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=1)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def gateway_process(port, spec):
     script = Path(__file__).parent / "static_gateway.py"
@@ -79,13 +87,12 @@ def gateway_process(port, spec):
         [sys.executable, str(script), str(port), REDIS_URL, json.dumps(spec)]
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
-                break
-            assert time.monotonic() < deadline, "the gateway process did not start"
-            time.sleep(0.1)
+        wait_for(
+            lambda: answers(f"http://127.0.0.1:{port}/v1/models"),
+            "the gateway process did not start",
+            timeout=30,
+            every=0.1,
+        )
         yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
