@@ -46,6 +46,8 @@ class DryRun:
     check: CheckResult | None = None
     objects: list = field(default_factory=list)  # what a Kubernetes profile's cluster gets
     server_side: bool = False  # the cluster's server-side dry run was asked
+    # The defaults the model itself decided (mf.model_defaults), which the wizard pre-fills.
+    model_defaults: mf.ModelDefaults = field(default_factory=mf.ModelDefaults)
 
     @property
     def ok(self) -> bool:
@@ -77,6 +79,19 @@ class CheckModelCalls:
     def __init__(self) -> None:
         self._answers: dict[tuple, CheckResult] = {}
 
+    @staticmethod
+    def _format(uri: str, format: str | None) -> str | None:
+        return None if format == "vLLM" and uri.startswith("hf://") else format
+
+    def known(self, uri: str, profile: Profile, format: str | None) -> CheckResult | None:
+        """An answer already given for the model on the profile, whatever context it was sized
+        for: what Check model found about the model itself does not depend on it."""
+        format = self._format(uri, format)
+        for key, answer in self._answers.items():
+            if key[:2] == (uri, profile.pk) and key[4] == format:
+                return answer
+        return None
+
     def ask(
         self,
         uri: str,
@@ -87,8 +102,7 @@ class CheckModelCalls:
         format: str | None = None,
         gpu_memory_utilization: float | None = None,
     ) -> CheckResult:
-        if format == "vLLM" and uri.startswith("hf://"):
-            format = None
+        format = self._format(uri, format)
         if gpu_memory_utilization is None:
             gpu_memory_utilization = default_gpu_memory_utilization(profile.vllm_version)
         key = (uri, profile.pk, context_tokens, concurrency, format, gpu_memory_utilization)
@@ -125,6 +139,7 @@ def manifest_context(
         existing=existing,
         engine_defaults=master.engine_defaults() if master else {},
         master_name=master.model_id if master else None,
+        master_context_tokens=master.max_context_tokens if master else None,
         extra_engine_flags=configured_engine_flags(),
     )
 
@@ -163,11 +178,24 @@ def dry_run(
         Application.objects.filter(organization=organization, name=name).first() if name else None
     )
     ctx = manifest_context(organization, application, FilledManifest(doc).uri)
+    checks = checks or CheckModelCalls()
+    known = _known(doc, organization, checks)
+    if known is not None:
+        ctx = replace(ctx, model=known)  # the parse fills the model's defaults at once
     result = mf.parse(doc, ctx)
-    checked = _check_model(result, organization, checks or CheckModelCalls())
+    checked = _check_model(result, organization, checks)
     facts = model_facts(checked) if checked else None
-    if facts is not None:
-        result = result.with_problems(mf.model_problems(result, facts))
+    if facts is not None and facts != ctx.model:
+        if ctx.model is not None or mf.refill_needed(result, facts):
+            # What Check model found changes a default (the context window, the memory that
+            # holds the model, its pinned commit): fill them from it, and size for them.
+            ctx = replace(ctx, model=facts)
+            result = mf.parse(doc, ctx)
+            # Sized again for a context window it capped; about the uri as it was asked (the
+            # commit it is now pinned to is the one that answer resolved).
+            checked = _check_model(result, organization, checks, uri=checked.uri) or checked
+        else:
+            result = result.with_problems(mf.model_problems(result, facts))
     run = DryRun(
         manifest=result.manifest,
         refusals=list(result.refusals),
@@ -175,6 +203,8 @@ def dry_run(
         exists=application is not None,
         check=checked,
     )
+    if result.facts is not None:
+        run.model_defaults = result.facts.model_filled
     if checked is not None:
         _add_check_problems(run, checked)
     if result.manifest is not None and run.ok:
@@ -184,6 +214,18 @@ def dry_run(
         run.scaling = mf.scaling_of(result.manifest)
         run.changed = application is None or application.manifest != result.manifest
     return run
+
+
+def _known(doc, organization, checks: CheckModelCalls):
+    """What Check model found about the document's model in this request already (the wizard
+    asks it to size the draft), as the facts its defaults are filled from; None when not yet
+    asked."""
+    filled = FilledManifest(doc)
+    if filled.uri is None or filled.profile_name is None:
+        return None
+    profile = Profile.objects.filter(organization=organization, name=filled.profile_name).first()
+    answer = checks.known(filled.uri, profile, filled.format) if profile is not None else None
+    return model_facts(answer) if answer is not None else None
 
 
 def check_inputs(filled: FilledManifest) -> dict:
@@ -196,8 +238,11 @@ def check_inputs(filled: FilledManifest) -> dict:
     }
 
 
-def _check_model(result, organization, checks: CheckModelCalls) -> CheckResult | None:
-    """Check model for the manifest's artifact on its profile, unless its inputs are wrong."""
+def _check_model(
+    result, organization, checks: CheckModelCalls, uri: str | None = None
+) -> CheckResult | None:
+    """Check model for the manifest's artifact (or `uri`) on its profile, unless its inputs are
+    wrong."""
     if result.manifest is None or any(
         p.path in CHECK_CONTAINERS or p.path.startswith(CHECK_INPUTS) for p in result.refusals
     ):
@@ -208,7 +253,7 @@ def _check_model(result, organization, checks: CheckModelCalls) -> CheckResult |
     profile = Profile.objects.filter(organization=organization, name=filled.profile_name).first()
     if profile is None:
         return None
-    return checks.ask(filled.uri, profile, **check_inputs(filled))
+    return checks.ask(uri or filled.uri, profile, **check_inputs(filled))
 
 
 def _on_target(run: DryRun, organization, server_side: bool) -> None:

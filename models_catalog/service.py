@@ -18,6 +18,8 @@ def model_facts(result: CheckResult) -> ModelFacts | None:
         generative=generative,
         modalities=frozenset(result.modalities),
         max_context_tokens=result.max_context_tokens,
+        weight_bytes=result.weight_bytes,
+        commit=result.revision,
     )
 
 

@@ -14,8 +14,22 @@ from .context import (
 )
 from .defaults import ENGINE_BUILTIN_DEFAULTS, MEMORY_DEFAULTS, MODEL_MASTER_KEYS, engine_default
 from .describe import ENGINE_TITLES, is_generative, runtime_of, scaling_of
-from .model_rules import context_over_limit
-from .parse import DocumentError, ParseResult, load_document, model_problems, parse
+from .model_defaults import (
+    DefaultsAsked,
+    ModelDefaults,
+    context_over_limit,
+    cpu_memory,
+    default_context,
+    model_defaults,
+)
+from .parse import (
+    DocumentError,
+    ParseResult,
+    load_document,
+    model_problems,
+    parse,
+    refill_needed,
+)
 from .problems import Problem
 from .quantity import format_bytes, format_cpu, parse_bytes, parse_cpu, parse_quantity
 from .schema import (
@@ -70,10 +84,12 @@ __all__ = [
     "SCHEMES",
     "SOURCE_TYPES",
     "SYNC_TYPES",
+    "DefaultsAsked",
     "DocumentError",
     "ExistingApplication",
     "Limits",
     "ManifestContext",
+    "ModelDefaults",
     "ModelFacts",
     "ParseResult",
     "Problem",
@@ -81,13 +97,17 @@ __all__ = [
     "UriInfo",
     "api_formats",
     "context_over_limit",
+    "cpu_memory",
+    "default_context",
     "engine_default",
     "format_bytes",
     "format_cpu",
     "is_generative",
     "load_bounded",
     "load_document",
+    "model_defaults",
     "model_problems",
+    "refill_needed",
     "parse",
     "parse_bytes",
     "parse_cpu",

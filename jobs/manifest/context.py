@@ -60,6 +60,8 @@ class ModelFacts:
     generative: bool | None = None
     modalities: frozenset[str] = frozenset()  # subset of MODALITIES; empty = text only
     max_context_tokens: int | None = None
+    weight_bytes: int | None = None  # the weights as stored: what memory on CPU must hold
+    commit: str | None = None  # the commit an hf:// uri's revision (or main) resolved to
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class ManifestContext:
     # gpuMemoryUtilization, extraArgs. They replace the built-in defaults; user values win.
     engine_defaults: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     master_name: str | None = None  # the model master engine_defaults come from, for messages
+    master_context_tokens: int | None = None  # the master's context window (model_defaults)
     # Flags an operator's model server takes beyond the platform's list (flag -> value kind;
     # engine_flags.parse_extra_flags reads the SERVEDECK_EXTRA_ENGINE_FLAGS setting).
     extra_engine_flags: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)

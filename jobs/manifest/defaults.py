@@ -14,6 +14,7 @@ from typing import Any
 
 from .checks import Bad, Qty, Reject
 from .context import ManifestContext, ProfileFacts
+from .model_defaults import BUILT_IN_CPU_MEMORY, DefaultsAsked, ModelDefaults, model_defaults
 from .problems import Problem
 from .quantity import format_bytes
 from .schema import (
@@ -27,12 +28,16 @@ from .schema import (
     Leaf,
     api_formats,
 )
-from .uri import UriInfo
+from .uri import UriError, UriInfo, parse_uri
 
 GIB = 2**30
 # Memory the runtime is given when the manifest does not say: what vLLM needs to start on
 # CPU or GPU, and the KServe predictive runtimes' own request.
-MEMORY_DEFAULTS = {"generative-cpu": 4 * GIB, "generative-gpu": 8 * GIB, "predictive": 2 * GIB}
+MEMORY_DEFAULTS = {
+    "generative-cpu": BUILT_IN_CPU_MEMORY,
+    "generative-gpu": 8 * GIB,
+    "predictive": 2 * GIB,
+}
 CPU_PER_GPU = 3
 ENGINE_BUILTIN_DEFAULTS: dict[str, Any] = {
     "dtype": "auto",
@@ -81,6 +86,9 @@ class Facts:
     cache_size: int | None = None
     cache_group: str | None = None
     master_problems: list[Problem] = field(default_factory=list)
+    # What the model-dependent defaults were decided on, and what they filled (model_defaults).
+    model_asked: DefaultsAsked | None = None
+    model_filled: ModelDefaults = field(default_factory=ModelDefaults)
 
     @property
     def parakeet(self) -> bool:
@@ -238,6 +246,10 @@ def _model(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> dict[st
     nodes = 1 if nodes is None else nodes
     facts.nodes = nodes if ok(nodes) else None
 
+    filled = _model_defaults(model, ctx, facts)
+    if filled.uri is not None:
+        uri = _pinned(filled.uri, uri)
+        facts.uri = uri if isinstance(uri, UriInfo) else None
     out: dict[str, Any] = {
         "uri": plain(uri),
         "format": plain(fmt),
@@ -252,8 +264,8 @@ def _model(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> dict[st
         out["engine"] = _engine(engine_block, ctx, facts, only_given=True)
     elif facts.generative or (facts.generative is None and engine_block is not None):
         out["engine"] = _engine(engine_block, ctx, facts)
-    out["serving"] = _serving(model["serving"], model, facts)
-    out["resources"] = _resources(resources, facts)
+    out["serving"] = _serving(model["serving"], model, facts, filled.context_tokens)
+    out["resources"] = _resources(resources, facts, filled.memory)
     # The CPU defaults of serving depend on resources, which come later in the document.
     serving = out["serving"]
     if isinstance(serving, dict) and facts.vllm_fields and facts.on_gpu is False:
@@ -275,6 +287,36 @@ def _model(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> dict[st
         facts.queue_name = name if ok(name) else None
     out["cache"] = _cache(model["cache"], facts)
     return out
+
+
+def _model_defaults(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> ModelDefaults:
+    """The defaults that depend on the model (its context window, the memory that holds it,
+    its pinned commit), decided in model_defaults on what Check model found (ctx.model)."""
+    resources = model["resources"]
+    serving = group(model, "serving")
+    existing = ctx.existing
+    asked = DefaultsAsked(
+        uri=facts.uri,
+        vllm_fields=facts.vllm_fields,
+        generative_on_cpu=bool(facts.generative) and facts.on_gpu is False,
+        context_given=serving.get("maxContextTokens") is not None,
+        memory_given=isinstance(resources, Bad)
+        or group(model, "resources").get("memory") is not None,
+        master_context=ctx.master_context_tokens,
+        existing=existing.manifest if existing is not None else None,
+        served=existing is not None and existing.served_at is not None,
+    )
+    facts.model_asked = asked
+    facts.model_filled = model_defaults(asked, ctx.model)
+    return facts.model_filled
+
+
+def _pinned(text: str, given: Any) -> Any:
+    """The uri pinned to its commit, as the schema would have read it."""
+    try:
+        return parse_uri(text)
+    except UriError:  # a commit from the Hub that is not one: keep the uri as given
+        return given
 
 
 def _as_given(block: Any) -> Any:
@@ -347,7 +389,9 @@ def _engine_default(
         return Bad(value)
 
 
-def _serving(serving: Any, model: dict[str, Any], facts: Facts) -> Any:
+def _serving(
+    serving: Any, model: dict[str, Any], facts: Facts, context_default: int | None = None
+) -> Any:
     if isinstance(serving, Bad):
         return serving.raw
     serving = serving or {}
@@ -359,7 +403,8 @@ def _serving(serving: Any, model: dict[str, Any], facts: Facts) -> Any:
         api = spoken[0] if spoken else ("OpenAI" if facts.generative else "V1")
     out: dict[str, Any] = {"apiFormat": plain(api)}
     if facts.vllm_fields:
-        out["maxContextTokens"] = plain(serving.get("maxContextTokens"))
+        context = serving.get("maxContextTokens")
+        out["maxContextTokens"] = plain(context if context is not None else context_default)
         out["kvCacheSize"] = plain(serving.get("kvCacheSize"))
         out["maxConcurrentRequests"] = plain(serving.get("maxConcurrentRequests"))
         kv = serving.get("kvCacheSize")
@@ -379,7 +424,7 @@ def _serving(serving: Any, model: dict[str, Any], facts: Facts) -> Any:
     return out
 
 
-def _resources(resources: Any, facts: Facts) -> Any:
+def _resources(resources: Any, facts: Facts, memory_for_model: int | None = None) -> Any:
     if isinstance(resources, Bad):
         return resources.raw
     resources = resources or {}
@@ -398,7 +443,9 @@ def _resources(resources: Any, facts: Facts) -> Any:
     facts.cores = cpu.amount if isinstance(cpu, Qty) else None
     memory = resources.get("memory")
     if memory is None:
-        memory = Qty(format_bytes(memory_default), memory_default)
+        # What holds this model on CPU (model_defaults), else the built-in default.
+        amount = memory_for_model or memory_default
+        memory = Qty(format_bytes(amount), amount)
     facts.memory = memory.amount if isinstance(memory, Qty) else None
 
     out: dict[str, Any] = {"cpu": plain(cpu), "memory": plain(memory)}

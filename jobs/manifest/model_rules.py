@@ -1,6 +1,7 @@
 """The rules on what Check model found about the model (pure): the runtime the format picks,
-the model's own context limit, and the inputs it takes. They run on the facts of the one
-parse, once Check model has answered (parse.model_problems), never in a second parse.
+the model's own context limit, and the inputs it takes. They run once Check model has
+answered: on the facts of the parse (parse.model_problems), or in the parse that fills the
+defaults that depend on what it found (ctx.model, parse.refill_needed).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 from .context import ModelFacts
 from .defaults import MODEL_PATH as M
 from .defaults import Facts, group, ok
+from .model_defaults import context_over_limit
 from .problems import Out, Problem, show
 from .rules import MODALITY_FIELDS
 from .schema import INSTALLED_RUNTIMES
@@ -52,11 +54,6 @@ def _check_model(facts: Facts, model: ModelFacts, out: Out) -> None:
             "cannot serve; accepts the artifact's own format (SKLearn, XGBoost, ONNX, …). Set "
             "format to it.",
         )
-
-
-def context_over_limit(tokens: object, limit: int | None) -> bool:
-    """The one decision on the context window against the model's own limit."""
-    return isinstance(tokens, int) and limit is not None and tokens > limit
 
 
 def _context_limit(serving: dict[str, Any], model: ModelFacts, out: Out) -> None:

@@ -13,6 +13,7 @@ from . import model_rules, rules
 from .bounded import MANIFEST_LIMITS, DocumentError, load_bounded
 from .context import ManifestContext, ModelFacts
 from .defaults import Facts, fill
+from .model_defaults import model_defaults
 from .problems import Problem, kind_of, show
 from .schema import DOCUMENT, read
 
@@ -29,7 +30,8 @@ class ParseResult:
     refusals: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
     # The well-typed document and its effective values, for the rules that run once Check
-    # model has read the model (model_problems): the same facts, never a second parse.
+    # model has read the model (model_problems): the same facts, and a second parse only when
+    # what it found changes a default (refill_needed).
     draft: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     facts: Facts | None = field(default=None, repr=False, compare=False)
 
@@ -55,6 +57,15 @@ def model_problems(result: ParseResult, model: ModelFacts) -> list[Problem]:
     if result.manifest is None or result.draft is None or result.facts is None:
         return []
     return model_rules.check_model_facts(result.draft, result.facts, model)
+
+
+def refill_needed(result: ParseResult, model: ModelFacts) -> bool:
+    """Whether what Check model found changes a default `result` was filled with (the context
+    window, the memory that holds the model, the pinned commit): then the manifest is parsed
+    again with it (ctx.model), so every rule sees the values that will run."""
+    if result.facts is None or result.facts.model_asked is None:
+        return False
+    return model_defaults(result.facts.model_asked, model) != result.facts.model_filled
 
 
 def load_document(text: str | bytes) -> Any:

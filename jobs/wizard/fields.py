@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.manifest import API_VERSION, KIND, Problem
+from jobs.manifest import API_VERSION, KIND, ModelDefaults, Problem, format_bytes
 from jobs.wizard.paths import MODEL, get, put, remove, under
 from jobs.wizard.steps import URI
 
@@ -256,6 +256,19 @@ def apply_size(doc: dict, gpu_kind: str | None, gpus: int, nodes: int) -> dict:
     put(doc, f"{GPU}.model", gpu_kind)
     put(doc, f"{GPU}.countPerReplica", gpus)
     put(doc, f"{MODEL}.resources.nodesPerReplica", nodes if nodes > 1 else None)
+    return doc
+
+
+def apply_model_defaults(doc: dict, defaults: ModelDefaults) -> dict:
+    """Pre-fill the draft with the defaults its dry run took from the model (its pinned commit,
+    context window, memory on CPU): mf.model_defaults decided them, so Compute shows them in
+    its inputs and the draft is the manifest YAML would have given."""
+    if defaults.uri is not None:
+        put(doc, URI, defaults.uri)
+    if defaults.context_tokens is not None:
+        put(doc, f"{MODEL}.serving.maxContextTokens", defaults.context_tokens)
+    if defaults.memory is not None:
+        put(doc, f"{MODEL}.resources.memory", format_bytes(defaults.memory))
     return doc
 
 

@@ -23,13 +23,14 @@ from jobs.wizard.fields import (
     apply_api,
     apply_compute,
     apply_model,
+    apply_model_defaults,
     apply_size,
     reset_sizing,
     sizing_key,
     skeleton,
 )
-from jobs.wizard.paths import MODEL, copied, get, put, remove
-from jobs.wizard.sizing import chosen_size, cpu_memory
+from jobs.wizard.paths import MODEL, copied, get, put
+from jobs.wizard.sizing import chosen_size
 from models_catalog import hub
 from models_catalog.check import CheckResult
 from models_catalog.models import ModelMaster
@@ -147,8 +148,9 @@ def start(membership, data: Mapping) -> State:
 
 def save_model(draft: Draft, data: Mapping) -> State:
     """The Model step's inputs into the draft. Another model or profile than before is sized
-    afresh: the model master's context window, then the size Check model chooses for it; then
-    one dry run of the sized draft, sharing Check model's answer."""
+    afresh: the size Check model chooses for it at the context window the manifest will fill,
+    then one dry run of the sized draft, sharing Check model's answer; the draft is pre-filled
+    with the defaults that dry run took from the model (mf.model_defaults), as YAML gets them."""
     doc = copied(draft.manifest)
     before = sizing_key(doc)
     apply_model(doc, data, fixed_fields(draft.application))
@@ -157,15 +159,17 @@ def save_model(draft: Draft, data: Mapping) -> State:
     reset_sizing(doc)
     checks = CheckModelCalls()
     master = ModelMaster.objects.for_uri(draft.organization, get(doc, f"{MODEL}.uri"))
-    if master is not None and master.max_context_tokens:
-        put(doc, CONTEXT, master.max_context_tokens)
+    master_context = master.max_context_tokens if master is not None else None
+    put(doc, CONTEXT, mf.default_context(master_context, None))
     engine_defaults = master.engine_defaults() if master is not None else {}
     check = _ask(draft, doc, checks, engine_defaults)
-    if check is not None and mf.context_over_limit(get(doc, CONTEXT), check.max_context_tokens):
-        remove(doc, CONTEXT)  # the master asks more than the model has: the model's own
+    if check is not None and get(doc, CONTEXT) != (
+        context := mf.default_context(master_context, check.max_context_tokens)
+    ):
+        put(doc, CONTEXT, context)  # the master asks more than the model has: the model's own
         check = _ask(draft, doc, checks, engine_defaults)
     doc, run = _sized(draft, doc, check, checks)
-    return look(drafts.save(draft, doc), run)
+    return look(drafts.save(draft, apply_model_defaults(doc, run.model_defaults)), run)
 
 
 def _profile_of(draft: Draft, doc: dict) -> Profile | None:
@@ -211,16 +215,13 @@ def _sized(
     draft: Draft, doc: dict, check: CheckResult | None, checks: CheckModelCalls
 ) -> tuple[dict, DryRun]:
     """Keep the size ServeDeck chose: Check model's suggestion when the profile's cluster can
-    run it (this machine may have no GPU), else the CPU."""
+    run it (this machine may have no GPU), else the CPU (with the memory the fill gives it)."""
     kind, gpus, nodes = chosen_size(check)
     if kind is not None and _target_has(draft, doc, gpus * nodes):
         trial = apply_size(copied(doc), kind, gpus, nodes)
         trial_run = _dry_run(draft, trial, checks)
         if not steps.by_step(trial_run.refusals)["compute"]:
             return trial, trial_run
-    memory = cpu_memory(check)
-    if memory is not None:
-        put(doc, f"{MODEL}.resources.memory", memory)
     return doc, _dry_run(draft, doc, checks)
 
 

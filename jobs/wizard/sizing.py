@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from jobs.manifest import MEMORY_DEFAULTS
+from jobs import manifest as mf
 from jobs.wizard.fields import CPU_KIND
 from models_catalog.check import CheckResult
 from models_catalog.sizing import Suggestion, human_bytes, parse_bytes
@@ -105,16 +105,10 @@ def chosen_size(check: CheckResult | None) -> tuple[str | None, int, int]:
     return suggestion.gpu_kind, suggestion.gpus_per_replica, suggestion.nodes_per_replica
 
 
-GIB = 2**30
-RUNTIME_BYTES = GIB  # the runtime itself, beside the weights
-CPU_KV_SHARE = 4  # on CPU the KV cache defaults to a quarter of the replica's memory
-
-
 def cpu_memory(check: CheckResult | None) -> str | None:
-    """Memory for a generative model on CPU that holds its weights and the runtime in three
-    quarters of it (the default KV cache takes the rest); None when the default holds it."""
-    if check is None or not check.weight_bytes or check.task == "predict":
+    """The memory the manifest fills for a generative model on CPU (mf.cpu_memory: its weights
+    and the runtime in three quarters of it), as text; None when the built-in default holds it."""
+    if check is None or check.task == "predict":
         return None
-    needed = (check.weight_bytes + RUNTIME_BYTES) * CPU_KV_SHARE / (CPU_KV_SHARE - 1)
-    gib = -(-int(needed) // GIB)
-    return f"{gib}Gi" if gib * GIB > MEMORY_DEFAULTS["generative-cpu"] else None
+    memory = mf.cpu_memory(check.weight_bytes)
+    return mf.format_bytes(memory) if memory is not None else None

@@ -9,6 +9,7 @@ from accesspolicies.models import PersonalAccessToken
 from tests.helpers import SHORTEST, api_error, bearer, problems
 
 URL = "/api/v1/applications"
+BGE_COMMIT = "2022e1cf8e582467a26c968ba4bfacad55b48d11"
 
 
 def post_yaml(client, text, url=URL, **headers):
@@ -42,7 +43,9 @@ def test_create_then_get_shows_every_default(api):
     got = api.get(f"{URL}/bge-embed").json()
     model = got["spec"]["source"]["model"]
     assert model["runtime"] == {"engine": "vllm", "isolation": "Container"}
-    assert model["resources"]["memory"] == "4Gi"
+    assert model["resources"]["memory"] == "5Gi"  # what holds bge-m3's weights on CPU
+    assert model["serving"]["maxContextTokens"] == 8192  # its model master's
+    assert model["uri"] == f"hf://BAAI/bge-m3:{BGE_COMMIT}"  # pinned to main's commit
     assert model["scaling"] == {"minReplicas": 1, "maxReplicas": 1, "metric": None}
     # the local backend started the (stand-in) model server; it is coming up
     assert got["status"]["phase"] in ("Loading", "Running")
@@ -75,7 +78,7 @@ def test_update_makes_a_new_revision_and_rollback_applies_an_old_one(api):
     assert history[0]["rolledBackFrom"] == 1
     assert (
         api.get(f"{URL}/bge-embed").json()["spec"]["source"]["model"]["resources"]["memory"]
-        == "4Gi"
+        == "5Gi"
     )
 
 

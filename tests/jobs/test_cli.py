@@ -30,7 +30,7 @@ def test_apply_dry_run_saves_nothing(admin, manifest):
     out, err = run("app", "apply", "-f", manifest, "--dry-run")
     assert "would be: create" in out
     assert "runtime:" in out and "scaling:" in out
-    assert "warning" in err  # the revision is not pinned
+    assert "warning" in err  # bge-m3's weights are PyTorch .bin (pickle) files
     assert not Application.objects.exists()
 
 

@@ -84,13 +84,13 @@ def test_a_refused_dry_run_lists_every_problem_with_its_origin(client, deployer,
     } <= found
 
 
-def test_an_unpinned_model_is_warned_once_by_the_manifest_rule(org):
+def test_an_unpinned_model_is_pinned_to_the_commit_check_model_resolved(org):
     run = dry_run(SHORTEST, org)  # hf://BAAI/bge-m3 follows its main branch
     assert run.check.pin_warning in run.check.warnings  # Check model's own page says it
+    uri = run.manifest["spec"]["source"]["model"]["uri"]
+    assert uri == f"hf://BAAI/bge-m3:{run.check.revision}"  # the filled manifest pins it
     at_uri = [p for p in run.warnings if p.path == "spec.source.model.uri"]
-    pins = [p for p in at_uri if p.origin == "rule"]
-    assert len(pins) == 1 and "is not pinned" in pins[0].message
-    assert all(p.message != run.check.pin_warning for p in at_uri)
+    assert all("pinned" not in p.message for p in at_uri)  # so neither warns it is not
 
 
 def test_the_wizards_review_shows_the_same_body_as_the_api(client, deployer, as_deployer, prod):

@@ -250,11 +250,12 @@ def test_a_picked_model_is_pinned_to_the_hubs_current_commit(as_deployer):
     assert f'value="{QWEN}"' in body and f'value="{QWEN_COMMIT}"' in body
 
 
-def test_an_unpinned_model_is_offered_its_current_commit(as_deployer):
+def test_a_model_typed_without_a_revision_is_pinned_to_its_current_commit(as_deployer):
     draft = start(as_deployer, revision="")
+    assert get_path(draft.manifest, f"{M}.uri") == f"hf://{QWEN}:{QWEN_COMMIT}"
     body = text(as_deployer.get(url("model", draft)))
-    assert f'data-value="{QWEN_COMMIT}"' in body and "Pin the current commit" in body
-    assert "is not pinned" in body  # the warning, beside the model
+    assert f'value="{QWEN_COMMIT}"' in body  # the revision input shows the commit
+    assert "is not pinned" not in body
 
 
 def test_another_model_is_sized_afresh(as_deployer):
@@ -627,7 +628,9 @@ def test_a_served_models_artifact_is_fixed(as_deployer, running):
     assert "Fixed since the model first served" in body
     as_deployer.post(url("model", draft), model_form(name="bge-embed"))
     draft.refresh_from_db()
-    assert get_path(draft.manifest, f"{M}.uri") == "hf://BAAI/bge-m3"
+    assert (
+        get_path(draft.manifest, f"{M}.uri") == running.manifest["spec"]["source"]["model"]["uri"]
+    )
 
 
 def test_a_get_of_edit_only_offers_the_button(as_deployer, running):

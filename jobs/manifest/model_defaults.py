@@ -1,0 +1,150 @@
+"""The defaults that depend on the model itself (pure): its context window, the memory that
+holds it on CPU, and the commit its hf:// revision is pinned to. The one place they are
+decided, for every surface: the manifest's fill (YAML, REST API, CLI) calls `model_defaults`,
+and the wizard pre-fills its draft with what that fill decided, so `get` shows what Review did.
+
+The GPU a model is put on is not decided here: without resources.accelerator a manifest runs
+on CPU, and the wizard's Compute step offers Check model's choice of GPU (jobs/wizard/sizing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .context import ModelFacts
+from .quantity import parse_bytes
+from .uri import UriInfo
+from .view import dig
+
+GIB = 2**30
+# Memory vLLM needs to start on CPU (MEMORY_DEFAULTS["generative-cpu"]): the least it is given.
+BUILT_IN_CPU_MEMORY = 4 * GIB
+RUNTIME_BYTES = GIB  # the runtime itself, beside the weights
+CPU_KV_SHARE = 4  # on CPU the KV cache defaults to a quarter of the replica's memory
+
+
+@dataclass(frozen=True)
+class DefaultsAsked:
+    """What the manifest says that the model-dependent defaults depend on (from the fill)."""
+
+    uri: UriInfo | None  # as given
+    vllm_fields: bool  # serving.maxContextTokens reaches a vLLM the platform runs
+    generative_on_cpu: bool  # a generative model without resources.accelerator
+    context_given: bool
+    memory_given: bool
+    master_context: int | None = None  # the model master's maxContextTokens
+    # The application being changed: its filled manifest, and whether it has served.
+    existing: Mapping[str, Any] | None = None
+    served: bool = False
+
+
+@dataclass(frozen=True)
+class ModelDefaults:
+    """The values filled in where the manifest does not set them; None: no model-dependent
+    default applies (the field is given, or the built-in default holds)."""
+
+    context_tokens: int | None = None  # serving.maxContextTokens
+    memory: int | None = None  # resources.memory, bytes
+    uri: str | None = None  # spec.source.model.uri pinned to a commit
+
+    @property
+    def any(self) -> bool:
+        return any(value is not None for value in (self.context_tokens, self.memory, self.uri))
+
+
+def context_over_limit(tokens: object, limit: int | None) -> bool:
+    """The one decision on the context window against the model's own limit."""
+    return isinstance(tokens, int) and limit is not None and tokens > limit
+
+
+def default_context(master_context: int | None, model_limit: int | None) -> int | None:
+    """The model master's context window, unless it is above the model's own limit (the model
+    would not start): then the runtime's own default (None), which is that limit."""
+    if master_context is None or context_over_limit(master_context, model_limit):
+        return None
+    return master_context
+
+
+def cpu_memory(weight_bytes: int | None) -> int | None:
+    """Memory for a generative model on CPU that holds its weights and the runtime in three
+    quarters of it (the default KV cache takes the rest), in whole GiB; None when the built-in
+    default already holds it or the weights are unknown."""
+    if not weight_bytes:
+        return None
+    needed = (weight_bytes + RUNTIME_BYTES) * CPU_KV_SHARE / (CPU_KV_SHARE - 1)
+    gib = -(-int(needed) // GIB)
+    return gib * GIB if gib * GIB > BUILT_IN_CPU_MEMORY else None
+
+
+def pinned_uri(
+    uri: UriInfo | None,
+    commit: str | None,
+    existing: Mapping[str, Any] | None = None,
+    served: bool = False,
+) -> str | None:
+    """hf://<repo>:<commit> for an hf:// uri that names no commit (no revision, a branch or a
+    tag): the commit Check model resolved it to, so a restart or a rollback serves the same
+    bytes. A model that has served keeps the commit it was pinned to (the uri is fixed then),
+    so applying the same manifest again after the branch moved changes nothing."""
+    if uri is None or uri.scheme != "hf" or uri.pinned or uri.hf_repo is None:
+        return None
+    before = dig(existing, "spec", "source", "model", "uri") if existing else None
+    if served and isinstance(before, str):
+        if before == uri.text:
+            return None  # served unpinned before this console pinned: it stays as it served
+        repo, revision = _hf_parts(before)
+        if repo == uri.hf_repo.lower() and revision is not None and len(revision) == 40:
+            return before
+    if not commit:
+        return None
+    return f"hf://{uri.hf_repo}:{commit}"
+
+
+def model_defaults(asked: DefaultsAsked, model: ModelFacts | None) -> ModelDefaults:
+    """The model-dependent defaults for a manifest: what the fill writes where it sets none.
+    `model` is what Check model found (None: not asked, or it could not read the model)."""
+    context = None
+    if asked.vllm_fields and not asked.context_given:
+        limit = model.max_context_tokens if model is not None else None
+        context = default_context(asked.master_context, limit)
+    memory = None
+    if asked.generative_on_cpu and not asked.memory_given:
+        # Unknown model (the Hub is down): what the application runs with is kept.
+        memory = cpu_memory(model.weight_bytes) if model is not None else _kept_memory(asked)
+    uri = pinned_uri(
+        asked.uri, model.commit if model is not None else None, asked.existing, asked.served
+    )
+    return ModelDefaults(context_tokens=context, memory=memory, uri=uri)
+
+
+def _kept_memory(asked: DefaultsAsked) -> int | None:
+    """Check model could not read the model (the Hub is down): an application that exists
+    keeps the memory it runs with rather than fall to the built-in, which may not hold it."""
+    model = dig(asked.existing, "spec", "source", "model") if asked.existing else None
+    if not isinstance(model, Mapping) or asked.uri is None:
+        return None
+    if dig(model, "resources", "accelerator") is not None:
+        return None
+    before_uri = model.get("uri")
+    same = isinstance(before_uri, str) and (
+        before_uri == asked.uri.text
+        or (asked.uri.hf_repo is not None and _hf_parts(before_uri)[0] == asked.uri.hf_repo.lower())
+    )
+    memory = dig(model, "resources", "memory")
+    if not same or not isinstance(memory, str):
+        return None
+    try:
+        amount = parse_bytes(memory)
+    except ValueError:
+        return None
+    return amount if amount > BUILT_IN_CPU_MEMORY else None
+
+
+def _hf_parts(text: str) -> tuple[str | None, str | None]:
+    """The repository (lowercase) and revision of an hf:// uri text; (None, None) otherwise."""
+    if not text.startswith("hf://"):
+        return None, None
+    repo, _, revision = text.removeprefix("hf://").partition(":")
+    return repo.lower(), revision or None
