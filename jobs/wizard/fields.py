@@ -229,17 +229,24 @@ def edits(
     """The inputs of `posted` to write. `shown` is what the form showed when it was rendered
     (None when the browser did not say: every input sent counts as changed); `saved` what each
     input shows for the draft as saved now. On a `stale` form (the draft changed since it was
-    rendered: another tab, a page restored by Back), a changed input that differs from what is
-    saved now would overwrite a newer value: those are the conflicts, and nothing is written."""
+    rendered: another tab, a page restored by Back), an input the user changed whose saved
+    value changed too since the form showed it would overwrite a newer value: those are the
+    conflicts, and nothing is written."""
     inputs = STEP_INPUTS.get(slug, ())
     if shown is None:
         changed = {name for name in inputs if name in posted}
     else:
-        changed = {name for name in inputs if posted.get(name) != shown.get(name)}
+        # An input the form had not shown yet counts as empty then.
+        changed = {name for name in inputs if (posted.get(name) or "") != (shown.get(name) or "")}
     if stale:
-        changed = {name for name in changed if posted.get(name, "") != saved.get(name, "")}
-        if changed:
-            return Edits({}, tuple(name for name in inputs if name in changed))
+        changed = {name for name in changed if (posted.get(name) or "") != saved.get(name, "")}
+        newer = {
+            name
+            for name in changed
+            if shown is None or (name in saved and saved[name] != (shown.get(name) or ""))
+        }
+        if newer:
+            return Edits({}, tuple(name for name in inputs if name in newer))
     for group in INPUT_GROUPS:
         if changed & set(group):
             changed |= set(group)
@@ -460,6 +467,25 @@ def errors_by_field(
     return placed, general
 
 
+def _words(label: str) -> str:
+    """A label inside a sentence: "Context window" -> "context window", "CPU" stays."""
+    return label if label.isupper() else label[0].lower() + label[1:]
+
+
+# Every wizard field's manifest path as a sentence may spell it (from spec.source.model or
+# spec), longest first, with the label's words.
+_OTHER_PATHS = sorted(
+    {
+        (f.path.removeprefix(prefix), _words(LABELS[f.name]))
+        for fields in STEP_FIELDS.values()
+        for f in fields
+        for prefix in (f"{MODEL}.", "spec.")
+        if f.path.startswith(prefix) and "." in f.path.removeprefix(prefix)
+    },
+    key=lambda pair: -len(pair[0]),
+)
+
+
 def labelled(problem: Problem, beside: Field) -> Problem:
     """A problem as said beside an input: in the words of its label, not the manifest's
     paths ("Context window: ... Set context window to 8192", not "Set
@@ -467,13 +493,15 @@ def labelled(problem: Problem, beside: Field) -> Problem:
     label = LABELS.get(beside.name)
     if label is None:
         return problem
-    words = label[0].lower() + label[1:] if not label.isupper() else label
+    words = _words(label)
     message = problem.message
     relative = [problem.path, beside.path]
     for prefix in (f"{MODEL}.", "spec."):
         relative += [p.removeprefix(prefix) for p in (problem.path, beside.path)]
     for path in sorted({p for p in relative if "." in p}, key=len, reverse=True):
         message = message.replace(path, words)
+    for path, other in _OTHER_PATHS:  # other fields it names, by their labels too
+        message = re.sub(rf"(?<![\w.]){re.escape(path)}\b", other, message)
     last = beside.path.rsplit(".", 1)[-1]
     if last != last.lower():  # a manifest key (camelCase), not a word of the sentence
         message = re.sub(rf"\b{re.escape(last)}\b", words, message)

@@ -361,7 +361,9 @@ def test_too_few_gpus_for_the_model_are_refused_beside_the_count(as_deployer, on
     draft = start(as_deployer)
     response = as_deployer.post(url("compute", draft), {"gpu_kind": "t4", "gpus": "1"})
     assert response.status_code == 400
-    assert re.search(r'id="gpus-error"[^>]*>GPUs per replica: 1 is too few: 1 t4 GPU cannot hold', text(response))
+    assert re.search(
+        r'id="gpus-error"[^>]*>GPUs per replica: 1 is too few: 1 t4 GPU cannot hold', text(response)
+    )
 
 
 def test_the_machines_gpus_are_counted_beside_the_count(as_deployer):
