@@ -2,6 +2,9 @@
 // through the Hugging Face list, "pin the current commit", and a GPU kind's own size.
 (() => {
   "use strict";
+  // A page htmx brings back from history runs this script again: listen once.
+  if (window.servedeckWizard) return;
+  window.servedeckWizard = true;
 
   // A new step: focus its first field with a problem, else its heading (screen readers
   // announce where they are; keyboard users go on from there).
