@@ -99,11 +99,13 @@ def test_a_newcomer_deploys_a_model_and_back_forward_reload_keep_it(
     name, repo = page.get_by_label("Name"), page.get_by_label("Hugging Face model")
     revision = page.get_by_label("Revision")
     repo.press_sequentially("bge-m", delay=30)
-    page.locator("#hub-results .hub-pick", has_text="BAAI/bge-m3").first.click()
+    bge = page.locator("#hub-results .hub-pick", has_text="BAAI/bge-m3").first
+    expect(bge).to_be_visible(timeout=STEP)
+    bge.click()
+    expect(revision).to_have_value(COMMIT, timeout=STEP)
     expect(repo).to_have_value("BAAI/bge-m3")
-    expect(revision).to_have_value(COMMIT)
     expect(name).to_have_value("bge-m3")
-    expect(page.locator("#name-status")).to_have_text("bge-m3 is free.")
+    expect(page.locator("#name-status")).to_have_text("bge-m3 is free.", timeout=STEP)
     pinned = revision.input_value()
     shoot(page, "01-model")
 
@@ -180,11 +182,12 @@ def test_a_newcomer_deploys_a_model_and_back_forward_reload_keep_it(
 
     page.get_by_role("button", name="Deploy", exact=True).click()
     expect(page).to_have_url(re.compile(r"/models/bge-m3/$"), timeout=STEP)
-    expect(page.get_by_role("status")).to_contain_text("bge-m3 is deployed")
+    expect(page.get_by_role("status")).to_contain_text("bge-m3 is deployed", timeout=STEP)
     assert not off_the_loop(Draft.objects.exists)
     wait_for_phase("bge-m3", Phase.RUNNING)
     page.reload()
-    expect(page.get_by_role("heading", level=1)).to_have_text(re.compile(r"bge-m3\s+Running"))
+    running = re.compile(r"bge-m3\s+Running")
+    expect(page.get_by_role("heading", level=1)).to_have_text(running, timeout=STEP)
     shoot(page, "07-running")
 
     asked: list[str] = []
@@ -196,7 +199,7 @@ def test_a_newcomer_deploys_a_model_and_back_forward_reload_keep_it(
     page.on("dialog", answer)
     page.get_by_role("button", name="Stop", exact=True).click()
     expect(page.get_by_role("status")).to_contain_text("stopped", timeout=STEP)
-    expect(page.get_by_role("button", name="Start", exact=True)).to_be_visible()
+    expect(page.get_by_role("button", name="Start", exact=True)).to_be_visible(timeout=STEP)
     assert asked == ["Stop bge-m3? It stops serving until Start."]
     shoot(page, "08-stopped")
 
