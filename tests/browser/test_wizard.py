@@ -327,7 +327,9 @@ def test_drafts_resume_and_discard_and_a_running_model_is_edited(page: Page, peo
     assert asked == ["Discard the draft smol-chat? Its saved steps are lost."]
     expect(page.get_by_role("region", name="Your drafts")).to_have_count(0)
 
-    page.get_by_role("button", name="Edit bge-embed").click()
+    running = page.get_by_role("region", name="Edit a model that runs")
+    running.locator("summary").click()  # collapsed, like the drafts
+    running.get_by_role("button", name="Edit bge-embed").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Edit bge-embed")
     expect(page.get_by_label("Name")).to_have_attribute("readonly", "")
     expect(page.get_by_label("Profile")).to_be_disabled()

@@ -18,8 +18,9 @@ from jobs.deploy import apply
 from jobs.models import Draft
 from jobs.present import local_profile_note
 from jobs.wizard.names import base_name, suggest_name
+from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.helpers import SHORTEST
-from tests.jobs.test_wizard_views import M, get_path, model_form, start, text, url
+from tests.jobs.test_wizard_views import M, get_path, model_form, prod, start, text, url  # noqa: F401
 
 BGE = "BAAI/bge-m3"
 
@@ -328,3 +329,15 @@ def test_other_fields_an_error_names_are_named_by_their_labels(as_deployer):
     assert message.startswith("Min replicas: ")
     assert "resources.cpu" not in message and "resources.memory" not in message
     assert "lower CPU or memory" in message
+
+
+@pytest.mark.usefixtures("prod")
+def test_review_refused_by_the_cluster_still_says_the_runtime_and_scaling(as_deployer, kube):
+    draft = start(as_deployer, profile="prod")
+    too_many = "spec.predictor: Invalid value: too many GPUs"
+    kube.fail_next(422, too_many, resource="inferenceservices")
+    body = text(as_deployer.get(url("review", draft)))
+    assert "Refused." in body and "too many GPUs" in body
+    assert "<dt>Runtime</dt><dd>vLLM (vllm runtime)</dd>" in body
+    assert "<dt>Scaling</dt><dd>fixed at 1 replica</dd>" in body
+    assert "not chosen" not in body and "unknown" not in body
