@@ -124,7 +124,9 @@ def start(request: HttpRequest) -> HttpResponse:
     membership = request.membership
     drafts.drafts_of(membership)  # the role check
     if request.method == "GET":
-        context = present.model_context(membership, None, drafts=drafts.listed(membership))
+        context = present.model_context(
+            membership, None, drafts=drafts.listed(membership), offered=_offered(request)
+        )
         return _show(request, "model", context | _start_extra(secrets.token_urlsafe(12)))
     token = request.POST.get("start", "")
     made = request.session.get(STARTED, {}).get(token) if token else None
@@ -144,6 +146,20 @@ def start(request: HttpRequest) -> HttpResponse:
     # /deploy/ in the history.
     response["X-Wizard-Draft"] = present.step_url(state.draft, "model")
     return response
+
+
+def _offered(request: HttpRequest) -> dict[str, str]:
+    """A model offered by a link (Check model's "Deploy this model": /deploy/?repo=org/name
+    &revision=...&profile=...): the Model step starts filled in, with a free name."""
+    offered = {
+        k: request.GET[k].strip()
+        for k in ("repo", "revision", "profile", "name")
+        if request.GET.get(k, "").strip()
+    }
+    if offered.get("repo") and not offered.get("name"):
+        name = flow.suggested_name(request.membership.organization, offered["repo"])
+        offered |= {"name": name} if name else {}
+    return offered
 
 
 def _start_extra(token: str) -> dict:

@@ -129,12 +129,14 @@ def model_context(
     drafts: Iterable = (),
     commit: str | None = None,
     suggested: str = "",
+    offered: dict | None = None,
 ) -> dict:
     """The Model step: name, profile, the model from the Hub or storage, its format; for a new
     draft also the member's drafts and the models they may edit. `suggested` is a free name
-    from the model picked, offered while the name is empty."""
+    from the model picked, offered while the name is empty; `offered`, the inputs a link
+    fills in for a new draft."""
     doc = state.draft.manifest if state else {}
-    shown_values = model_values(doc)
+    shown_values = model_values(doc) | (offered or {})
     hub = split_hub(get(doc, f"{MODEL}.uri") or "")
     application = state.draft.application if state else None
     new = state is None or state.draft.pk is None

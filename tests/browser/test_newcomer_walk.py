@@ -149,8 +149,13 @@ def test_a_newcomer_deploys_a_model_and_back_forward_reload_keep_it(
 
     next_step(page, "Access")
     back_forward_reload(page, "Access", "Compute", access_shows, compute_shows)
-    # Back to Compute and Next there: what was saved stays saved.
+    # Back to Compute: a value typed and not saved is gone after a reload (the browser keeps
+    # no copy of the form), and Next there keeps what was saved.
     page.go_back()
+    at_step(page, "Compute")
+    compute_shows()
+    memory.fill("7Gi")
+    page.reload()
     at_step(page, "Compute")
     compute_shows()
     next_step(page, "Access")
