@@ -205,7 +205,7 @@ def test_a_newcomer_deploys_a_model_and_back_forward_reload_keep_it(
     page.get_by_role("button", name="Stop", exact=True).click()
     expect(page.get_by_role("status")).to_contain_text("stopped", timeout=STEP)
     expect(page.get_by_role("button", name="Start", exact=True)).to_be_visible(timeout=STEP)
-    assert asked == ["Stop bge-m3? It stops serving until Start."]
+    assert len(asked) == 1 and asked[0].startswith("Stop bge-m3")  # asked before it acted
     shoot(page, "08-stopped")
 
     page.get_by_role("button", name="Delete", exact=True).click()
