@@ -229,6 +229,9 @@ SERVEDECK_LOCAL_COMMAND = env_str("SERVEDECK_LOCAL_COMMAND")
 # "--name=kind ..." (kind: bool, int, float, text, json). Flags that set host, port, host
 # paths, downloads or remote code stay refused whatever this says.
 SERVEDECK_EXTRA_ENGINE_FLAGS = env_str("SERVEDECK_EXTRA_ENGINE_FLAGS")
+# A deploy wizard draft nobody saved a step of for this many days is discarded (pruned when
+# drafts are listed, on the Deploy model page).
+SERVEDECK_DRAFT_DAYS = env_int("SERVEDECK_DRAFT_DAYS", 14)
 SERVEDECK_LOCAL_STATE_DIR = Path(env_str("SERVEDECK_LOCAL_STATE_DIR", str(VAR_DIR / "local")))
 # A cluster's kubeconfig is one regular file an operator put in this folder (checked when the
 # cluster is saved and again when its client is made: never a path list, `~` or a file

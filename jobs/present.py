@@ -33,6 +33,18 @@ def described(app: Application) -> dict:
     return {**app.manifest, "status": status}
 
 
+def local_profile_note(profile_name: str) -> str:
+    """What a profile on the local backend does with Kubernetes objects, said the same by the
+    wizard's Review and by `app render`: Deploy applies none; render shows what a cluster would
+    get, for reference."""
+    return (
+        f"Profile {profile_name} runs on this machine: Deploy starts the model server as a "
+        "process and applies nothing to Kubernetes. app render prints the KServe objects the "
+        "same manifest would get on a Kubernetes cluster with this profile's machine catalog, "
+        "for reference only."
+    )
+
+
 def dry_run_body(run) -> dict:
     """A dry run (jobs.dry_run.DryRun) as every surface shows it: the API's `?dryRun=true`
     answer, `app apply --dry-run -o json|yaml`, and the data of the wizard's Review step."""

@@ -20,6 +20,7 @@ urlpatterns = [
     path("deploy/name/", wizard.name_status, name="wizard-name"),
     path("deploy/hub/", wizard.hub_search, name="wizard-hub"),
     path("deploy/hub/pick/", wizard.hub_pick, name="wizard-hub-pick"),
+    path("deploy/drafts/discard/", wizard.discard_all, name="wizard-discard-all"),
     path("deploy/drafts/<slug:key>/", wizard.resume, name="wizard-resume"),
     path("deploy/drafts/<slug:key>/discard/", wizard.discard, name="wizard-discard"),
     path("deploy/drafts/<slug:key>/model/", wizard.model_step, name="wizard-model"),

@@ -5,12 +5,14 @@ step's URL pushed), a browser the whole page; the verbs live in jobs.wizard.flow
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, push_url
@@ -18,6 +20,7 @@ from django_htmx.http import HttpResponseClientRedirect, push_url
 from jobs import deploy as verbs
 from jobs.access import get_application
 from jobs.wizard import drafts, flow, present, steps
+from jobs.wizard.fields import LABELS, STEP_INPUTS
 from jobs.wizard.paths import MODEL, get
 from models_catalog import hub
 
@@ -32,13 +35,24 @@ def _fragment(request: HttpRequest) -> bool:
 def _show(request: HttpRequest, slug: str, context: dict, status: int = 200) -> HttpResponse:
     template = f"jobs/wizard/{slug}.html"
     if _fragment(request):  # htmx swaps only 2xx answers: problems come back as 200
-        return render(request, template, context | {"fragment": True})
-    return render(request, PAGE, context | {"step_template": template}, status=status)
+        response = render(request, template, context | {"fragment": True})
+    else:
+        response = render(request, PAGE, context | {"step_template": template}, status=status)
+    # A step shows the draft as saved now: never from a cache (the back-forward cache
+    # included), and a fragment is never taken for the page.
+    add_never_cache_headers(response)
+    patch_vary_headers(response, ["HX-Request", "HX-History-Restore-Request"])
+    return response
 
 
 def _context(request: HttpRequest, state: flow.State, slug: str) -> dict:
     if slug == "model":
-        return present.model_context(request.membership, state, commit=_commit(request, state))
+        return present.model_context(
+            request.membership,
+            state,
+            commit=_commit(request, state),
+            suggested=_suggested(request, state),
+        )
     return {
         "check": present.check_context,
         "compute": present.compute_context,
@@ -56,6 +70,15 @@ def _commit(request: HttpRequest, state: flow.State) -> str | None:
     repo = uri[len("hf://") :].split(":", 1)[0]
     profile = get(state.draft.manifest, "spec.profileName")
     return flow.current_commit(request.membership, repo, profile) if repo else None
+
+
+def _suggested(request: HttpRequest, state: flow.State | None) -> str:
+    """A free name from the model picked, offered while the draft has no name."""
+    if state is None or get(state.draft.manifest, "spec.name"):
+        return ""
+    uri = get(state.draft.manifest, f"{MODEL}.uri")
+    repo = uri[len("hf://") :] if isinstance(uri, str) and uri.startswith("hf://") else ""
+    return flow.suggested_name(request.membership.organization, repo, state.draft)
 
 
 def _go(request: HttpRequest, state: flow.State, slug: str) -> HttpResponse:
@@ -89,15 +112,78 @@ def _after_save(request: HttpRequest, state: flow.State, slug: str) -> HttpRespo
     return _go(request, state, steps.following(slug) or slug)
 
 
+STARTED = "wizard-started"  # session: each new-draft form's token -> the draft it made
+STARTED_KEPT = 20
+
+
 @require_http_methods(["GET", "POST"])
 def start(request: HttpRequest) -> HttpResponse:
-    """Deploy model: the Model step of a new draft, with the member's drafts to resume."""
+    """Deploy model: the Model step of a new draft, with the member's drafts to resume. The
+    draft is made once the Model step is valid; the same form posted again (Back to a page
+    the browser kept) goes on with the draft it made, never a second one."""
     membership = request.membership
-    mine = drafts.drafts_of(membership)
-    if request.method == "POST":
-        return _after_save(request, flow.start(membership, request.POST), "model")
-    context = present.model_context(membership, None, drafts=mine)
-    return _show(request, "model", context)
+    drafts.drafts_of(membership)  # the role check
+    if request.method == "GET":
+        context = present.model_context(
+            membership, None, drafts=drafts.listed(membership), offered=_offered(request)
+        )
+        return _show(request, "model", context | _start_extra(secrets.token_urlsafe(12)))
+    token = request.POST.get("start", "")
+    made = request.session.get(STARTED, {}).get(token) if token else None
+    draft = drafts.started_draft(membership, made) if made else None
+    if draft is not None:
+        return _post_step(request, draft, "model")
+    state = flow.start(membership, request.POST)
+    if state.draft.pk is None:  # refused: shown, and nothing saved
+        context = _context(request, state, "model") | _start_extra(token)
+        return _show(request, "model", context, status=400)
+    if token:
+        started = dict(request.session.get(STARTED, {}))
+        started[token] = state.draft.key
+        request.session[STARTED] = dict(list(started.items())[-STARTED_KEPT:])
+    response = _after_save(request, state, "model")
+    # Back from the next step is the draft's Model step: wizard.js puts it in place of
+    # /deploy/ in the history.
+    response["X-Wizard-Draft"] = present.step_url(state.draft, "model")
+    return response
+
+
+def _offered(request: HttpRequest) -> dict[str, str]:
+    """A model offered by a link (Check model's "Deploy this model": /deploy/?repo=org/name
+    &revision=...&profile=...): the Model step starts filled in, with a free name."""
+    offered = {
+        k: request.GET[k].strip()
+        for k in ("repo", "revision", "profile", "name")
+        if request.GET.get(k, "").strip()
+    }
+    if offered.get("repo") and not offered.get("name"):
+        name = flow.suggested_name(request.membership.organization, offered["repo"])
+        offered |= {"name": name} if name else {}
+    return offered
+
+
+def _start_extra(token: str) -> dict:
+    return {"start_token": token, "draft_days": drafts.expiry_days()}
+
+
+def _post_step(request: HttpRequest, draft, slug: str) -> HttpResponse:
+    """Save what the step's form changed (and only that), then Back or Next; a form shown
+    before the draft last changed that would overwrite a newer value is shown again with the
+    values saved now, and nothing is written."""
+    server_side = _shows_review(request, slug)
+    edits = flow.posted_edits(draft, slug, request.POST) if slug in STEP_INPUTS else None
+    if edits is not None and edits.conflicts:
+        state = flow.look(draft)
+        labels = [LABELS.get(name, name) for name in edits.conflicts]
+        context = _context(request, state, slug) | {"conflicts": labels}
+        return _show(request, slug, context, status=409)
+    if slug == "model":
+        state = flow.save_model(draft, edits.data)
+    elif slug in ("compute", "access", "api"):
+        state = flow.save_step(draft, slug, edits.data, server_side=server_side)
+    else:  # Check model and Review have nothing to save
+        state = flow.look(draft, server_side=server_side)
+    return _after_save(request, state, slug)
 
 
 def _step(slug: str) -> Callable[[HttpRequest, str], HttpResponse]:
@@ -105,14 +191,7 @@ def _step(slug: str) -> Callable[[HttpRequest, str], HttpResponse]:
     def step(request: HttpRequest, key: str) -> HttpResponse:
         draft = drafts.get_draft(request.membership, key)
         if request.method == "POST":
-            server_side = _shows_review(request, slug)
-            if slug == "model":
-                state = flow.save_model(draft, request.POST)
-            elif slug in ("compute", "access", "api"):
-                state = flow.save_step(draft, slug, request.POST, server_side=server_side)
-            else:  # Check model and Review have nothing to save
-                state = flow.look(draft, server_side=server_side)
-            return _after_save(request, state, slug)
+            return _post_step(request, draft, slug)
         state = flow.look(draft, server_side=slug == steps.LAST)
         if not state.reachable(slug):  # a refusal pending earlier: show it there
             return _go(request, state, state.blocked)
@@ -143,6 +222,14 @@ def discard(request: HttpRequest, key: str) -> HttpResponse:
     what = draft.name or "untitled"
     draft.delete()
     messages.success(request, f"The draft {what} is discarded.")
+    return redirect("jobs:wizard")
+
+
+@require_POST
+def discard_all(request: HttpRequest) -> HttpResponse:
+    """Discard every draft of the member's (Deploy model asks first)."""
+    count = drafts.discard_all(request.membership)
+    messages.success(request, f"{count} draft{'s' if count != 1 else ''} discarded.")
     return redirect("jobs:wizard")
 
 
@@ -233,7 +320,10 @@ def hub_pick(request: HttpRequest) -> HttpResponse:
     drafts.drafts_of(request.membership)
     repo = request.GET.get("repo", "").strip()
     commit = flow.current_commit(request.membership, repo, request.GET.get("profile"))
+    key = request.GET.get("draft")
+    draft = drafts.get_draft(request.membership, key) if key else None
     context = {
+        "suggested_name": flow.suggested_name(request.membership.organization, repo, draft),
         "values": {"repo": repo, "revision": commit or ""},
         "commit": None,
         "picked": True,

@@ -88,6 +88,63 @@ STEP_FIELDS = {
     "access": ACCESS_FIELDS,
     "api": API_FIELDS,
 }
+# Each input as its label names it: problems and notices beside a field speak in these words.
+LABELS = {
+    "name": "Name",
+    "profile": "Profile",
+    "uri": "The model",
+    "repo": "Hugging Face model",
+    "revision": "Revision",
+    "storage_uri": "Model URI",
+    "source": "Where the model comes from",
+    "format": "Format",
+    "gpu_kind": "GPU kind",
+    "gpus": "GPUs per replica",
+    "capacity": "Capacity type",
+    "nodes": "Nodes per replica",
+    "cpu": "CPU",
+    "memory": "Memory",
+    "context": "Context window",
+    "concurrency": "Requests at once",
+    "min_replicas": "Min replicas",
+    "max_replicas": "Max replicas",
+    "metric": "Scaling signal",
+    "metric_target": "Scaling target",
+    "queue": "Queue",
+    "cache_enabled": "Model cache",
+    "cache_shown": "Model cache",
+    "cache_size": "Cache size",
+    "cache_node_group": "Node group",
+    "dtype": "Data type",
+    "quantization": "Quantisation",
+    "reasoning_parser": "Reasoning parser",
+    "tool_call_parser": "Tool call parser",
+    "gpu_memory_utilization": "GPU memory share",
+    "extra_args": "Extra engine arguments",
+    "kv_cache": "KV cache size",
+    "exposure": "Who may call it",
+    "domain": "Domain",
+    "access_policy": "Access policy",
+    "api_format": "API format",
+    "max_images": "Images per request",
+    "max_videos": "Videos per request",
+    "max_audio": "Audio clips per request",
+}
+# The inputs each step's form sends, and the ones that are saved together: one changed input
+# of a group writes the whole group (a GPU kind with its count, a metric with its target).
+STEP_INPUTS = {
+    "model": ("name", "profile", "source", "repo", "revision", "storage_uri", "format"),
+    "compute": (*(f.name for f in COMPUTE_FIELDS), "metric_target", "cache_shown"),
+    "access": ("exposure", "domain", "access_policy"),
+    "api": ("api_format", *(f.name for f in MEDIA_FIELDS)),
+}
+INPUT_GROUPS = (
+    ("source", "repo", "revision", "storage_uri"),
+    ("gpu_kind", "gpus", "capacity", "nodes"),
+    ("metric", "metric_target"),
+    ("cache_shown", "cache_enabled", "cache_size", "cache_node_group"),
+    ("exposure", "domain", "access_policy"),
+)
 
 
 # ---- text in, data out ----
@@ -147,6 +204,100 @@ def skeleton(doc: dict) -> dict:
         source = spec["source"] = {}
     source.setdefault("type", "Model")
     return doc
+
+
+# ---- what a step's form changed ----
+
+
+@dataclass(frozen=True)
+class Edits:
+    """What a step's POST writes (`data`, only the inputs the user changed and their groups),
+    or, on a form shown before the draft last changed, the inputs it would overwrite."""
+
+    data: dict[str, Any]
+    conflicts: tuple[str, ...] = ()
+
+
+def edits(
+    slug: str,
+    posted: Mapping,
+    shown: Mapping | None,
+    saved: Mapping[str, str],
+    *,
+    stale: bool,
+) -> Edits:
+    """The inputs of `posted` to write. `shown` is what the form showed when it was rendered
+    (None when the browser did not say: every input sent counts as changed); `saved` what each
+    input shows for the draft as saved now. On a `stale` form (the draft changed since it was
+    rendered: another tab, a page restored by Back), an input the user changed whose saved
+    value changed too since the form showed it would overwrite a newer value: those are the
+    conflicts, and nothing is written."""
+    inputs = STEP_INPUTS.get(slug, ())
+    if shown is None:
+        changed = {name for name in inputs if name in posted}
+    else:
+        # An input the form had not shown yet counts as empty then.
+        changed = {name for name in inputs if (posted.get(name) or "") != (shown.get(name) or "")}
+    if stale:
+        changed = {name for name in changed if (posted.get(name) or "") != saved.get(name, "")}
+        newer = {
+            name
+            for name in changed
+            if shown is None or (name in saved and saved[name] != (shown.get(name) or ""))
+        }
+        if newer:
+            return Edits({}, tuple(name for name in inputs if name in newer))
+    for group in INPUT_GROUPS:
+        if changed & set(group):
+            changed |= set(group)
+    return Edits({name: posted.get(name) for name in inputs if name in changed and name in posted})
+
+
+def model_values(doc: Mapping) -> dict[str, str]:
+    """What the Model step's inputs show for the draft: its name, profile and format, and the
+    model split into the Hub repository and revision, or the URI of the user's storage."""
+    uri = get(doc, URI) or ""
+    hub = split_hub(uri) if uri else None
+    source = "storage" if uri and hub is None else "hub"
+    return values(doc, MODEL_FIELDS) | {
+        "source": source,
+        "repo": hub.repo if hub else "",
+        "revision": hub.revision if hub else "",
+        "storage_uri": uri if source == "storage" else "",
+    }
+
+
+def compute_values(doc: Mapping) -> dict[str, Any]:
+    """What Compute's inputs show for the draft: its fields, the GPU kind picked (or the CPU),
+    the scaling signal with its target, and whether the model cache is on."""
+    on_gpu = get(doc, f"{MODEL}.resources.accelerator") is not None
+    metric = get(doc, f"{MODEL}.scaling.metric")
+    metric_kind = next(iter(metric), "") if isinstance(metric, dict) and metric else ""
+    return values(doc, COMPUTE_FIELDS) | {
+        "gpu_kind": (get(doc, f"{GPU}.model") or "") if on_gpu else CPU_KIND,
+        "metric": metric_kind,
+        "metric_target": shown(metric.get(metric_kind)) if metric_kind else "",
+        "cache_enabled": bool(get(doc, f"{MODEL}.cache.enabled")),
+    }
+
+
+def saved_inputs(slug: str, doc: Mapping, filled: Mapping | None = None) -> dict[str, str]:
+    """What the step's inputs show for the draft as saved (see `edits`); `filled`, the
+    manifest with its defaults, says which choice a radio group shows when none is written."""
+    filled = filled or doc
+    if slug == "model":
+        return model_values(doc)
+    if slug == "compute":
+        saved = compute_values(doc)
+        saved["cache_enabled"] = "on" if saved["cache_enabled"] else ""
+        return saved
+    if slug == "access":
+        return values(doc, ACCESS_FIELDS) | {
+            "exposure": get(filled, "spec.access.exposure") or "Internal"
+        }
+    return values(doc, STEP_FIELDS.get(slug, ())) | {
+        "api_format": shown(get(filled, f"{MODEL}.serving.apiFormat"))
+    }
 
 
 # ---- Model ----
@@ -231,8 +382,9 @@ def apply_compute(doc: dict, data: Mapping, fixed: Iterable[str] = ()) -> dict:
             put(doc, f"{GPU}.capacityType", coerce("text", data.get("capacity")))
     apply_plain(doc, [f for f in COMPUTE_PLAIN if f.path not in fixed], data)
     # One model copy is split over exactly the GPUs and nodes reserved: follow them.
-    remove(doc, f"{MODEL}.engine.tensorParallelSize")
-    remove(doc, f"{MODEL}.engine.pipelineParallelSize")
+    if {"gpu_kind", "gpus", "nodes"} & set(data):
+        remove(doc, f"{MODEL}.engine.tensorParallelSize")
+        remove(doc, f"{MODEL}.engine.pipelineParallelSize")
     if "metric" in data:
         metric = data.get("metric")
         target = coerce("number", data.get("metric_target"))
@@ -324,5 +476,48 @@ def errors_by_field(
         else:
             general.append(problem)
             continue
-        placed.setdefault(target.name, []).append(problem)
+        placed.setdefault(target.name, []).append(labelled(problem, target))
     return placed, general
+
+
+def _words(label: str) -> str:
+    """A label inside a sentence: "Context window" -> "context window", "CPU" stays."""
+    return label if label.isupper() else label[0].lower() + label[1:]
+
+
+# Every wizard field's manifest path as a sentence may spell it (from spec.source.model or
+# spec), longest first, with the label's words.
+_OTHER_PATHS = sorted(
+    {
+        (f.path.removeprefix(prefix), _words(LABELS[f.name]))
+        for fields in STEP_FIELDS.values()
+        for f in fields
+        for prefix in (f"{MODEL}.", "spec.")
+        if f.path.startswith(prefix) and "." in f.path.removeprefix(prefix)
+    },
+    key=lambda pair: -len(pair[0]),
+)
+
+
+def labelled(problem: Problem, beside: Field) -> Problem:
+    """A problem as said beside an input: in the words of its label, not the manifest's
+    paths ("Context window: ... Set context window to 8192", not "Set
+    serving.maxContextTokens ...")."""
+    label = LABELS.get(beside.name)
+    if label is None:
+        return problem
+    words = _words(label)
+    message = problem.message
+    relative = [problem.path, beside.path]
+    for prefix in (f"{MODEL}.", "spec."):
+        relative += [p.removeprefix(prefix) for p in (problem.path, beside.path)]
+    for path in sorted({p for p in relative if "." in p}, key=len, reverse=True):
+        message = message.replace(path, words)
+    for path, other in _OTHER_PATHS:  # other fields it names, by their labels too
+        message = re.sub(rf"(?<![\w.]){re.escape(path)}\b", other, message)
+    last = beside.path.rsplit(".", 1)[-1]
+    if last != last.lower():  # a manifest key (camelCase), not a word of the sentence
+        message = re.sub(rf"\b{re.escape(last)}\b", words, message)
+    if not message.startswith(label):
+        message = f"{label}: {message}"
+    return Problem(problem.path, message, problem.level, problem.origin)

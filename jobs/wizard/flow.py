@@ -19,16 +19,20 @@ from jobs.manifest.view import FilledManifest
 from jobs.models import Application, Draft, Profile
 from jobs.wizard import drafts, steps
 from jobs.wizard.fields import (
+    Edits,
     apply_access,
     apply_api,
     apply_compute,
     apply_model,
     apply_model_defaults,
     apply_size,
+    edits,
     reset_sizing,
+    saved_inputs,
     sizing_key,
     skeleton,
 )
+from jobs.wizard.names import suggest_name
 from jobs.wizard.paths import MODEL, copied, get, put
 from jobs.wizard.sizing import chosen_size
 from models_catalog import hub
@@ -141,21 +145,37 @@ def look(
 
 
 def start(membership, data: Mapping) -> State:
-    """The first Model step of a new draft: the draft exists from here on."""
-    draft = drafts.new_draft(membership, skeleton({}))
-    return save_model(draft, data)
+    """The first Model step of a new draft. The draft is saved only once the Model step has
+    nothing to fix: a refused first step shows its problems and leaves no draft behind."""
+    draft = drafts.unsaved_draft(membership, skeleton({}))
+    doc, run = _model_doc(draft, data)
+    draft.manifest = doc
+    state = look(draft, run)
+    if state.refusals["model"]:
+        return state
+    drafts.save(draft, doc)
+    return state
 
 
 def save_model(draft: Draft, data: Mapping) -> State:
-    """The Model step's inputs into the draft. Another model or profile than before is sized
-    afresh: the size Check model chooses for it at the context window the manifest will fill,
-    then one dry run of the sized draft, sharing Check model's answer; the draft is pre-filled
-    with the defaults that dry run took from the model (mf.model_defaults), as YAML gets them."""
+    """The Model step's inputs into the draft (see _model_doc)."""
+    if not data:  # nothing changed on the form: nothing to write
+        return look(draft)
+    doc, run = _model_doc(draft, data)
+    return look(drafts.save(draft, doc), run)
+
+
+def _model_doc(draft: Draft, data: Mapping) -> tuple[dict, DryRun | None]:
+    """The draft's manifest with the Model step's inputs, and its dry run when one was made.
+    Another model or profile than before is sized afresh: the size Check model chooses for it
+    at the context window the manifest will fill, then one dry run of the sized draft, sharing
+    Check model's answer; the draft is pre-filled with the defaults that dry run took from the
+    model (mf.model_defaults), as YAML gets them."""
     doc = copied(draft.manifest)
     before = sizing_key(doc)
     apply_model(doc, data, fixed_fields(draft.application))
     if sizing_key(doc) == before:
-        return look(drafts.save(draft, doc))
+        return doc, None
     reset_sizing(doc)
     checks = CheckModelCalls()
     master = ModelMaster.objects.for_uri(draft.organization, get(doc, f"{MODEL}.uri"))
@@ -169,7 +189,7 @@ def save_model(draft: Draft, data: Mapping) -> State:
         put(doc, CONTEXT, context)  # the master asks more than the model has: the model's own
         check = _ask(draft, doc, checks, engine_defaults)
     doc, run = _sized(draft, doc, check, checks)
-    return look(drafts.save(draft, apply_model_defaults(doc, run.model_defaults)), run)
+    return apply_model_defaults(doc, run.model_defaults), run
 
 
 def _profile_of(draft: Draft, doc: dict) -> Profile | None:
@@ -237,7 +257,10 @@ def _target_has(draft: Draft, doc: dict, gpus: int) -> bool:
 
 
 def save_step(draft: Draft, slug: str, data: Mapping, *, server_side: bool = False) -> State:
-    """Compute, Access or API inputs into the draft (saved whether or not they pass)."""
+    """Compute, Access or API inputs into the draft (saved whether or not they pass); no input
+    changed, nothing is written."""
+    if not data:
+        return look(draft, server_side=server_side)
     doc = copied(draft.manifest)
     if slug == "compute":
         apply_compute(doc, data, fixed_fields(draft.application))
@@ -246,6 +269,33 @@ def save_step(draft: Draft, slug: str, data: Mapping, *, server_side: bool = Fal
     elif slug == "api":
         apply_api(doc, data, media=("image", "video", "audio"))
     return look(drafts.save(draft, doc), server_side=server_side)
+
+
+def stamp(draft: Draft | None) -> str:
+    """The draft's version as a form shows it: a step posted with another stamp was shown
+    before the draft last changed (another tab, or a page Back restored)."""
+    return digest(draft.manifest) if draft is not None and draft.pk else ""
+
+
+def posted_edits(draft: Draft, slug: str, data: Mapping) -> Edits:
+    """What a step's POST writes: only the inputs the user changed from what the form showed
+    (the browser reports that as `shown`), and nothing over a value saved since the form was
+    shown (see fields.edits)."""
+    stale = "stamp" in data and data.get("stamp") != stamp(draft)
+    shown = _shown(data.get("shown"))
+    filled = look(draft).manifest if stale and slug == "api" else None
+    saved = saved_inputs(slug, draft.manifest, filled)
+    return edits(slug, data, shown, saved, stale=stale)
+
+
+def _shown(text: object) -> dict | None:
+    try:
+        shown = json.loads(text) if isinstance(text, str) and text else None
+    except ValueError:
+        return None
+    if not isinstance(shown, dict):
+        return None
+    return {str(k): v if isinstance(v, str) else str(v) for k, v in shown.items()}
 
 
 def memory_at(draft: Draft, data: Mapping) -> CheckResult | None:
@@ -283,6 +333,11 @@ def _fraction(text: object) -> float | None:
 
 
 # ---- the Model step's helpers: name as typed, Hub search, current commit ----
+
+
+def suggested_name(organization, repo: str, draft: Draft | None = None) -> str:
+    """A free name from the model's repository (see jobs.wizard.names)."""
+    return suggest_name(repo, drafts.taken_names(organization, draft)) if repo else ""
 
 
 def name_problems(membership, draft: Draft | None, name: str, profile: str) -> list[mf.Problem]:

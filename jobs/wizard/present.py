@@ -13,23 +13,24 @@ from django.urls import reverse
 from jobs import manifest as mf
 from jobs.manifest.schema import api_formats
 from jobs.models import Application, Profile
-from jobs.present import dry_run_body
+from jobs.present import dry_run_body, local_profile_note
 from jobs.render import to_yaml
 from jobs.wizard import steps
 from jobs.wizard.fields import (
     COMPUTE_FIELDS,
     CPU_KIND,
-    GPU,
     MEDIA_FIELDS,
     MEDIA_MODALITY,
     STEP_FIELDS,
     coerce,
+    compute_values,
     errors_by_field,
+    model_values,
     shown,
     split_hub,
     values,
 )
-from jobs.wizard.flow import State, fixed_fields
+from jobs.wizard.flow import State, fixed_fields, stamp
 from jobs.wizard.paths import MODEL, get
 from jobs.wizard.sizing import tiles
 from models_catalog.models import ModelMaster
@@ -76,8 +77,9 @@ def stepper(state: State | None, current: str) -> list[dict]:
     """Each step: done, current, or not yet; a link once it can be reached; flagged when it
     has a refusal pending."""
     out = []
+    saved = state is not None and state.draft.pk is not None
     for step in steps.STEPS:
-        reachable = state is not None and state.reachable(step.slug)
+        reachable = saved and state.reachable(step.slug)
         out.append(
             {
                 "slug": step.slug,
@@ -102,7 +104,7 @@ def common(state: State | None, slug: str) -> dict:
     errors, general = errors_by_field(refusals, fields)
     cautions, general_warnings = errors_by_field(warnings, fields)
     back, forward = steps.previous(slug), steps.following(slug)
-    draft = state.draft if state else None
+    draft = state.draft if state and state.draft.pk else None  # unsaved: a refused first step
     return {
         "step": step,
         "lead": STEP_LEADS[slug],
@@ -116,40 +118,56 @@ def common(state: State | None, slug: str) -> dict:
         "action": step_url(draft, slug) if draft else reverse("jobs:wizard"),
         "next_title": steps.BY_SLUG[forward].title if forward else None,
         "locks": locks(state.fixed, fields) if state else {},
+        "stamp": stamp(draft),
         "back_url": step_url(draft, back) if draft and back else reverse("console:home"),
     }
 
 
 def model_context(
-    membership, state: State | None, drafts: Iterable = (), commit: str | None = None
+    membership,
+    state: State | None,
+    drafts: Iterable = (),
+    commit: str | None = None,
+    suggested: str = "",
+    offered: dict | None = None,
 ) -> dict:
     """The Model step: name, profile, the model from the Hub or storage, its format; for a new
-    draft also the member's drafts and the models they may edit."""
+    draft also the member's drafts and the models they may edit. `suggested` is a free name
+    from the model picked, offered while the name is empty; `offered`, the inputs a link
+    fills in for a new draft."""
     doc = state.draft.manifest if state else {}
-    uri = get(doc, f"{MODEL}.uri") or ""
-    hub = split_hub(uri) if uri else None
-    source = "storage" if uri and hub is None else "hub"
+    shown_values = model_values(doc) | (offered or {})
+    hub = split_hub(get(doc, f"{MODEL}.uri") or "")
     application = state.draft.application if state else None
-    context = common(state, "model") | {
-        "values": values(doc, STEP_FIELDS["model"])
-        | {
-            "source": source,
-            "repo": hub.repo if hub else "",
-            "revision": hub.revision if hub else "",
-            "storage_uri": uri if source == "storage" else "",
-        },
+    new = state is None or state.draft.pk is None
+    context = common(state, "model")
+    context["errors"] = name_in_words(context["errors"], suggested)
+    return context | {
+        "values": shown_values,
+        "suggested_name": suggested,
         "profiles": Profile.objects.filter(organization=membership.organization),
         "formats": mf.FORMATS,
         "drafts": drafts,
         "running": (
             Application.objects.filter(organization=membership.organization).only("name")
-            if state is None
+            if new
             else ()
         ),
         "commit": commit if hub and not COMMIT.match(hub.revision or "") else None,
         "locks": locks(fixed_fields(application), STEP_FIELDS["model"]),
     }
-    return context
+
+
+def name_in_words(errors: dict, suggested: str) -> dict:
+    """A missing name, said plainly with an example from the model picked."""
+    example = suggested or "my-model"
+    plain = mf.Problem(
+        "spec.name",
+        "Give the model a name: lowercase letters, digits and dashes, up to 63 characters, "
+        f"for example {example}.",
+    )
+    said = [plain if "required, missing" in p.message else p for p in errors.get("name", [])]
+    return errors | ({"name": said} if said else {})
 
 
 def check_context(state: State) -> dict:
@@ -250,11 +268,8 @@ def compute_context(state: State, check=None, data=None) -> dict:
     doc, filled = state.draft.manifest, state.manifest
     profile = _profile(state)
     cluster = profile.cluster if profile else None
-    shown_values = values(doc, COMPUTE_FIELDS)
-    on_gpu = get(doc, f"{MODEL}.resources.accelerator") is not None
-    chosen = (get(doc, f"{GPU}.model") or "") if on_gpu else CPU_KIND
-    metric = get(doc, f"{MODEL}.scaling.metric")
-    metric_kind = next(iter(metric), "") if isinstance(metric, dict) and metric else ""
+    shown_values = compute_values(doc)
+    chosen = shown_values["gpu_kind"]
     if data is not None:  # the memory preview: what is being typed, not yet saved
         shown_values |= {k: data.get(k, "") for k in ("context", "concurrency", "gpus", "nodes")}
         chosen = data.get("gpu_kind", chosen)
@@ -264,9 +279,6 @@ def compute_context(state: State, check=None, data=None) -> dict:
         "values": shown_values
         | {
             "gpu_kind": chosen,
-            "metric": metric_kind,
-            "metric_target": shown(metric.get(metric_kind)) if metric_kind else "",
-            "cache_enabled": bool(get(doc, f"{MODEL}.cache.enabled")),
             "cache_size": shown(get(doc, f"{MODEL}.cache.size"))
             or (check.cache_size if check and check.cache_size else ""),
         },
@@ -345,7 +357,16 @@ def api_context(state: State) -> dict:
     modalities = set(state.check.modalities) if state.check else set()
     media = [f for f in MEDIA_FIELDS if MEDIA_MODALITY[f.name] in modalities and engine == "vllm"]
     doc = state.draft.manifest
+    takes = sorted({MEDIA_MODALITY[f.name] for f in media})
+    lead = (
+        f"The API the endpoint speaks, and how many {_and(plural(m) for m in takes)} one "
+        "request may carry."
+        if media
+        else "The API the endpoint speaks: its protocol and the paths clients call. "
+        "This model takes text in, so there is nothing to limit per request."
+    )
     return common(state, "api") | {
+        "lead": lead,
         "formats": [
             {"value": f, "paths": endpoint_paths(state, f), "default": f == spoken[0]}
             for f in spoken
@@ -357,6 +378,15 @@ def api_context(state: State) -> dict:
         ],
         "values": values(doc, MEDIA_FIELDS),
     }
+
+
+def plural(modality: str) -> str:
+    return {"image": "images", "video": "videos", "audio": "audio clips"}.get(modality, modality)
+
+
+def _and(words: Iterable[str]) -> str:
+    words = list(words)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def placement(manifest: dict) -> str:
@@ -418,11 +448,18 @@ def review_context(state: State) -> dict:
     order = {slug: index for index, slug in enumerate(steps.SLUGS)}
     paired = zip(run.warnings, body["warnings"], strict=True)
     warnings = [said for _, said in sorted(paired, key=lambda p: order[steps.step_of(p[0])])]
+    # A refused dry run names no runtime or scaling; the manifest shown below still says them.
+    known = state.manifest if isinstance(state.manifest, dict) else None
+    runtime = body["runtime"] or (mf.runtime_of(known) if known else None)
+    scaling = body["scaling"] or (mf.scaling_of(known) if known else None)
     return common(state, "review") | {
         "dry_run": body,
+        "runtime": runtime,
+        "scaling": scaling,
         "manifest_yaml": yaml_text(body["manifest"]) if body["manifest"] else "",
         "objects_yaml": to_yaml(body["objects"]) if body["objects"] else "",
         "kubernetes": kubernetes,
+        "local_note": local_profile_note(profile.name) if profile and not kubernetes else "",
         "profile": profile,
         "all_warnings": warnings,
         "target": [said for said in warnings if said["origin"] == "target"],

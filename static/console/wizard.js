@@ -2,6 +2,9 @@
 // through the Hugging Face list, "pin the current commit", and a GPU kind's own size.
 (() => {
   "use strict";
+  // A page htmx brings back from history runs this script again: listen once.
+  if (window.servedeckWizard) return;
+  window.servedeckWizard = true;
 
   // A new step: focus its first field with a problem, else its heading (screen readers
   // announce where they are; keyboard users go on from there).
@@ -12,6 +15,50 @@
     const invalid = wizard.querySelector("[aria-invalid='true']");
     const heading = document.getElementById("step-title");
     (invalid || heading)?.focus();
+  });
+
+  // What each input of the step's form showed when it arrived: sent with Next or Back as
+  // "shown", so the server writes only the inputs the user changed. Read once per form (a
+  // refresh of the GPU tiles inside it keeps the first reading).
+  const recordShown = () => {
+    const form = document.getElementById("wizard-form");
+    const field = form?.querySelector("input[data-shown]");
+    if (!form || !field || field.value) return;
+    const shown = {};
+    for (const input of form.elements) {
+      if (!input.name || input.disabled || input === field || input.type === "submit") continue;
+      if ((input.type === "checkbox" || input.type === "radio") && !input.checked) continue;
+      shown[input.name] = input.value;
+    }
+    field.value = JSON.stringify(shown);
+  };
+  recordShown();
+  document.addEventListener("htmx:afterSwap", recordShown);
+  document.addEventListener("htmx:historyRestore", recordShown);
+
+  // A new draft's first Next: the history entry of /deploy/ becomes the draft's Model step,
+  // so Back shows the draft as saved (and Next there goes on with it).
+  document.addEventListener("htmx:beforeHistoryUpdate", (event) => {
+    const modelStep = event.detail.xhr?.getResponseHeader("X-Wizard-Draft");
+    if (modelStep) history.replaceState({ htmx: true }, "", modelStep);
+  });
+
+  // A page the browser kept in its back-forward cache shows old values: fetch it again.
+  window.addEventListener("pageshow", (event) => {
+    if (event.persisted && document.getElementById("wizard-form")) window.location.reload();
+  });
+
+  // A picked model suggests its name while the name is empty (or still the last suggestion).
+  document.addEventListener("htmx:afterSwap", (event) => {
+    const source = document.getElementById("hub-source");
+    const name = document.getElementById("wz-name");
+    if (!source || !name || event.detail.target?.id !== "hub-source" || name.readOnly) return;
+    const suggested = source.dataset.suggestedName;
+    if (!suggested || (name.value && name.value !== name.dataset.suggested)) return;
+    name.value = suggested;
+    name.dataset.suggested = suggested;
+    name.placeholder = suggested;
+    name.dispatchEvent(new Event("input", { bubbles: true })); // the name status checks it
   });
 
   // The Hugging Face list: Down from the input into it, Up/Down within, Escape back out.

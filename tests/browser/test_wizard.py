@@ -307,6 +307,9 @@ def test_drafts_resume_and_discard_and_a_running_model_is_edited(page: Page, peo
     next_step(page, "Check model")
     page.locator("nav.nav").get_by_role("link", name="Deploy model").click()
     drafts = page.get_by_role("region", name="Your drafts")
+    expect(drafts.locator("summary")).to_have_text("Your drafts (1)")  # collapsed
+    expect(drafts.get_by_role("link", name="smol-chat")).to_be_hidden()
+    drafts.locator("summary").click()
     expect(drafts).to_contain_text("smol-chat")
     expect(drafts).to_contain_text("hf://HuggingFaceTB/SmolLM3-3B")
     expect(page.get_by_role("region", name="Edit a model that runs")).to_contain_text("bge-embed")
@@ -315,11 +318,18 @@ def test_drafts_resume_and_discard_and_a_running_model_is_edited(page: Page, peo
     drafts.get_by_role("link", name="smol-chat").click()
     expect(step_heading(page)).to_have_text("Review")  # nothing to fix: straight to Review
     page.goto("/deploy/")
-    page.get_by_role("region", name="Your drafts").get_by_role("button", name="Discard").click()
+    drafts = page.get_by_role("region", name="Your drafts")
+    drafts.locator("summary").click()
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    drafts.get_by_role("button", name="Discard").click()
     expect(page.get_by_role("status")).to_contain_text("The draft smol-chat is discarded.")
+    assert asked == ["Discard the draft smol-chat? Its saved steps are lost."]
     expect(page.get_by_role("region", name="Your drafts")).to_have_count(0)
 
-    page.get_by_role("button", name="Edit bge-embed").click()
+    running = page.get_by_role("region", name="Edit a model that runs")
+    running.locator("summary").click()  # collapsed, like the drafts
+    running.get_by_role("button", name="Edit bge-embed").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Edit bge-embed")
     expect(page.get_by_label("Name")).to_have_attribute("readonly", "")
     expect(page.get_by_label("Profile")).to_be_disabled()

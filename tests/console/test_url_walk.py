@@ -95,6 +95,7 @@ PAGES = {
     "deploy/name/": {"GET": "login 200 200 403 200", "POST": "login 405 405 405 405"},
     "deploy/hub/": {"GET": "login 200 200 403 200", "POST": "login 405 405 405 405"},
     "deploy/hub/pick/": {"GET": "login 200 200 403 200", "POST": "login 405 405 405 405"},
+    "deploy/drafts/discard/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 302"},
     "deploy/drafts/<slug:key>/": {"GET": "login 404 302 403 404", "POST": "login 405 405 405 405"},
     "deploy/drafts/<slug:key>/discard/": {
         "GET": "login 405 405 405 405",

@@ -282,10 +282,13 @@ def test_errors_go_beside_their_field_and_the_rest_above():
         Problem(f"{M}.resources", "is not a mapping"),
     ]
     placed, general = fields.errors_by_field(problems, fields.COMPUTE_FIELDS)
-    assert [p.message for p in placed["gpus"]] == ["too many"]
-    assert [p.message for p in placed["metric"]] == ["sets both", "above 100"]
+    assert [p.message for p in placed["gpus"]] == ["GPUs per replica: too many"]
+    assert [p.message for p in placed["metric"]] == [
+        "Scaling signal: sets both",
+        "Scaling signal: above 100",
+    ]
     assert [(p.path, p.message) for p in placed["memory"]] == [
-        (f"{M}.resources.memory", "does not fit this machine")
+        (f"{M}.resources.memory", "Memory: does not fit this machine")
     ]
     assert [p.message for p in general] == ["is not a mapping"]
 

@@ -195,7 +195,7 @@ def test_an_htmx_next_answers_the_next_steps_fragment_and_pushes_its_url(as_depl
     "form, field, words",
     [
         ({"name": "Qwen_Chat"}, "name", "DNS"),
-        ({"name": ""}, "name", "required"),
+        ({"name": ""}, "name", "Give the model a name: lowercase letters, digits and dashes"),
         ({"profile": "nowhere"}, "profile", "is not a deployment profile"),
         ({"repo": "", "revision": ""}, "uri", "required"),
         ({"source": "storage", "storage_uri": "s3://bucket/models/churn"}, "format", "required"),
@@ -208,7 +208,7 @@ def test_model_step_refusals_show_beside_their_field(as_deployer, form, field, w
     body = response.content.decode()
     errors = re.findall(r'<p class="error" id="([\w-]+)-error[^"]*"[^>]*>(.*?)</p>', body, re.S)
     assert any(where == field and words in message for where, message in errors), errors
-    assert Draft.objects.count() == 1  # saved as typed, to fix and go on
+    assert not Draft.objects.exists()  # a draft is made only once the Model step is valid
 
 
 def test_a_name_that_is_taken_is_refused(as_deployer, deployer):
@@ -362,7 +362,9 @@ def test_too_few_gpus_for_the_model_are_refused_beside_the_count(as_deployer, on
     draft = start(as_deployer)
     response = as_deployer.post(url("compute", draft), {"gpu_kind": "t4", "gpus": "1"})
     assert response.status_code == 400
-    assert re.search(r'id="gpus-error"[^>]*>1 is too few: 1 t4 GPU cannot hold', text(response))
+    assert re.search(
+        r'id="gpus-error"[^>]*>GPUs per replica: 1 is too few: 1 t4 GPU cannot hold', text(response)
+    )
 
 
 def test_the_machines_gpus_are_counted_beside_the_count(as_deployer):
@@ -726,8 +728,6 @@ def test_the_clusters_refusal_shows_at_review_and_stops_deploy(as_deployer, prod
 def test_a_model_checked_only_once_its_profile_is_right_is_sized_then(as_deployer):
     response = as_deployer.post(reverse("jobs:wizard"), model_form(profile="nowhere"))
     assert response.status_code == 400
-    draft = Draft.objects.get()
-    assert get_path(draft.manifest, f"{M}.resources") is None
-    as_deployer.post(url("model", draft), model_form())
-    draft.refresh_from_db()
+    assert not Draft.objects.exists()  # a refused first step makes no draft
+    draft = start(as_deployer)
     assert get_path(draft.manifest, f"{M}.resources.memory") == "21Gi"

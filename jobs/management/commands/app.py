@@ -19,7 +19,7 @@ from jobs import deploy as verbs
 from jobs.access import get_application, get_profile
 from jobs.manifest.bounded import MANIFEST_LIMITS
 from jobs.models import Application
-from jobs.present import described, dry_run_body
+from jobs.present import described, dry_run_body, local_profile_note
 from jobs.render import RenderError, render_for_profile, to_json, to_yaml
 
 OPERATIONS = {
@@ -152,6 +152,8 @@ class Command(BaseCommand):
             objects = render_for_profile(run.manifest, profile)
         except RenderError as error:
             raise CommandError(f"cannot render: {error}", returncode=1) from None
+        if profile.cluster.backend == profile.cluster.Backend.LOCAL:
+            self.stderr.write(local_profile_note(profile.name))
         self.stdout.write(to_json(objects) if output == "json" else to_yaml(objects))
 
     def do_get(self, membership, name, output, **_):
