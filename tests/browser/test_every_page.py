@@ -7,7 +7,9 @@ answers GET is either visited below or skipped with its reason, so a new page ca
 unchecked without someone saying why.
 """
 
+import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,12 +41,51 @@ LOGGED_OUT, ADA, OTTO = "", "ada", "otto"
 @dataclass(frozen=True)
 class Visit:
     """One page to open: a label for reports and screenshots, its URL (placeholders filled from
-    the data the test makes), and who opens it."""
+    the data the test makes), who opens it, and what is done on it before it is checked (to
+    show the fragments a page fetches as it is used)."""
 
     label: str
     url: str
     user: str = ADA
     status: int = 200
+    then: Callable[[Page], None] | None = None
+
+
+def type_a_bad_name_and_search_the_hub(page: Page) -> None:
+    """The Model step's name check (deploy/name/) and Hub results (deploy/hub/)."""
+    page.get_by_label("Name").fill("Qwen_Chat")
+    expect(page.locator("#name-status .error")).to_be_visible()
+    page.get_by_label("Hugging Face model").press_sequentially("qwen")
+    expect(page.locator("#hub-results .hub-pick").first).to_be_visible()
+
+
+def pick_from_the_hub(page: Page) -> None:
+    """The Model step once a Hub result is picked (deploy/hub/pick/)."""
+    type_a_bad_name_and_search_the_hub(page)
+    page.locator("#hub-results .hub-pick").first.click()
+    expect(page.get_by_label("Revision")).to_have_value(re.compile(r"^[0-9a-f]{40}$"))
+
+
+def change_the_context_window(page: Page) -> None:
+    """Compute's GPU tiles and memory figure, fetched again as a size changes."""
+    with page.expect_response(re.compile(r"/compute/memory/")):
+        page.get_by_label("Context window (tokens)").fill("4096")
+    expect(page.locator("#memory-needed")).to_contain_text("4096 tokens")
+
+
+def dry_run(manifest: str) -> Callable[[Page], None]:
+    """Deploy from YAML with the dry run's answer for `manifest` below it."""
+
+    def run(page: Page) -> None:
+        page.get_by_label("Manifest (YAML or JSON)").fill(manifest)
+        page.get_by_role("button", name="Dry run").click()
+        expect(page.get_by_role("region", name="Dry run")).to_be_visible()
+
+    return run
+
+
+DRY_RUN_PASSES = SHORTEST.replace("bge-embed", "bge-yaml")
+DRY_RUN_REFUSED = SHORTEST.replace("bge-embed", "Bge_Yaml").replace("local", "nowhere")
 
 
 # Route (as the URL walk spells it) -> the pages that show it.
@@ -62,7 +103,11 @@ VISITS: dict[str, list[Visit]] = {
         Visit("application-failed", "/models/crashy/"),
     ],
     "models/<slug:name>/edit/": [Visit("application-edit", "/models/bge-embed/edit/")],
-    "deploy/yaml/": [Visit("deploy-yaml", "/deploy/yaml/")],
+    "deploy/yaml/": [
+        Visit("deploy-yaml", "/deploy/yaml/"),
+        Visit("deploy-yaml-dry-run-passed", "/deploy/yaml/", then=dry_run(DRY_RUN_PASSES)),
+        Visit("deploy-yaml-dry-run-refused", "/deploy/yaml/", then=dry_run(DRY_RUN_REFUSED)),
+    ],
     "deploy/": [
         Visit("wizard-start-with-drafts", "/deploy/"),
         Visit("wizard-start-empty", "/deploy/", user=OTTO),
@@ -71,10 +116,25 @@ VISITS: dict[str, list[Visit]] = {
     "deploy/drafts/<slug:key>/model/": [
         Visit("wizard-model", "/deploy/drafts/{draft}/model/"),
         Visit("wizard-model-empty-draft", "/deploy/drafts/{empty_draft}/model/"),
+        Visit(
+            "wizard-model-hub-results",
+            "/deploy/drafts/{empty_draft}/model/",
+            then=type_a_bad_name_and_search_the_hub,
+        ),
+        Visit(
+            "wizard-model-hub-picked",
+            "/deploy/drafts/{empty_draft}/model/",
+            then=pick_from_the_hub,
+        ),
     ],
     "deploy/drafts/<slug:key>/check/": [Visit("wizard-check", "/deploy/drafts/{draft}/check/")],
     "deploy/drafts/<slug:key>/compute/": [
-        Visit("wizard-compute", "/deploy/drafts/{draft}/compute/")
+        Visit("wizard-compute", "/deploy/drafts/{draft}/compute/"),
+        Visit(
+            "wizard-compute-resized",
+            "/deploy/drafts/{draft}/compute/",
+            then=change_the_context_window,
+        ),
     ],
     "deploy/drafts/<slug:key>/access/": [Visit("wizard-access", "/deploy/drafts/{draft}/access/")],
     "deploy/drafts/<slug:key>/api/": [Visit("wizard-api", "/deploy/drafts/{draft}/api/")],
@@ -130,10 +190,10 @@ SKIPPED: dict[str, str] = {
     "api/v1/": "the API's root answers a JSON 404",
     "api/v1/openapi.json": "JSON, not a page",
     "api/v1/docs": "Django Ninja's Swagger UI, which loads its script from a CDN (offline here)",
-    "deploy/name/": "an htmx fragment of the Model step (its name check), shown inside it",
-    "deploy/hub/": "an htmx fragment of the Model step (Hub search results), shown inside it",
-    "deploy/hub/pick/": "an htmx fragment of the Model step (the picked model), shown inside it",
-    "deploy/drafts/<slug:key>/compute/memory/": "an htmx fragment of the Compute step",
+    "deploy/name/": "a fragment of the Model step: wizard-model-hub-results shows it there",
+    "deploy/hub/": "a fragment of the Model step: wizard-model-hub-results shows it there",
+    "deploy/hub/pick/": "a fragment of the Model step: wizard-model-hub-picked shows it there",
+    "deploy/drafts/<slug:key>/compute/memory/": "a fragment of Compute: wizard-compute-resized",
     "deploy/drafts/<slug:key>/manifest.yaml": "a YAML download, not a page",
 }
 
@@ -289,6 +349,8 @@ def problems_of(page: Page, visit: Visit, url: str, width: int, axe) -> list[str
         if response is None or response.status != visit.status:
             got = "no response" if response is None else response.status
             found.append(f"answered {got}, expected {visit.status}")
+        if visit.then is not None:
+            visit.then(page)
         found += errors
         scroll_width = page.evaluate("document.documentElement.scrollWidth")
         if scroll_width > width:
