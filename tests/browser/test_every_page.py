@@ -51,26 +51,29 @@ class Visit:
     then: Callable[[Page], None] | None = None
 
 
+SLOW = 15_000  # ms: what a fragment may take on a busy machine
+
+
 def type_a_bad_name_and_search_the_hub(page: Page) -> None:
     """The Model step's name check (deploy/name/) and Hub results (deploy/hub/)."""
     page.get_by_label("Name").fill("Qwen_Chat")
-    expect(page.locator("#name-status .error")).to_be_visible()
+    expect(page.locator("#name-status .error")).to_be_visible(timeout=SLOW)
     page.get_by_label("Hugging Face model").press_sequentially("qwen")
-    expect(page.locator("#hub-results .hub-pick").first).to_be_visible()
+    expect(page.locator("#hub-results .hub-pick").first).to_be_visible(timeout=SLOW)
 
 
 def pick_from_the_hub(page: Page) -> None:
     """The Model step once a Hub result is picked (deploy/hub/pick/)."""
     type_a_bad_name_and_search_the_hub(page)
     page.locator("#hub-results .hub-pick").first.click()
-    expect(page.get_by_label("Revision")).to_have_value(re.compile(r"^[0-9a-f]{40}$"))
+    expect(page.get_by_label("Revision")).to_have_value(re.compile(r"^[0-9a-f]{40}$"), timeout=SLOW)
 
 
 def change_the_context_window(page: Page) -> None:
     """Compute's GPU tiles and memory figure, fetched again as a size changes."""
     with page.expect_response(re.compile(r"/compute/memory/")):
         page.get_by_label("Context window (tokens)").fill("4096")
-    expect(page.locator("#memory-needed")).to_contain_text("4096 tokens")
+    expect(page.locator("#memory-needed")).to_contain_text("4096 tokens", timeout=SLOW)
 
 
 def dry_run(manifest: str) -> Callable[[Page], None]:
@@ -79,7 +82,7 @@ def dry_run(manifest: str) -> Callable[[Page], None]:
     def run(page: Page) -> None:
         page.get_by_label("Manifest (YAML or JSON)").fill(manifest)
         page.get_by_role("button", name="Dry run").click()
-        expect(page.get_by_role("region", name="Dry run")).to_be_visible()
+        expect(page.get_by_role("region", name="Dry run")).to_be_visible(timeout=SLOW)
 
     return run
 
