@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import tempfile
+import weakref
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
@@ -212,3 +213,57 @@ def shoot(request):
         return path
 
     return _shoot
+
+
+# axe-core from the npm registry, pinned in tests/browser/package-lock.json; scripts/test.sh
+# installs it (`npm ci` in tests/browser) when it is missing. Never fetched from a CDN.
+AXE_SCRIPT = Path(__file__).parent / "node_modules" / "axe-core" / "axe.min.js"
+# What the every-page test refuses; moderate and minor findings are left to judgement.
+AXE_REFUSED_IMPACTS = ("serious", "critical")
+AXE_RUN = """async () => {
+  // axe's default rules (WCAG 2 A and AA, and its best practices); only violations are needed.
+  const results = await axe.run(document, {resultTypes: ['violations']});
+  return results.violations.map(v => ({
+    id: v.id, impact: v.impact, help: v.help,
+    targets: v.nodes.map(n => n.target.join(' ')),
+  }));
+}"""
+
+
+# The console's Content-Security-Policy refuses inline scripts, which is what
+# add_script_tag(path=...) would insert; rather than turn the policy off for the test (and miss
+# what it would refuse), axe is served from the local file at a same-origin address only the
+# test's browser knows, and added as a script with that address.
+AXE_URL = "/__browser-tests__/axe.min.js"
+
+
+@pytest.fixture(scope="session")
+def axe_violations():
+    """A function of a page: axe-core injected from the local file, then run; returns one line
+    per serious or critical violation (rule id, impact, what it asks, the elements)."""
+    if not AXE_SCRIPT.exists():
+        pytest.fail(
+            f"axe-core is not installed at {AXE_SCRIPT}: run scripts/test.sh, or "
+            "`npm ci --no-audit --no-fund` in tests/browser"
+        )
+
+    routed = weakref.WeakSet()
+
+    def serve_axe(route) -> None:
+        route.fulfill(path=AXE_SCRIPT, content_type="text/javascript")
+
+    def run(page: Page) -> list[str]:
+        if page not in routed:
+            page.route(f"**{AXE_URL}", serve_axe)
+            routed.add(page)
+        if not page.evaluate("typeof window.axe !== 'undefined'"):
+            page.add_script_tag(url=AXE_URL)
+        found = page.evaluate(AXE_RUN)
+        return [
+            f"axe {v['id']} ({v['impact']}): {v['help']}: {', '.join(v['targets'][:6])}"
+            + (f" and {len(v['targets']) - 6} more" if len(v["targets"]) > 6 else "")
+            for v in found
+            if v["impact"] in AXE_REFUSED_IMPACTS
+        ]
+
+    return run
