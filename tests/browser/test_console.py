@@ -26,6 +26,8 @@ spec:
     type: Model
     model:
       uri: hf://Qwen/Qwen2.5-7B-Instruct
+      resources:
+        memory: 8Gi  # two replicas fit this machine's memory (the stand-in needs little)
       scaling:
         minReplicas: 2
 """

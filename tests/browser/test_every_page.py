@@ -22,13 +22,17 @@ from accesspolicies.models import PersonalAccessToken
 from jobs import deploy as verbs
 from jobs.models import Application, Phase
 from jobs.reconciler import Reconciler
-from jobs.wizard.drafts import new_draft
+from jobs.wizard import drafts as wizard_drafts
 from models_catalog.models import ModelMaster
 from tests.browser.support import off_the_loop
 from tests.console.test_url_walk import PAGES
 from tests.helpers import SHORTEST
 
 pytestmark = pytest.mark.browser
+
+def saved_draft(membership, manifest: dict):
+    return wizard_drafts.save(wizard_drafts.unsaved_draft(membership, manifest), manifest)
+
 
 VIEWPORTS = {"1366px": {"width": 1366, "height": 768}, "390px": {"width": 390, "height": 844}}
 
@@ -238,6 +242,8 @@ spec:
     type: Model
     model:
       uri: hf://Qwen/Qwen2.5-7B-Instruct
+      resources:
+        memory: 8Gi  # two replicas fit this machine's memory (the stand-in needs little)
       scaling:
         minReplicas: 2
 """
@@ -280,8 +286,8 @@ def console_with_everything(channels_live_server, admin, deployer, viewer, outsi
             ("qwen-small", "hf://Qwen/Qwen2.5-0.5B-Instruct"),
         ]:
             text = SHORTEST.replace("bge-embed", name).replace("hf://BAAI/bge-m3", uri)
-            drafts.append(new_draft(admin, yaml.safe_load(text)))
-        empty = new_draft(admin, {})
+            drafts.append(saved_draft(admin, yaml.safe_load(text)))
+        empty = saved_draft(admin, {})  # as an earlier console could leave one
         keys.create(org, "chat-app", ["bge-embed"], rpm=60, actor=admin)
         keys.create(org, "batch-jobs", None, tpm=100000, expires_in=30, actor=admin)
         policies.create(
