@@ -30,6 +30,7 @@ from tests.helpers import SHORTEST
 
 pytestmark = pytest.mark.browser
 
+
 def saved_draft(membership, manifest: dict):
     return wizard_drafts.save(wizard_drafts.unsaved_draft(membership, manifest), manifest)
 
@@ -196,7 +197,7 @@ EXTRA_VISITS = [Visit("not-found", "/no-such-page/", status=404)]
 SKIPPED: dict[str, str] = {
     "api/v1/": "the API's root answers a JSON 404",
     "api/v1/openapi.json": "JSON, not a page",
-    "api/v1/docs": "Django Ninja's Swagger UI, which loads its script from a CDN (offline here)",
+    "api/v1/docs": "django-ninja's packaged Swagger UI, markup not ours (test_hardening shows it)",
     "deploy/name/": "a fragment of the Model step: wizard-model-hub-results shows it there",
     "deploy/hub/": "a fragment of the Model step: wizard-model-hub-results shows it there",
     "deploy/hub/pick/": "a fragment of the Model step: wizard-model-hub-picked shows it there",
