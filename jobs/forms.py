@@ -13,7 +13,9 @@ from jobs.models import ADDONS, Cluster, Profile, dns_label
 from jobs.token_refs import allowed_variables, reference_problem
 
 MAX_EXTRA_NAMESPACES = 20
-CATALOG_KEYS = {"name", "vendor", "gpuMemory", "gpusPerNode", "nodeCpu", "nodeMemory", "nodeLabels"}
+CATALOG_KEYS = {
+    "name", "vendor", "gpuMemory", "gpusPerNode", "nodes", "nodeCpu", "nodeMemory", "nodeLabels",
+}  # fmt: skip
 
 
 def _yaml_field(label, help_text):
@@ -130,12 +132,24 @@ def validate_catalog(catalog: list) -> list:
                     parse_quantity(str(kind[key]))
             except ValueError as error:
                 errors.append(f"{where}.{key}: {error}")
-        if "gpuMemory" not in kind:
-            errors.append(f"{where}: gpuMemory is required, for example 24Gi.")
         per_node = kind.get("gpusPerNode", 1)
-        if not isinstance(per_node, int) or isinstance(per_node, bool) or not 1 <= per_node <= 64:
+        if not isinstance(per_node, int) or isinstance(per_node, bool) or not 0 <= per_node <= 64:
             errors.append(
-                f"{where}.gpusPerNode: {show(per_node)} is not a whole number from 1 to 64."
+                f"{where}.gpusPerNode: {show(per_node)} is not a whole number from 0 to 64 "
+                "(0 for a machine without GPUs)."
+            )
+        elif per_node == 0 and "gpuMemory" in kind:
+            errors.append(
+                f"{where}.gpuMemory: set on a machine without GPUs (gpusPerNode 0); remove it, "
+                "or set gpusPerNode to its GPUs."
+            )
+        elif per_node and "gpuMemory" not in kind:
+            errors.append(f"{where}: gpuMemory is required, for example 24Gi.")
+        nodes = kind.get("nodes", 1)
+        if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+            errors.append(
+                f"{where}.nodes: {show(nodes)} is not a whole number of nodes, 1 or more "
+                "(leave it out when a replica may span as many as it needs)."
             )
         if kind.get("vendor", "nvidia") not in ("nvidia", "amd"):
             errors.append(f"{where}.vendor: {show(kind['vendor'])}; accepted nvidia, amd.")
@@ -149,8 +163,9 @@ def validate_catalog(catalog: list) -> list:
 class ProfileForm(OrganizationScopedForm):
     machine_catalog_yaml = _yaml_field(
         "Machine catalog",
-        "The GPU kinds this profile offers, as YAML: name, gpuMemory, gpusPerNode, nodeCpu, "
-        "nodeMemory, nodeLabels.",
+        "The machines this profile offers, as YAML: GPU kinds with name, gpuMemory, gpusPerNode, "
+        "nodeCpu, nodeMemory, nodeLabels; a machine without GPUs has gpusPerNode 0 and no "
+        "gpuMemory.",
     )
     defaults_yaml = _yaml_field("Defaults", "Defaults for applications on this profile, as YAML.")
     extra_namespaces_text = forms.CharField(

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from jobs.catalog import gpu_kinds
+
 from .checks import Qty
 from .defaults import MODEL_PATH as M
 from .defaults import Facts, group, ok
@@ -29,11 +31,7 @@ def _catalog(facts: Facts) -> list[Mapping[str, Any]]:
     profile = facts.profile
     if profile is None:
         return []
-    return [
-        k
-        for k in profile.machine_catalog
-        if isinstance(k, Mapping) and isinstance(k.get("name"), str)
-    ]
+    return gpu_kinds(profile.machine_catalog)  # a machine without GPUs is no GPU model
 
 
 def kind_of_gpu(facts: Facts) -> Mapping[str, Any] | None:
