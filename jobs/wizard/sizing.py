@@ -7,10 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from jobs.catalog import cpu_machines, gpu_kinds
 from jobs.manifest import MEMORY_DEFAULTS
 from jobs.wizard.fields import CPU_KIND
 from models_catalog.check import CheckResult
-from models_catalog.sizing import Suggestion, human_bytes, parse_bytes
+from models_catalog.sizing import (
+    Suggestion,
+    cpu_replica_bytes,
+    human_bytes,
+    machine_memory,
+    parse_bytes,
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,41 @@ def _needed(option: Suggestion) -> str:
     return f"needs {human_bytes(option.needed_per_gpu_bytes)} per GPU on {spread}"
 
 
+def _cpu_tile(check: CheckResult | None, catalog: Sequence[Mapping], chosen: str | None) -> Tile:
+    """The CPU: this machine's cores and memory when the catalog has a machine without GPUs,
+    greyed when none of them holds the model."""
+    suggested = check.suggestion if check else None
+    on_cpu = cpu_memory(check)
+    machines = cpu_machines(catalog)
+    memory = "no GPU: the replica's CPU and memory"
+    if machines:
+        shape = machines[0]
+        have = machine_memory(shape)
+        memory = f"no GPU: {shape.get('nodeCpu', '?')} cores, " + (
+            f"{human_bytes(have)} of memory" if have is not None else "memory not given"
+        )
+    unfit = dict(check.unfit) if check and _sized(check) else {}
+    reasons = [unfit[m["name"]] for m in machines if m["name"] in unfit]
+    if machines and len(reasons) == len(machines):
+        return Tile(
+            kind=CPU_KIND,
+            memory=memory,
+            fits=False,
+            reason=f"Too small: {reasons[0]}",
+            chosen=chosen == CPU_KIND,
+        )
+    return Tile(
+        kind=CPU_KIND,
+        memory=memory,
+        fits=True,
+        needed=(f"needs about {on_cpu} of memory; " if on_cpu else "")
+        + "for small or predictive models, large language models run slowly",
+        suggested=bool(suggested and suggested.accelerator == "cpu"),
+        chosen=chosen == CPU_KIND,
+        memory_needed=on_cpu or "",
+    )
+
+
 def tiles(check: CheckResult | None, catalog: Sequence[Mapping], chosen: str | None) -> list[Tile]:
     """The CPU first, then every GPU kind of the catalog: too small ones greyed with why."""
     sized = _sized(check)
@@ -57,23 +99,9 @@ def tiles(check: CheckResult | None, catalog: Sequence[Mapping], chosen: str | N
     unfit = dict(check.unfit) if check else {}
     suggested = check.suggestion if check else None
     suggested_kind = suggested.gpu_kind if suggested and suggested.accelerator == "gpu" else None
-    on_cpu = cpu_memory(check)
-    out = [
-        Tile(
-            kind=CPU_KIND,
-            memory="no GPU: the replica's CPU and memory",
-            fits=True,
-            needed=(f"needs about {on_cpu} of memory; " if on_cpu else "")
-            + "for small or predictive models, large language models run slowly",
-            suggested=bool(suggested and suggested.accelerator == "cpu"),
-            chosen=chosen == CPU_KIND,
-            memory_needed=on_cpu or "",
-        )
-    ]
-    for kind in catalog:
-        name = kind.get("name")
-        if not isinstance(name, str):
-            continue
+    out = [_cpu_tile(check, catalog, chosen)]
+    for kind in gpu_kinds(catalog):
+        name = kind["name"]
         option = options.get(name)
         if sized and option is None:
             reason = unfit.get(name, "Check model found no layout of it that holds the model")
@@ -105,16 +133,15 @@ def chosen_size(check: CheckResult | None) -> tuple[str | None, int, int]:
     return suggestion.gpu_kind, suggestion.gpus_per_replica, suggestion.nodes_per_replica
 
 
-GIB = 2**30
-RUNTIME_BYTES = GIB  # the runtime itself, beside the weights
-CPU_KV_SHARE = 4  # on CPU the KV cache defaults to a quarter of the replica's memory
-
-
 def cpu_memory(check: CheckResult | None) -> str | None:
-    """Memory for a generative model on CPU that holds its weights and the runtime in three
-    quarters of it (the default KV cache takes the rest); None when the default holds it."""
+    """Memory for a generative model on the CPU, as Check model sized it (weights and runtime
+    in three quarters, the KV cache of the context in the last: sizing.cpu_replica_bytes);
+    None when the default holds it or the model was not sized."""
     if check is None or not check.weight_bytes or check.task == "predict":
         return None
-    needed = (check.weight_bytes + RUNTIME_BYTES) * CPU_KV_SHARE / (CPU_KV_SHARE - 1)
+    needed = check.cpu_memory_bytes or cpu_replica_bytes(check.weight_bytes, 0)
     gib = -(-int(needed) // GIB)
     return f"{gib}Gi" if gib * GIB > MEMORY_DEFAULTS["generative-cpu"] else None
+
+
+GIB = 2**30
