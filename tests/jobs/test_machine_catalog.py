@@ -9,6 +9,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.urls import reverse
 
 from accesspolicies.models import Organization
 from jobs.backends.local.machine_check import machine, parse_gpu_query, read_machine
@@ -293,3 +294,37 @@ def test_profile_add_on_a_local_cluster_discovers_the_machine(admin, no_nvidia_s
     profile_cli("add", "laptop", "--cluster", "local", "--vllm-version", "0.13.0")
     profile = Profile.objects.get(organization=admin.organization, name="laptop")
     assert [k["name"] for k in profile.machine_catalog] == [CPU_MACHINE]
+
+
+# ---- the profile page ----
+
+
+def test_profile_page_discovers_this_machine(as_admin, admin, no_nvidia_smi):
+    profile = Profile.objects.get(organization=admin.organization, name="local")
+    page = as_admin.get(reverse("jobs:profile-edit", args=["local"])).content.decode()
+    assert "Discover this machine" in page
+    response = as_admin.post(reverse("jobs:profile-discover", args=["local"]), follow=True)
+    assert response.redirect_chain[-1][0] == reverse("jobs:profile-edit", args=["local"])
+    body = response.content.decode()
+    assert "local: the machine catalog is this machine" in body and "no GPU" in body
+    profile.refresh_from_db()
+    assert [k["name"] for k in profile.machine_catalog] == [CPU_MACHINE]
+
+
+def test_profile_page_of_a_kubernetes_profile_has_no_machine_to_discover(as_admin, admin):
+    org = admin.organization
+    kube = Cluster.objects.create(
+        organization=org, name="eks", backend=Cluster.Backend.KUBERNETES, kubeconfig_path="/x"
+    )
+    profile = Profile.objects.create(organization=org, name="gpus", cluster=kube)
+    page = as_admin.get(reverse("jobs:profile-edit", args=["gpus"])).content.decode()
+    assert "Discover this machine" not in page
+    response = as_admin.post(reverse("jobs:profile-discover", args=["gpus"]), follow=True)
+    assert "its catalog is its node groups" in response.content.decode()
+    profile.refresh_from_db()
+    assert is_default_catalog(profile.machine_catalog)
+
+
+def test_profile_discover_needs_an_admin(as_deployer, admin):
+    response = as_deployer.post(reverse("jobs:profile-discover", args=["local"]))
+    assert response.status_code == 403

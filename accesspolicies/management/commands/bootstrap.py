@@ -12,8 +12,8 @@ from django.db import transaction
 
 from accesspolicies.models import Membership, Organization, Role
 from accesspolicies.validators import password_problems, validate_username
-from jobs.backends.local.machine_check import read_machine
-from jobs.catalog import describe_machine, is_default_catalog, machine_catalog
+from jobs.backends.local.machine_check import discovered_catalog
+from jobs.catalog import is_default_catalog
 from jobs.models import Cluster, Profile
 
 
@@ -55,8 +55,7 @@ class Command(BaseCommand):
         cluster, _ = Cluster.objects.get_or_create(
             organization=organization, name="local", defaults={"backend": Cluster.Backend.LOCAL}
         )
-        readings, gpu_problem = read_machine()
-        here = machine_catalog(readings)
+        here, read = discovered_catalog()
         Profile.objects.get_or_create(
             organization=organization,
             name="local",
@@ -74,8 +73,7 @@ class Command(BaseCommand):
                 corrected.append(f"{profile.organization.slug}/{profile.name}")
         if corrected:
             self.stdout.write(
-                f"Machine catalog of {', '.join(corrected)} set to this machine "
-                f"({describe_machine(readings, gpu_problem)})."
+                f"Machine catalog of {', '.join(corrected)} set to this machine ({read})."
             )
         if org_created:
             self.stdout.write(f"Created organisation {organization.slug} with a local profile.")

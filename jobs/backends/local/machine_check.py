@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.backends.base import target_answer
-from jobs.catalog import GpuReading, MachineReadings
+from jobs.catalog import GpuReading, MachineReadings, describe_machine, machine_catalog
 from jobs.manifest.problems import Problem
 from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
 
@@ -200,6 +200,14 @@ def read_machine() -> tuple[MachineReadings, str | None]:
     here = machine()
     gpus, problem = read_gpus()
     return MachineReadings(cores=here.cores, memory_bytes=here.memory, gpus=gpus), problem
+
+
+def discovered_catalog() -> tuple[list[dict], str]:
+    """A local profile's machine catalog made from this machine now, and what was read, in
+    words ("2 cores, 7.7 GiB of memory, no GPU (...)"): bootstrap, the profile page and
+    `profile discover` all make it here."""
+    readings, problem = read_machine()
+    return machine_catalog(readings), describe_machine(readings, problem)
 
 
 def _get(data: Any, *keys: str) -> Any:

@@ -4,13 +4,8 @@ page's form."""
 from django.core.management.base import BaseCommand, CommandError
 
 from accesspolicies.cli import acting_membership, add_verb
-from jobs.backends.local.machine_check import read_machine
-from jobs.catalog import (
-    default_machine_catalog,
-    describe_catalog,
-    describe_machine,
-    machine_catalog,
-)
+from jobs.backends.local.machine_check import discovered_catalog
+from jobs.catalog import default_machine_catalog, describe_catalog
 from jobs.forms import ProfileForm
 from jobs.management.commands._setup import catalog_yaml, save_form, write_table
 from jobs.models import Cluster, Profile
@@ -88,7 +83,7 @@ class Command(BaseCommand):
             "hf_token_ref": options["hf_token"],
             "vllm_version": options["vllm_version"],
             "machine_catalog_yaml": catalog_yaml(
-                machine_catalog(read_machine()[0])
+                discovered_catalog()[0]
                 if cluster.backend == Cluster.Backend.LOCAL
                 else default_machine_catalog()
             ),
@@ -110,13 +105,9 @@ class Command(BaseCommand):
                 "cluster: only a local profile's catalog is this machine. Edit its catalog on "
                 "the profile's page (the GPU kinds of its node groups) instead."
             )
-        readings, problem = read_machine()
-        profile.machine_catalog = machine_catalog(readings)
+        profile.machine_catalog, read = discovered_catalog()
         profile.save(update_fields=["machine_catalog"])
-        self.stdout.write(
-            f"profile/{profile.name} machine catalog set to this machine "
-            f"({describe_machine(readings, problem)})"
-        )
+        self.stdout.write(f"profile/{profile.name} machine catalog set to this machine ({read})")
 
     def edit(self, membership, options) -> None:
         organization = membership.organization
