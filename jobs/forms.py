@@ -6,7 +6,7 @@ from django.conf import settings
 
 from console.form_fields import OrganizationScopedForm, load_yaml_field
 from jobs.backends.kubernetes.kubeconfig import KubeconfigRefused, resolve_kubeconfig
-from jobs.catalog import newest_known_vllm_version
+from jobs.catalog import is_default_catalog, newest_known_vllm_version
 from jobs.manifest.problems import listing, show
 from jobs.manifest.quantity import parse_quantity
 from jobs.models import ADDONS, Cluster, Profile, dns_label
@@ -211,6 +211,17 @@ class ProfileForm(OrganizationScopedForm):
             found = discovered_vllm_version(cluster, namespace) if cluster and namespace else None
             cleaned["vllm_version"] = found or newest_known_vllm_version()
             self.instance.vllm_version = cleaned["vllm_version"]
+        cluster = cleaned.get("cluster")
+        if (
+            cluster is not None
+            and cluster.backend == Cluster.Backend.LOCAL
+            and is_default_catalog(cleaned.get("machine_catalog_yaml"))
+        ):
+            # The shipped default is a cluster's GPU kinds, never this machine's: a local
+            # profile left with it gets the machine as it is.
+            from jobs.backends.local.machine_check import discovered_catalog
+
+            cleaned["machine_catalog_yaml"] = discovered_catalog()[0]
         return cleaned
 
     def clean_hf_token_ref(self):

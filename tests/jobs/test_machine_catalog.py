@@ -7,6 +7,7 @@ import stat
 from io import StringIO
 
 import pytest
+import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
@@ -328,3 +329,24 @@ def test_profile_page_of_a_kubernetes_profile_has_no_machine_to_discover(as_admi
 def test_profile_discover_needs_an_admin(as_deployer, admin):
     response = as_deployer.post(reverse("jobs:profile-discover", args=["local"]))
     assert response.status_code == 403
+
+
+def test_the_profile_form_gives_a_local_profile_this_machine(as_admin, admin, no_nvidia_smi):
+    """The page's form starts from the default catalog; saved so for a local cluster, the
+    profile gets this machine instead (a catalog the admin changed is kept as typed)."""
+    cluster = Cluster.objects.get(organization=admin.organization, name="local")
+    form = {
+        "cluster": cluster.pk,
+        "namespace": "default",
+        "vllm_version": "0.13.0",
+        "defaults_yaml": "",
+    }
+    add = reverse("jobs:profile-add")
+    default = yaml.safe_dump(default_machine_catalog(), sort_keys=False)
+    as_admin.post(add, {**form, "name": "p2", "machine_catalog_yaml": default})
+    mine = "- name: cpu\n  gpusPerNode: 0\n  nodeMemory: 2Gi\n"
+    as_admin.post(add, {**form, "name": "p3", "machine_catalog_yaml": mine})
+    made = {p.name: p.machine_catalog for p in Profile.objects.filter(name__in=["p2", "p3"])}
+    assert [k["name"] for k in made["p2"]] == [CPU_MACHINE]
+    assert made["p2"][0]["nodeCpu"] == str(machine().cores)
+    assert made["p3"] == [{"name": "cpu", "gpusPerNode": 0, "nodeMemory": "2Gi"}]
