@@ -556,13 +556,9 @@ def fit_cpu(demand: Demand, machine: Mapping) -> Suggestion | str:
             f"needs {human_bytes(needed)} of memory on the CPU; "
             f"{machine['name']} has {human_bytes(have)}"
         )
-    cores = machine.get("nodeCpu")
-    return Suggestion(
-        accelerator="cpu",
-        cpu=str(cores) if cores else None,
-        memory=_gi(needed),
-        machine_memory_bytes=have,
-    )
+    # No core count: how many a replica takes is the manifest defaults' decision, and the
+    # machine's cores are shared by every replica on it.
+    return Suggestion(accelerator="cpu", memory=_gi(needed), machine_memory_bytes=have)
 
 
 def _gi(n: int) -> str:
