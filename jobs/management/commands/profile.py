@@ -82,11 +82,8 @@ class Command(BaseCommand):
             "namespace": options["namespace"],
             "hf_token_ref": options["hf_token"],
             "vllm_version": options["vllm_version"],
-            "machine_catalog_yaml": catalog_yaml(
-                discovered_catalog()[0]
-                if cluster.backend == Cluster.Backend.LOCAL
-                else default_machine_catalog()
-            ),
+            # The form gives a local profile this machine instead of the default.
+            "machine_catalog_yaml": catalog_yaml(default_machine_catalog()),
             "defaults_yaml": "",
             "extra_namespaces_text": ",".join(options["namespace_allowed"]),
         }
