@@ -1,12 +1,24 @@
-"""The default machine catalog: the GPU kinds a profile offers, as node groups name them.
+"""The machine catalog: the machines a profile offers. For a cluster, its GPU kinds as node
+groups name them (the default below, edited per profile); for the local backend, this machine
+as it is, made from what was read of it (machine_catalog, pure: the reading is the caller's).
 
-GPU memory is what `nvidia-smi` reports per device; node shapes are the common eight-GPU (four
-for T4) cloud instances. Admins edit the catalog per profile to match their node groups.
+An entry is a GPU kind (gpuMemory, gpusPerNode of at least 1) or a machine without GPUs
+(gpusPerNode 0, no gpuMemory): where a model runs on the CPU, and how much memory it has.
+`nodes`, when given, is how many such nodes there are (1 for this machine): sizing spans no
+more; left out, a replica may span as many as it needs.
+GPU memory is what `nvidia-smi` reports per device; the default node shapes are the common
+eight-GPU (four for T4) cloud instances.
 """
+
+from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
@@ -39,6 +51,123 @@ DEFAULT_MACHINE_CATALOG = [
 def default_machine_catalog() -> list[dict]:
     """A fresh copy, for model field defaults."""
     return [dict(kind, nodeLabels=dict(kind["nodeLabels"])) for kind in DEFAULT_MACHINE_CATALOG]
+
+
+def is_default_catalog(catalog: Any) -> bool:
+    """The catalog is the default one as shipped (a local profile made before discovery)."""
+    return catalog == DEFAULT_MACHINE_CATALOG
+
+
+# ---- GPU kinds and machines without GPUs ----
+
+CPU_MACHINE = "cpu"  # the name of this machine's entry when it runs models on its CPU
+
+
+def is_gpu_kind(kind: Mapping[str, Any]) -> bool:
+    """A GPU kind, not a machine without GPUs (gpusPerNode 0); gpusPerNode left out is 1."""
+    return kind.get("gpusPerNode", 1) != 0
+
+
+def gpu_kinds(catalog: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The catalog's GPU kinds (entries that are mappings with a name)."""
+    return [k for k in _named(catalog) if is_gpu_kind(k)]
+
+
+def cpu_machines(catalog: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The catalog's machines without GPUs: where a model may run on the CPU."""
+    return [k for k in _named(catalog) if not is_gpu_kind(k)]
+
+
+def _named(catalog: Iterable[Any]) -> list[Mapping[str, Any]]:
+    return [k for k in catalog or () if isinstance(k, Mapping) and isinstance(k.get("name"), str)]
+
+
+# ---- this machine, as read ----
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU as nvidia-smi names it ("NVIDIA L4") and its memory in MiB."""
+
+    product: str
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class MachineReadings:
+    """What was read of this machine: usable cores, memory in bytes, its NVIDIA GPUs."""
+
+    cores: int
+    memory_bytes: int
+    gpus: tuple[GpuReading, ...] = ()
+
+
+def gpu_kind_name(product: str) -> str:
+    """A catalog name for a GPU product: the default catalog's where it lists the product
+    (NVIDIA-L4 -> l4), else the product in lowercase words ("NVIDIA GeForce RTX 4090" ->
+    geforce-rtx-4090)."""
+    label = product.strip().replace(" ", "-")
+    for kind in DEFAULT_MACHINE_CATALOG:
+        if kind["nodeLabels"][GPU_PRODUCT_LABEL].lower() == label.lower():
+            return kind["name"]
+    words = re.sub(r"^((nvidia|tesla)\s+)+", "", product.strip(), flags=re.IGNORECASE)
+    name = re.sub(r"[^a-z0-9]+", "-", words.lower()).strip("-")
+    return name[:63].rstrip("-") or "gpu"
+
+
+def machine_catalog(readings: MachineReadings) -> list[dict]:
+    """The catalog of a local profile: one GPU kind per GPU product this machine has (as
+    many per node as it has of them), then the machine itself for the CPU. Every entry
+    carries the machine's cores and memory: a replica on a GPU shares them too."""
+    cores = str(max(1, readings.cores))
+    memory = f"{max(0, readings.memory_bytes) // MIB}Mi"
+    counts = Counter(gpu.product.strip() for gpu in readings.gpus)
+    smallest: dict[str, int] = {}
+    for gpu in readings.gpus:
+        product = gpu.product.strip()
+        smallest[product] = min(smallest.get(product, gpu.memory_mib), gpu.memory_mib)
+    entries: list[dict] = []
+    for product, count in counts.items():
+        entries.append(
+            {
+                "name": gpu_kind_name(product),
+                "vendor": "nvidia",
+                "gpuMemory": f"{smallest[product]}Mi",
+                "gpusPerNode": count,
+                "nodes": 1,
+                "nodeCpu": cores,
+                "nodeMemory": memory,
+                "nodeLabels": {GPU_PRODUCT_LABEL: product.replace(" ", "-")},
+            }
+        )
+    entries.append(
+        {"name": CPU_MACHINE, "gpusPerNode": 0, "nodes": 1, "nodeCpu": cores, "nodeMemory": memory}
+    )
+    return entries
+
+
+def describe_machine(readings: MachineReadings, gpu_problem: str | None = None) -> str:
+    """What was read, in words: "2 cores, 7.7 GiB of memory, no GPU (nvidia-smi is not ...)"."""
+    counts = Counter(gpu.product.strip() for gpu in readings.gpus)
+    gpus = ", ".join(f"{count} x {product}" for product, count in counts.items())
+    if not gpus:
+        gpus = "no GPU" + (f" ({gpu_problem})" if gpu_problem else "")
+    memory = readings.memory_bytes / 2**30
+    return f"{readings.cores} cores, {memory:.1f} GiB of memory, {gpus}"
+
+
+def describe_catalog(catalog: Sequence[Any]) -> str:
+    """The catalog in a few words, for tables: GPU kinds by name, else "CPU only"."""
+    names = [str(k["name"]) for k in gpu_kinds(catalog)]
+    if names:
+        return ", ".join(names)
+    machines = cpu_machines(catalog)
+    if machines:
+        shape = machines[0]
+        return f"none (CPU only: {shape.get('nodeCpu', '?')} cores, {shape.get('nodeMemory', '?')})"
+    return "none (CPU only)"
 
 
 # The vLLM architectures data file is models_catalog's; it is read here by path (plain data),

@@ -6,14 +6,16 @@ from django.conf import settings
 
 from console.form_fields import OrganizationScopedForm, load_yaml_field
 from jobs.backends.kubernetes.kubeconfig import KubeconfigRefused, resolve_kubeconfig
-from jobs.catalog import newest_known_vllm_version
+from jobs.catalog import is_default_catalog, newest_known_vllm_version
 from jobs.manifest.problems import listing, show
 from jobs.manifest.quantity import parse_quantity
 from jobs.models import ADDONS, Cluster, Profile, dns_label
 from jobs.token_refs import allowed_variables, reference_problem
 
 MAX_EXTRA_NAMESPACES = 20
-CATALOG_KEYS = {"name", "vendor", "gpuMemory", "gpusPerNode", "nodeCpu", "nodeMemory", "nodeLabels"}
+CATALOG_KEYS = {
+    "name", "vendor", "gpuMemory", "gpusPerNode", "nodes", "nodeCpu", "nodeMemory", "nodeLabels",
+}  # fmt: skip
 
 
 def _yaml_field(label, help_text):
@@ -130,12 +132,24 @@ def validate_catalog(catalog: list) -> list:
                     parse_quantity(str(kind[key]))
             except ValueError as error:
                 errors.append(f"{where}.{key}: {error}")
-        if "gpuMemory" not in kind:
-            errors.append(f"{where}: gpuMemory is required, for example 24Gi.")
         per_node = kind.get("gpusPerNode", 1)
-        if not isinstance(per_node, int) or isinstance(per_node, bool) or not 1 <= per_node <= 64:
+        if not isinstance(per_node, int) or isinstance(per_node, bool) or not 0 <= per_node <= 64:
             errors.append(
-                f"{where}.gpusPerNode: {show(per_node)} is not a whole number from 1 to 64."
+                f"{where}.gpusPerNode: {show(per_node)} is not a whole number from 0 to 64 "
+                "(0 for a machine without GPUs)."
+            )
+        elif per_node == 0 and "gpuMemory" in kind:
+            errors.append(
+                f"{where}.gpuMemory: set on a machine without GPUs (gpusPerNode 0); remove it, "
+                "or set gpusPerNode to its GPUs."
+            )
+        elif per_node and "gpuMemory" not in kind:
+            errors.append(f"{where}: gpuMemory is required, for example 24Gi.")
+        nodes = kind.get("nodes", 1)
+        if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+            errors.append(
+                f"{where}.nodes: {show(nodes)} is not a whole number of nodes, 1 or more "
+                "(leave it out when a replica may span as many as it needs)."
             )
         if kind.get("vendor", "nvidia") not in ("nvidia", "amd"):
             errors.append(f"{where}.vendor: {show(kind['vendor'])}; accepted nvidia, amd.")
@@ -149,8 +163,9 @@ def validate_catalog(catalog: list) -> list:
 class ProfileForm(OrganizationScopedForm):
     machine_catalog_yaml = _yaml_field(
         "Machine catalog",
-        "The GPU kinds this profile offers, as YAML: name, gpuMemory, gpusPerNode, nodeCpu, "
-        "nodeMemory, nodeLabels.",
+        "The machines this profile offers, as YAML: GPU kinds with name, gpuMemory, gpusPerNode, "
+        "nodeCpu, nodeMemory, nodeLabels; a machine without GPUs has gpusPerNode 0 and no "
+        "gpuMemory.",
     )
     defaults_yaml = _yaml_field("Defaults", "Defaults for applications on this profile, as YAML.")
     extra_namespaces_text = forms.CharField(
@@ -196,6 +211,17 @@ class ProfileForm(OrganizationScopedForm):
             found = discovered_vllm_version(cluster, namespace) if cluster and namespace else None
             cleaned["vllm_version"] = found or newest_known_vllm_version()
             self.instance.vllm_version = cleaned["vllm_version"]
+        cluster = cleaned.get("cluster")
+        if (
+            cluster is not None
+            and cluster.backend == Cluster.Backend.LOCAL
+            and is_default_catalog(cleaned.get("machine_catalog_yaml"))
+        ):
+            # The shipped default is a cluster's GPU kinds, never this machine's: a local
+            # profile left with it gets the machine as it is.
+            from jobs.backends.local.machine_check import discovered_catalog
+
+            cleaned["machine_catalog_yaml"] = discovered_catalog()[0]
         return cleaned
 
     def clean_hf_token_ref(self):

@@ -4,6 +4,7 @@ import django_tables2 as tables
 from django.utils import timezone
 from django.utils.html import format_html
 
+from jobs.catalog import describe_catalog
 from jobs.models import Application, Cluster, Profile
 
 
@@ -80,4 +81,4 @@ class ProfileTable(tables.Table):
         attrs = {"class": "table"}
 
     def render_gpu_kinds(self, value):
-        return ", ".join(kind.get("name", "?") for kind in value) or "none (CPU only)"
+        return describe_catalog(value)

@@ -38,4 +38,5 @@ urlpatterns = [
     path("clusters/<slug:name>/discover/", clusters.cluster_discover, name="cluster-discover"),
     path("profiles/add/", clusters.profile_add, name="profile-add"),
     path("profiles/<slug:name>/", clusters.profile_edit, name="profile-edit"),
+    path("profiles/<slug:name>/discover/", clusters.profile_discover, name="profile-discover"),
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
+from jobs.catalog import gpu_kinds
 from jobs.manifest import FORMAT_ENGINE, UriInfo, parse_uri
 from jobs.manifest.uri import UriError
 from models_catalog import architectures, hub
@@ -25,6 +26,7 @@ from models_catalog.sizing import (
     Suggestion,
     Weights,
     cache_size,
+    human_bytes,
     kv_bytes_per_token,
     kv_cache_bytes,
     max_context,
@@ -73,6 +75,7 @@ class CheckResult:
     concurrency: int = 1
     kv_bytes_per_token: int | None = None
     memory_needed_bytes: int | None = None  # on one GPU, over gpuMemoryUtilization
+    cpu_memory_bytes: int | None = None  # a replica on the CPU (sizing.cpu_replica_bytes)
     suggestion: Suggestion | None = None
     options: list[Suggestion] = field(default_factory=list)  # each GPU kind's smallest fit
     unfit: list[tuple[str, str]] = field(default_factory=list)  # (GPU kind, reason)
@@ -85,6 +88,30 @@ class CheckResult:
     custom_code: bool = False
     vllm_version: str | None = None
     gpu_memory_utilization: float | None = None
+
+    def memory_text(self) -> str | None:
+        """What the model needs where it is suggested to run, per GPU on GPUs (with the sum
+        over them), or on the CPU against the machine's memory; None when not sized."""
+        at = f"at {self.context_tokens} tokens" if self.context_tokens else ""
+        if self.concurrency > 1:
+            at += f" × {self.concurrency} requests at once"
+        suggestion = self.suggestion
+        if suggestion is not None and suggestion.accelerator == "cpu":
+            if not self.cpu_memory_bytes:
+                return None
+            text = f"{human_bytes(self.cpu_memory_bytes)} of memory on the CPU {at}".rstrip()
+            if suggestion.machine_memory_bytes:
+                text += f"; the machine has {human_bytes(suggestion.machine_memory_bytes)}"
+            return text
+        if suggestion is not None and suggestion.needed_per_gpu_bytes:
+            per_gpu = suggestion.needed_per_gpu_bytes
+            text = f"{human_bytes(per_gpu)} per GPU on {suggestion.describe()} {at}".rstrip()
+            if suggestion.total_gpus > 1:
+                text += f", {human_bytes(per_gpu * suggestion.total_gpus)} in all"
+            return text
+        if self.memory_needed_bytes:
+            return f"{human_bytes(self.memory_needed_bytes)} on one GPU {at}".rstrip()
+        return None
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -182,7 +209,7 @@ def _check_by_format(
         return _serve(replace(result, task="generate"), step + "yourself; Check model could not.")
     suggestion = PREDICTIVE_DEFAULT
     if format in GPU_ONLY_FORMATS:
-        gpus = [kind for kind in catalog if kind.get("vendor", "nvidia") == "nvidia"]
+        gpus = [kind for kind in gpu_kinds(catalog) if kind.get("vendor", "nvidia") == "nvidia"]
         if not gpus:
             return refuse(
                 result,
@@ -329,6 +356,7 @@ def _size(
         result,
         context_tokens=context,
         memory_needed_bytes=sizing.memory_needed_bytes,
+        cpu_memory_bytes=sizing.cpu_memory_bytes,
         suggestion=sizing.suggestion,
         options=sizing.options,
         unfit=sizing.unfit,
@@ -424,6 +452,7 @@ def _parakeet(base: CheckResult, request: HubRequest, info: hub.HubModelInfo) ->
         weight_bytes=size,
         weight_source="file sizes",
         memory_needed_bytes=sizing.memory_needed_bytes,
+        cpu_memory_bytes=sizing.cpu_memory_bytes,
         suggestion=sizing.suggestion,
         options=sizing.options,
         unfit=sizing.unfit,
@@ -433,7 +462,9 @@ def _parakeet(base: CheckResult, request: HubRequest, info: hub.HubModelInfo) ->
     if sizing.suggestion is None:
         return refuse(
             result,
-            "No GPU kind in the profile's catalog holds this speech model.",
-            "Add a GPU kind to the profile's machine catalog.",
+            "No machine of the profile's catalog holds this speech model"
+            + "".join(f"; {kind} {why}" for kind, why in sizing.unfit)
+            + ".",
+            "Add a GPU kind to the profile's machine catalog, or use a profile with GPUs.",
         )
     return _serve(result)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from jobs.catalog import is_gpu_kind
 from models_catalog import hub
 from models_catalog.architectures import Unsupported
 from models_catalog.sizing import (
@@ -13,7 +14,10 @@ from models_catalog.sizing import (
     Demand,
     Sizing,
     human_bytes,
+    kind_nodes,
     largest_kind,
+    largest_machine,
+    machine_memory,
     max_context_that_fits,
 )
 
@@ -31,34 +35,63 @@ def refuse(base: CheckResult, verdict: str, next_step: str, **known) -> CheckRes
 def too_large(
     result: CheckResult, request: HubRequest, demand: Demand, sizing: Sizing, context: int
 ) -> CheckResult:
-    """No GPU kind holds the model: the context that would fit, else what the largest lacks."""
-    gpus = [kind for kind in request.catalog if kind.get("vendor", "nvidia") == "nvidia"]
-    biggest = largest_kind(gpus)
-    if biggest is None:
+    """Nothing in the catalog holds the model: the context that would fit, else what the
+    largest GPU kind (or, with none, the largest machine without GPUs) lacks."""
+    usable = [
+        kind
+        for kind in request.catalog
+        if not is_gpu_kind(kind) or kind.get("vendor", "nvidia") == "nvidia"
+    ]
+    biggest = largest_kind(usable)
+    machine = largest_machine(usable) if biggest is None else None
+    if biggest is None and machine is None:
         return refuse(
             result,
-            "The profile's machine catalog has no NVIDIA GPU kinds to run it on.",
-            "Add GPU kinds to the profile's machine catalog.",
+            "The profile's machine catalog has no NVIDIA GPU kinds, and no machine without "
+            "GPUs with its memory given, to run it on.",
+            "Add GPU kinds (or this machine) to the profile's machine catalog.",
         )
-    fits = max_context_that_fits(demand, gpus, result.concurrency, context - 1)
+    fits = max_context_that_fits(demand, usable, result.concurrency, context - 1)
     at_once = f" with {result.concurrency} requests at once" if result.concurrency > 1 else ""
+    if biggest is not None:
+        holder = f"{_most_gpus(biggest)} {biggest['name']} GPUs hold"
+    else:
+        holder = f"the {human_bytes(machine_memory(machine))} of {machine['name']} holds"
     if fits:
         return refuse(
             result,
             f"At {context:,} tokens of context{at_once}, {request.repo} needs more memory "
-            f"than {MAX_GPUS} {biggest['name']} GPUs hold; it fits with at most {fits:,} tokens.",
+            f"than {holder}; it fits with at most {fits:,} tokens.",
             f"Set serving.maxContextTokens to {fits} or less"
             + (", or lower serving.maxConcurrentRequests." if result.concurrency > 1 else "."),
+        )
+    if biggest is None:
+        return refuse(
+            result,
+            f"{request.repo} is too large for this profile, which has no GPU: on the CPU it "
+            f"needs {human_bytes(sizing.cpu_memory_bytes)} of memory (weights "
+            f"{human_bytes(demand.weight_bytes)}), and {machine['name']} has "
+            f"{human_bytes(machine_memory(machine))}.",
+            "Pick a smaller or quantised version of the model, or use a profile with GPUs "
+            "that hold it.",
         )
     why = dict(sizing.unfit)[biggest["name"]]
     return refuse(
         result,
-        f"{request.repo} is too large for {MAX_GPUS} GPUs of the largest kind in the catalog "
+        f"{request.repo} is too large for {_most_gpus(biggest)} GPUs of the largest kind in the "
+        "catalog "
         f"({biggest['name']}): its weights alone are {human_bytes(demand.weight_bytes)}, and it "
         f"{why}.",
         "Pick a smaller or quantised version of the model (an FP8, AWQ or GPTQ repository), or "
         "add a machine kind with more GPU memory to the profile's catalog.",
     )
+
+
+def _most_gpus(kind) -> int:
+    """The most GPUs of a kind one replica may span: all of its nodes' when the catalog says
+    how many there are, else MAX_GPUS."""
+    nodes = kind_nodes(kind)
+    return MAX_GPUS if nodes is None else int(kind.get("gpusPerNode") or 1) * nodes
 
 
 def unsupported(

@@ -7,6 +7,8 @@ Constants (per GPU, on top of weights and KV cache), all inside gpuMemoryUtiliza
   ACTIVATION_BYTES_PER_HIDDEN (32) bytes per token per hidden unit (1 GiB for hidden 4096).
 A checkpoint stored in float32 runs in 16 bits (vLLM's dtype "auto" downcasts it); the KV cache
 is 16-bit (kv_cache_dtype "auto").
+On the CPU (a machine of the catalog without GPUs) a replica holds its weights and the runtime
+(RUNTIME_BYTES) in three quarters of its memory: the KV cache defaults to the last quarter.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
+from jobs.catalog import cpu_machines, gpu_kinds
 from jobs.manifest import parse_quantity
+from jobs.manifest.model_defaults import cpu_replica_bytes
 
 KiB, MiB, GiB, TiB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 
@@ -46,15 +50,19 @@ def parse_bytes(quantity: str | int) -> int:
     return math.ceil(amount)
 
 
+BYTE_UNITS = ((TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB"))
+
+
 def human_bytes(n: int | None) -> str:
-    """Bytes for people: 1 decimal in GiB from 1 GiB, MiB below."""
+    """Bytes for people, the one format of every page: one decimal in the largest binary unit
+    the amount reaches (12288 -> "12.0 KiB", 1.5 GiB -> "1.5 GiB"), whole bytes below 1 KiB.
+    The unit is chosen after rounding, so 1023.96 MiB reads "1.0 GiB", not "1024.0 MiB"."""
     if n is None:
         return "unknown"
-    if n >= TiB:
-        return f"{n / TiB:.1f} TiB"
-    if n >= GiB:
-        return f"{n / GiB:.1f} GiB"
-    return f"{n / MiB:.1f} MiB"
+    for size, unit in BYTE_UNITS:
+        if round(abs(n) / size, 1) >= 1:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
 
 
 def cache_size(disk_bytes: int) -> str:
@@ -425,6 +433,7 @@ class Suggestion:
     node_labels: dict = field(default_factory=dict)
     cpu: str | None = None
     memory: str | None = None
+    machine_memory_bytes: int | None = None  # on the CPU: the machine's memory, when given
 
     @property
     def total_gpus(self) -> int:
@@ -432,7 +441,8 @@ class Suggestion:
 
     def describe(self) -> str:
         if self.accelerator == "cpu":
-            return f"CPU ({self.cpu} CPU, {self.memory} memory)"
+            cores = f"{self.cpu} CPU, " if self.cpu else ""
+            return f"CPU ({cores}{self.memory} memory)"
         nodes = f" on each of {self.nodes_per_replica} nodes" if self.nodes_per_replica > 1 else ""
         plural = "s" if self.gpus_per_replica > 1 else ""
         return f"{self.gpus_per_replica} x {self.gpu_kind} GPU{plural}{nodes}"
@@ -443,10 +453,12 @@ class Suggestion:
 
 @dataclass(frozen=True)
 class Sizing:
-    suggestion: Suggestion | None
+    suggestion: Suggestion | None  # a GPU layout where one holds it, else the CPU, else None
     options: list[Suggestion]  # each GPU kind's smallest fit
-    unfit: list[tuple[str, str]]  # (GPU kind, why it cannot hold the model)
+    unfit: list[tuple[str, str]]  # (GPU kind or machine, why it cannot hold the model)
     memory_needed_bytes: int  # on one GPU-equivalent, divided over gpuMemoryUtilization
+    cpu_memory_bytes: int = 0  # what a replica on the CPU needs (cpu_replica_bytes)
+    cpu: Suggestion | None = None  # the catalog's machine without GPUs that holds it, if any
 
 
 def _tensor_parallel_sizes(shape: ModelShape | None, per_node: int) -> list[int]:
@@ -464,23 +476,34 @@ def _tensor_parallel_sizes(shape: ModelShape | None, per_node: int) -> list[int]
     return sizes or [1]
 
 
-def _layouts(shape: ModelShape | None, per_node: int) -> list[tuple[int, int]]:
+def _layouts(
+    shape: ModelShape | None, per_node: int, nodes: int | None = None
+) -> list[tuple[int, int]]:
     """(GPUs per node, nodes) to try, smallest first: one node with 1-8 GPUs, then whole nodes
-    up to MAX_GPUS (pipeline stages need at least one layer each)."""
+    up to MAX_GPUS (pipeline stages need at least one layer each), or up to `nodes` when the
+    catalog says how many nodes of the kind there are (1: this machine)."""
     sizes = _tensor_parallel_sizes(shape, per_node)
     layouts = [(size, 1) for size in sizes]
     max_nodes = MAX_GPUS // sizes[-1]
+    if nodes is not None:
+        max_nodes = min(max_nodes, nodes)
     if shape and shape.layers:
         max_nodes = min(max_nodes, shape.layers)
     layouts += [(sizes[-1], nodes) for nodes in range(2, max_nodes + 1)]
     return layouts
 
 
+def kind_nodes(kind: Mapping) -> int | None:
+    """How many nodes of this kind there are (the catalog's `nodes`), or None: any number."""
+    nodes = kind.get("nodes")
+    return nodes if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes > 0 else None
+
+
 def fit_kind(demand: Demand, kind: Mapping) -> Suggestion | str:
     """The smallest layout of this GPU kind that holds the model, or why none does."""
     memory = parse_bytes(kind["gpuMemory"])
     per_node = int(kind.get("gpusPerNode") or 1)
-    layouts = _layouts(demand.shape, per_node)
+    layouts = _layouts(demand.shape, per_node, kind_nodes(kind))
     for tensor_parallel, nodes in layouts:
         needed = demand.needed_per_gpu(tensor_parallel, nodes)
         if needed <= memory:
@@ -495,18 +518,49 @@ def fit_kind(demand: Demand, kind: Mapping) -> Suggestion | str:
             )
     tensor_parallel, nodes = layouts[-1]
     needed = demand.needed_per_gpu(tensor_parallel, nodes)
-    spread = f"{tensor_parallel} GPUs" + (f" on each of {nodes} nodes" if nodes > 1 else "")
+    spread = f"{tensor_parallel} GPU{'s' if tensor_parallel > 1 else ''}" + (
+        f" on each of {nodes} nodes" if nodes > 1 else ""
+    )
     return (
         f"needs {human_bytes(needed)} per GPU even with {spread}; "
         f"each {kind['name']} GPU has {human_bytes(memory)}"
     )
 
 
+def machine_memory(machine: Mapping) -> int | None:
+    """A catalog entry's nodeMemory in bytes; None when not given or not a quantity."""
+    try:
+        return parse_bytes(machine["nodeMemory"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def fit_cpu(demand: Demand, machine: Mapping) -> Suggestion | str:
+    """A replica on this machine's CPU when its memory holds the model, or why it does not.
+    A machine whose memory is not given is taken to hold it (the admin said nothing)."""
+    needed = cpu_replica_bytes(demand.weight_bytes, demand.kv_bytes)
+    have = machine_memory(machine)
+    if have is not None and needed > have:
+        return (
+            f"needs {human_bytes(needed)} of memory on the CPU; "
+            f"{machine['name']} has {human_bytes(have)}"
+        )
+    # No core count: how many a replica takes is the manifest defaults' decision, and the
+    # machine's cores are shared by every replica on it.
+    return Suggestion(accelerator="cpu", memory=_gi(needed), machine_memory_bytes=have)
+
+
+def _gi(n: int) -> str:
+    return f"{math.ceil(n / GiB)}Gi"
+
+
 def size_on_catalog(demand: Demand, catalog: Sequence[Mapping], *, nvidia_only: bool) -> Sizing:
-    """The smallest fitting choice: fewest nodes, then fewest GPUs, then the smallest GPU."""
+    """The smallest fitting choice: fewest nodes, then fewest GPUs, then the smallest GPU; the
+    CPU of a machine without GPUs only when no GPU kind of the catalog holds the model (a
+    catalog made only of GPU kinds never suggests the CPU)."""
     options: list[Suggestion] = []
     unfit: list[tuple[str, str]] = []
-    for kind in catalog:
+    for kind in gpu_kinds(catalog):
         if nvidia_only and kind.get("vendor", "nvidia") != "nvidia":
             unfit.append((kind["name"], "the vLLM runtime runs on NVIDIA GPUs only"))
             continue
@@ -520,18 +574,39 @@ def size_on_catalog(demand: Demand, catalog: Sequence[Mapping], *, nvidia_only: 
         key=lambda s: (s.nodes_per_replica, s.total_gpus, s.gpu_memory_bytes),
         default=None,
     )
-    return Sizing(best, options, unfit, demand.needed_per_gpu())
+    on_cpu: Suggestion | None = None
+    for machine in cpu_machines(catalog):
+        fit = fit_cpu(demand, machine)
+        if isinstance(fit, str):
+            unfit.append((machine["name"], fit))
+        elif on_cpu is None:
+            on_cpu = fit
+    return Sizing(
+        best or on_cpu,
+        options,
+        unfit,
+        demand.needed_per_gpu(),
+        cpu_replica_bytes(demand.weight_bytes, demand.kv_bytes),
+        on_cpu,
+    )
 
 
 def largest_kind(catalog: Sequence[Mapping]) -> Mapping | None:
-    return max(catalog, key=lambda kind: parse_bytes(kind["gpuMemory"]), default=None)
+    """The GPU kind with the most memory per GPU (machines without GPUs are not kinds)."""
+    return max(gpu_kinds(catalog), key=lambda kind: parse_bytes(kind["gpuMemory"]), default=None)
+
+
+def largest_machine(catalog: Sequence[Mapping]) -> Mapping | None:
+    """The machine without GPUs with the most memory (given), or None."""
+    machines = [m for m in cpu_machines(catalog) if machine_memory(m) is not None]
+    return max(machines, key=lambda m: machine_memory(m) or 0, default=None)
 
 
 def max_context_that_fits(
     demand: Demand, catalog: Sequence[Mapping], concurrency: int, limit: int
 ) -> int:
-    """The longest context (up to `limit`) with which some kind of the catalog holds the model;
-    0 when even one token does not fit."""
+    """The longest context (up to `limit`) with which some GPU kind or machine of the catalog
+    holds the model; 0 when even one token does not fit."""
     shape = demand.shape
     if shape is None:
         return 0
@@ -543,7 +618,11 @@ def max_context_that_fits(
             shape,
             demand.gpu_memory_utilization,
         )
-        return any(isinstance(fit_kind(trial, kind), Suggestion) for kind in catalog)
+        return any(
+            isinstance(fit_kind(trial, kind), Suggestion) for kind in gpu_kinds(catalog)
+        ) or any(
+            isinstance(fit_cpu(trial, machine), Suggestion) for machine in cpu_machines(catalog)
+        )
 
     if not fits(1):
         return 0

@@ -7,7 +7,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from accesspolicies.access import require
-from jobs.catalog import default_machine_catalog
+from jobs.catalog import default_machine_catalog, gpu_kinds
 from jobs.check_inputs import check_for_profile
 from jobs.manifest import FORMATS
 from jobs.models import Profile
@@ -86,7 +86,7 @@ def _catalog(membership) -> list[dict]:
     """Every GPU kind the organisation's profiles offer, once each."""
     kinds = {}
     for profile in Profile.objects.for_member(membership):
-        for kind in profile.machine_catalog:
+        for kind in gpu_kinds(profile.machine_catalog):
             kinds.setdefault(kind["name"], kind)
     return list(kinds.values()) or default_machine_catalog()
 

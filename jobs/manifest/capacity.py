@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
+from jobs.catalog import cpu_machines, gpu_kinds
+
 from .checks import Qty
 from .defaults import MODEL_PATH as M
 from .defaults import Facts, group, ok
@@ -29,11 +31,7 @@ def _catalog(facts: Facts) -> list[Mapping[str, Any]]:
     profile = facts.profile
     if profile is None:
         return []
-    return [
-        k
-        for k in profile.machine_catalog
-        if isinstance(k, Mapping) and isinstance(k.get("name"), str)
-    ]
+    return gpu_kinds(profile.machine_catalog)  # a machine without GPUs is no GPU model
 
 
 def kind_of_gpu(facts: Facts) -> Mapping[str, Any] | None:
@@ -91,6 +89,28 @@ def _resources(model: dict[str, Any], facts: Facts, out: Out) -> None:
         )
     if facts.on_gpu:
         _gpu(res, facts, out)
+    elif facts.on_gpu is False:
+        _cpu_machine(facts, out)
+
+
+def _cpu_machine(facts: Facts, out: Out) -> None:
+    """On the CPU, a replica's memory must fit a machine without GPUs of the catalog, when it
+    lists such machines (a local profile's is this machine); GPU nodes are not offered to a
+    CPU replica, so a catalog of GPU kinds alone says nothing here."""
+    profile = facts.profile
+    if profile is None or facts.memory is None:
+        return
+    sizes = [byte_amount(m.get("nodeMemory")) for m in cpu_machines(profile.machine_catalog)]
+    known = [size for size in sizes if size is not None]
+    if known and facts.memory > max(known):
+        most = max(known)
+        out.refuse(
+            f"{M}.resources.memory",
+            f"{format_bytes(facts.memory)} does not fit the machine: profile {profile.name}'s "
+            f"machine without GPUs has {format_bytes(most)} of memory; accepts at most that. "
+            "Lower memory (and the context, whose KV cache it holds), or use a profile with "
+            "more memory or GPUs.",
+        )
 
 
 def _gpu(res: dict[str, Any], facts: Facts, out: Out) -> None:

@@ -9,8 +9,10 @@ on CPU, and the wizard's Compute step offers Check model's choice of GPU (jobs/w
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from .context import ModelFacts
@@ -67,15 +69,23 @@ def default_context(master_context: int | None, model_limit: int | None) -> int 
     return master_context
 
 
+def cpu_replica_bytes(weight_bytes: int, kv_bytes: int = 0) -> int:
+    """Memory one replica needs on CPU, in whole GiB: the weights and the runtime in three
+    quarters of it, and the KV cache asked for in the quarter left. The one formula: Check
+    model sizes with it, and the default memory below is it."""
+    share = Fraction(CPU_KV_SHARE, CPU_KV_SHARE - 1)
+    needed = max((weight_bytes + RUNTIME_BYTES) * share, kv_bytes * CPU_KV_SHARE)
+    return max(1, math.ceil(needed / GIB)) * GIB
+
+
 def cpu_memory(weight_bytes: int | None) -> int | None:
-    """Memory for a generative model on CPU that holds its weights and the runtime in three
-    quarters of it (the default KV cache takes the rest), in whole GiB; None when the built-in
-    default already holds it or the weights are unknown."""
+    """The default memory of a generative model on CPU: what holds its weights and the
+    runtime with the default KV cache (cpu_replica_bytes); None when the built-in default
+    already holds it or the weights are unknown."""
     if not weight_bytes:
         return None
-    needed = (weight_bytes + RUNTIME_BYTES) * CPU_KV_SHARE / (CPU_KV_SHARE - 1)
-    gib = -(-int(needed) // GIB)
-    return gib * GIB if gib * GIB > BUILT_IN_CPU_MEMORY else None
+    memory = cpu_replica_bytes(weight_bytes)
+    return memory if memory > BUILT_IN_CPU_MEMORY else None
 
 
 def pinned_uri(

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.catalog import gpu_kinds
+
 DEFAULT_NAMESPACE = "default"
 # Karpenter's well-known label; EKS managed node groups use eks.amazonaws.com/capacityType and
 # GKE cloud.google.com/gke-spot, so a profile can name its own (profile.defaults).
@@ -95,8 +97,8 @@ class RenderTarget:
         """The machine catalog entry of a GPU model, or None (any GPU, or not in the catalog)."""
         if not isinstance(name, str):
             return None
-        for kind in self.machine_catalog:
-            if kind.get("name") == name:
+        for kind in gpu_kinds(self.machine_catalog):
+            if kind["name"] == name:
                 return kind
         return None
 

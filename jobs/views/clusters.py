@@ -81,3 +81,22 @@ def profile_add(request):
 
 def profile_edit(request, name):
     return _edit(request, ProfileForm, get_profile(request.membership, name, "admin"), "profile")
+
+
+@require_POST
+def profile_discover(request, name):
+    """A local profile's catalog read again from this machine (a GPU added, memory grown)."""
+    profile = get_profile(request.membership, name, "admin")
+    if profile.cluster.backend != Cluster.Backend.LOCAL:
+        messages.error(
+            request,
+            f"{name} deploys to a Kubernetes cluster: its catalog is its node groups' GPU kinds; "
+            "edit them below.",
+        )
+        return redirect("jobs:profile-edit", name=name)
+    from jobs.backends.local.machine_check import discovered_catalog
+
+    profile.machine_catalog, read = discovered_catalog()
+    profile.save(update_fields=["machine_catalog"])
+    messages.success(request, f"{name}: the machine catalog is this machine, {read}.")
+    return redirect("jobs:profile-edit", name=name)

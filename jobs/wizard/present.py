@@ -193,24 +193,15 @@ def memory_summary(check) -> dict:
         return {"text": "", "bad": False}
     if not check.can_serve and not check.inconclusive:
         return {"text": f"{check.verdict} {check.next_step}".strip(), "bad": True}
-    if not check.memory_needed_bytes:
+    needed = check.memory_text()
+    if not needed:
         return {"text": "", "bad": False}
-    requests = f" × {check.concurrency} requests at once" if check.concurrency > 1 else ""
     kv = check.kv_bytes_per_token
-    kv_text = f", KV cache {small_bytes(kv)} per token" if kv else ""
+    kv_text = f", KV cache {human_bytes(kv)} per token" if kv else ""
     return {
-        "text": f"Memory needed: {human_bytes(check.memory_needed_bytes)} on one GPU at "
-        f"{check.context_tokens} tokens{requests} (weights {human_bytes(check.weight_bytes)}"
-        f"{kv_text}).",
+        "text": f"Memory needed: {needed} (weights {human_bytes(check.weight_bytes)}{kv_text}).",
         "bad": False,
     }
-
-
-def small_bytes(number: int | None) -> str:
-    """KV cache per token is KiB-sized: 131072 -> "128 KiB"."""
-    if number is not None and number < 2**20:
-        return f"{number / 1024:.0f} KiB"
-    return human_bytes(number)
 
 
 def sizing_context(draft, check, data) -> dict:

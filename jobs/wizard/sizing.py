@@ -8,9 +8,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from jobs import manifest as mf
+from jobs.catalog import cpu_machines, gpu_kinds
 from jobs.wizard.fields import CPU_KIND
 from models_catalog.check import CheckResult
-from models_catalog.sizing import Suggestion, human_bytes, parse_bytes
+from models_catalog.sizing import (
+    Suggestion,
+    human_bytes,
+    machine_memory,
+    parse_bytes,
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,41 @@ def _needed(option: Suggestion) -> str:
     return f"needs {human_bytes(option.needed_per_gpu_bytes)} per GPU on {spread}"
 
 
+def _cpu_tile(check: CheckResult | None, catalog: Sequence[Mapping], chosen: str | None) -> Tile:
+    """The CPU: this machine's cores and memory when the catalog has a machine without GPUs,
+    greyed when none of them holds the model."""
+    suggested = check.suggestion if check else None
+    on_cpu = cpu_memory(check)
+    machines = cpu_machines(catalog)
+    memory = "no GPU: the replica's CPU and memory"
+    if machines:
+        shape = machines[0]
+        have = machine_memory(shape)
+        memory = f"no GPU: {shape.get('nodeCpu', '?')} cores, " + (
+            f"{human_bytes(have)} of memory" if have is not None else "memory not given"
+        )
+    unfit = dict(check.unfit) if check and _sized(check) else {}
+    reasons = [unfit[m["name"]] for m in machines if m["name"] in unfit]
+    if machines and len(reasons) == len(machines):
+        return Tile(
+            kind=CPU_KIND,
+            memory=memory,
+            fits=False,
+            reason=f"Too small: {reasons[0]}",
+            chosen=chosen == CPU_KIND,
+        )
+    return Tile(
+        kind=CPU_KIND,
+        memory=memory,
+        fits=True,
+        needed=(f"needs about {on_cpu} of memory; " if on_cpu else "")
+        + "for small or predictive models, large language models run slowly",
+        suggested=bool(suggested and suggested.accelerator == "cpu"),
+        chosen=chosen == CPU_KIND,
+        memory_needed=on_cpu or "",
+    )
+
+
 def tiles(check: CheckResult | None, catalog: Sequence[Mapping], chosen: str | None) -> list[Tile]:
     """The CPU first, then every GPU kind of the catalog: too small ones greyed with why."""
     sized = _sized(check)
@@ -57,23 +98,9 @@ def tiles(check: CheckResult | None, catalog: Sequence[Mapping], chosen: str | N
     unfit = dict(check.unfit) if check else {}
     suggested = check.suggestion if check else None
     suggested_kind = suggested.gpu_kind if suggested and suggested.accelerator == "gpu" else None
-    on_cpu = cpu_memory(check)
-    out = [
-        Tile(
-            kind=CPU_KIND,
-            memory="no GPU: the replica's CPU and memory",
-            fits=True,
-            needed=(f"needs about {on_cpu} of memory; " if on_cpu else "")
-            + "for small or predictive models, large language models run slowly",
-            suggested=bool(suggested and suggested.accelerator == "cpu"),
-            chosen=chosen == CPU_KIND,
-            memory_needed=on_cpu or "",
-        )
-    ]
-    for kind in catalog:
-        name = kind.get("name")
-        if not isinstance(name, str):
-            continue
+    out = [_cpu_tile(check, catalog, chosen)]
+    for kind in gpu_kinds(catalog):
+        name = kind["name"]
         option = options.get(name)
         if sized and option is None:
             reason = unfit.get(name, "Check model found no layout of it that holds the model")

@@ -56,6 +56,7 @@ CLI = {
     "profile list": "ok 403 403 ok",
     "profile add walk --cluster local": "ok 403 403 ok",
     "profile edit local --namespace-allowed walk": "ok 403 403 ok",
+    "profile discover local": "ok 403 403 ok",
 }
 
 

@@ -147,6 +147,10 @@ PAGES = {
     },
     "profiles/add/": {"GET": "login 200 403 403 200", "POST": "login 200 403 403 200"},
     "profiles/<slug:name>/": {"GET": "login 200 403 403 404", "POST": "login 200 403 403 404"},
+    "profiles/<slug:name>/discover/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 403 403 404",
+    },
     # access: members (admins change them), and each member's own tokens (dan's)
     "access/members/": {"GET": "login 200 200 200 200", "POST": "login 200 200 200 200"},
     "access/tokens/": {"GET": "login 200 200 200 200", "POST": "login 200 200 200 200"},

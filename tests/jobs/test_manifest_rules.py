@@ -63,6 +63,16 @@ TWO_CACHES = {
     }
 }
 NO_CACHES = {"profiles": {"prod-inference": profile(cache_node_groups={})}}
+# A local machine without GPUs, 8 GiB of memory (jobs.catalog.machine_catalog's shape).
+THIS_MACHINE = {
+    "profiles": {
+        "prod-inference": profile(
+            machine_catalog=(
+                {"name": "cpu", "gpusPerNode": 0, "nodes": 1, "nodeCpu": "4", "nodeMemory": "8Gi"},
+            )
+        )
+    }
+}
 DOMAIN = {"exposure": "Domain", "domain": "models.example.com", "accessPolicy": "default"}
 
 # (id, changes (relative to spec.source.model unless they start with spec), context kwargs,
@@ -883,6 +893,14 @@ CASES = [
         "resources.memory",
         "r",
         "does not fit the node",
+    ),
+    (
+        "memory-over-the-machine",
+        {"resources.memory": "9Gi"},
+        THIS_MACHINE,
+        "resources.memory",
+        "r",
+        "9Gi does not fit the machine: profile prod-inference's machine without GPUs has 8Gi",
     ),
     (
         "vendor-amd-vllm",

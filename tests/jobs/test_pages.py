@@ -186,7 +186,11 @@ def test_cluster_form_errors_say_what_to_do(as_admin, org, data, message):
     [
         ("- name: l4\n", "gpuMemory is required"),
         ("- name: l4\n  gpuMemory: lots\n", "l4.gpuMemory"),
-        ("- name: l4\n  gpuMemory: 24Gi\n  gpusPerNode: 0\n", "from 1 to 64"),
+        # gpusPerNode 0 is a machine without GPUs now, which has no gpuMemory.
+        ("- name: l4\n  gpuMemory: 24Gi\n  gpusPerNode: 0\n", "set on a machine without GPUs"),
+        ("- name: l4\n  gpuMemory: 24Gi\n  gpusPerNode: 65\n", "from 0 to 64"),
+        ("- name: l4\n  gpuMemory: 24Gi\n  nodes: 0\n", "l4.nodes"),
+        ("- name: cpu\n  gpusPerNode: 0\n  nodeMemory: lots\n", "cpu.nodeMemory"),
         ("- name: l4\n  gpuMemory: 24Gi\n  colour: red\n", "unknown keys"),
         ("name: l4\n", "must be a YAML list"),
         ("- [unclosed\n", "not valid YAML"),

@@ -323,7 +323,8 @@ def test_compute_shows_a_tile_per_gpu_kind_with_memory(as_deployer):
         "h200",
     ] + ["b200"]
     assert "needs 11.9 GiB per GPU on 2 GPUs" in body  # a t4 holds it as two
-    assert "Memory needed: 21.7 GiB on one GPU at 32768 tokens × 2 requests" in body
+    # The figure is per GPU of the suggested layout (issue 11: it said "on one GPU").
+    assert "Memory needed: 21.7 GiB per GPU on 1 x a10g GPU at 32768 tokens × 2 requests" in body
     assert "ServeDeck's choice" in body
     assert "from the model master for Qwen/Qwen2.5-7B-Instruct" in body
     assert 'placeholder="hermes"' in body  # the master's tool-call parser, as the default
@@ -341,7 +342,7 @@ def test_kinds_that_cannot_hold_it_are_greyed_with_the_reason(as_deployer, org):
     assert re.search(r'value="mi300x"[^>]*disabled', body)
     assert not re.search(r'value="l4"[^>]*disabled', body)
     assert re.search(
-        r"Too small: needs [\d.]+ GiB per GPU even with 1 GPUs on each of 28 nodes; "
+        r"Too small: needs [\d.]+ GiB per GPU even with 1 GPU on each of 28 nodes; "
         r"each tiny GPU has 1.0 GiB",
         body,
     )

@@ -1,4 +1,6 @@
-"""First run: the first organisation, its admin and a `local` profile. Safe to run again."""
+"""First run: the first organisation, its admin and a `local` profile whose machine catalog is
+this machine as it is (its GPUs, cores and memory). Safe to run again: each run also corrects
+local profiles that still carry the default cluster catalog (made before discovery)."""
 
 import os
 import secrets
@@ -10,6 +12,8 @@ from django.db import transaction
 
 from accesspolicies.models import Membership, Organization, Role
 from accesspolicies.validators import password_problems, validate_username
+from jobs.backends.local.machine_check import discovered_catalog
+from jobs.catalog import is_default_catalog
 from jobs.models import Cluster, Profile
 
 
@@ -51,11 +55,26 @@ class Command(BaseCommand):
         cluster, _ = Cluster.objects.get_or_create(
             organization=organization, name="local", defaults={"backend": Cluster.Backend.LOCAL}
         )
+        here, read = discovered_catalog()
         Profile.objects.get_or_create(
             organization=organization,
             name="local",
-            defaults={"cluster": cluster, "namespace": "default"},
+            defaults={"cluster": cluster, "namespace": "default", "machine_catalog": here},
         )
+        # The machine belongs to every organisation's local profiles: a catalog still the
+        # default one (t4 to b200, a cluster's) was never this machine's.
+        corrected = []
+        for profile in Profile.objects.filter(
+            cluster__backend=Cluster.Backend.LOCAL
+        ).select_related("organization"):
+            if is_default_catalog(profile.machine_catalog):
+                profile.machine_catalog = here
+                profile.save(update_fields=["machine_catalog"])
+                corrected.append(f"{profile.organization.slug}/{profile.name}")
+        if corrected:
+            self.stdout.write(
+                f"Machine catalog of {', '.join(corrected)} set to this machine ({read})."
+            )
         if org_created:
             self.stdout.write(f"Created organisation {organization.slug} with a local profile.")
         if password is None:

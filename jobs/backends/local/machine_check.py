@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.backends.base import target_answer
+from jobs.catalog import GpuReading, MachineReadings, describe_machine, machine_catalog
 from jobs.manifest.problems import Problem
 from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
 
@@ -158,6 +159,55 @@ def list_gpus() -> tuple[list[int], str | None]:
         detail = (result.stderr or result.stdout).strip().splitlines()
         return [], f"{program} -L failed: {detail[-1] if detail else f'exit {result.returncode}'}"
     return parse_gpu_list(result.stdout), None
+
+
+GPU_QUERY = ("--query-gpu=name,memory.total", "--format=csv,noheader,nounits")
+
+
+def parse_gpu_query(text: str) -> tuple[GpuReading, ...]:
+    """GPUs from `nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits`
+    ("NVIDIA L4, 23034" a line, memory in MiB); lines that are not such a pair are skipped."""
+    gpus = []
+    for line in text.splitlines():
+        product, _, memory = line.rpartition(",")
+        memory = memory.strip()
+        if product.strip() and memory.isdigit():
+            gpus.append(GpuReading(product.strip(), int(memory)))
+    return tuple(gpus)
+
+
+def read_gpus() -> tuple[tuple[GpuReading, ...], str | None]:
+    """This machine's NVIDIA GPUs with their memory, and why none could be read (None when
+    read: a machine without nvidia-smi has no GPU the local backend can use)."""
+    program = which(NVIDIA_SMI)
+    if program is None:
+        return (), f"{NVIDIA_SMI} is not on the console host's PATH"
+    try:
+        result = subprocess.run(
+            [program, *GPU_QUERY], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return (), f"{program} could not run ({exc})"
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        return (), f"{program} failed: {detail[-1] if detail else f'exit {result.returncode}'}"
+    return parse_gpu_query(result.stdout), None
+
+
+def read_machine() -> tuple[MachineReadings, str | None]:
+    """This machine as the local profile's catalog is made from it (jobs.catalog), and why
+    its GPUs could not be read, if they could not."""
+    here = machine()
+    gpus, problem = read_gpus()
+    return MachineReadings(cores=here.cores, memory_bytes=here.memory, gpus=gpus), problem
+
+
+def discovered_catalog() -> tuple[list[dict], str]:
+    """A local profile's machine catalog made from this machine now, and what was read, in
+    words ("2 cores, 7.7 GiB of memory, no GPU (...)"): bootstrap, the profile page and
+    `profile discover` all make it here."""
+    readings, problem = read_machine()
+    return machine_catalog(readings), describe_machine(readings, problem)
 
 
 def _get(data: Any, *keys: str) -> Any:

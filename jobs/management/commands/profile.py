@@ -1,9 +1,11 @@
-"""`manage.py profile add|edit|list`: deployment profiles from scripts, through the page's form."""
+"""`manage.py profile add|edit|discover|list`: deployment profiles from scripts, through the
+page's form."""
 
 from django.core.management.base import BaseCommand, CommandError
 
 from accesspolicies.cli import acting_membership, add_verb
-from jobs.catalog import default_machine_catalog
+from jobs.backends.local.machine_check import discovered_catalog
+from jobs.catalog import default_machine_catalog, describe_catalog
 from jobs.forms import ProfileForm
 from jobs.management.commands._setup import catalog_yaml, save_form, write_table
 from jobs.models import Cluster, Profile
@@ -40,6 +42,12 @@ class Command(BaseCommand):
             action="store_true",
             help="allow only the profile's own namespace again",
         )
+        discover = add_verb(
+            sub,
+            "discover",
+            help="set a local profile's machine catalog to this machine (GPUs, cores, memory)",
+        )
+        discover.add_argument("name")
         add_verb(sub, "list", help="list profiles")
 
     def handle(self, *args, verb, org, user, **options):
@@ -49,13 +57,16 @@ class Command(BaseCommand):
             profiles = Profile.objects.for_member(membership, "admin").select_related("cluster")
             rows = [("NAME", "CLUSTER", "NAMESPACE", "GPU KINDS", "VLLM")]
             for p in profiles:
-                kinds = ",".join(k.get("name", "?") for k in p.machine_catalog) or "cpu only"
+                kinds = describe_catalog(p.machine_catalog).replace(", ", ",")
                 namespaces = ",".join(p.facts().allowed_namespaces)
                 rows.append((p.name, p.cluster.name, namespaces, kinds, p.vllm_version))
             write_table(self.stdout, rows)
             return
         if verb == "edit":
             self.edit(membership, options)
+            return
+        if verb == "discover":
+            self.discover(membership, options["name"])
             return
         clusters = Cluster.objects.for_member(membership, "admin")
         cluster = clusters.filter(name=options["cluster"]).first()
@@ -71,6 +82,7 @@ class Command(BaseCommand):
             "namespace": options["namespace"],
             "hf_token_ref": options["hf_token"],
             "vllm_version": options["vllm_version"],
+            # The form gives a local profile this machine instead of the default.
             "machine_catalog_yaml": catalog_yaml(default_machine_catalog()),
             "defaults_yaml": "",
             "extra_namespaces_text": ",".join(options["namespace_allowed"]),
@@ -82,13 +94,21 @@ class Command(BaseCommand):
             f"namespace {profile.namespace}, vLLM {profile.vllm_version})"
         )
 
+    def discover(self, membership, name: str) -> None:
+        profile = _profile(membership, name)
+        if profile.cluster.backend != Cluster.Backend.LOCAL:
+            raise CommandError(
+                f"profile/{profile.name} deploys to cluster {profile.cluster.name}, a Kubernetes "
+                "cluster: only a local profile's catalog is this machine. Edit its catalog on "
+                "the profile's page (the GPU kinds of its node groups) instead."
+            )
+        profile.machine_catalog, read = discovered_catalog()
+        profile.save(update_fields=["machine_catalog"])
+        self.stdout.write(f"profile/{profile.name} machine catalog set to this machine ({read})")
+
     def edit(self, membership, options) -> None:
-        profiles = Profile.objects.for_member(membership, "admin")
         organization = membership.organization
-        profile = profiles.filter(name=options["name"]).first()
-        if profile is None:
-            known = ", ".join(profiles.values_list("name", flat=True))
-            raise CommandError(f"No profile named {options['name']!r}; known: {known or 'none'}.")
+        profile = _profile(membership, options["name"])
         others = list(profile.extra_namespaces or [])
         if options["no_other_namespaces"]:
             others = []
@@ -108,6 +128,15 @@ class Command(BaseCommand):
         profile = save_form(form, f"profile {profile.name}")
         allowed = ", ".join(profile.facts().allowed_namespaces)
         self.stdout.write(f"profile/{profile.name} saved (namespaces {allowed})")
+
+
+def _profile(membership, name: str) -> Profile:
+    profiles = Profile.objects.for_member(membership, "admin")
+    profile = profiles.filter(name=name).first()
+    if profile is None:
+        known = ", ".join(profiles.values_list("name", flat=True))
+        raise CommandError(f"No profile named {name!r}; known: {known or 'none'}.")
+    return profile
 
 
 def _namespace_allowed(parser) -> None:

@@ -67,12 +67,9 @@ class Command(BaseCommand):
             ("max context", f"{r.max_context_tokens:,} tokens" if r.max_context_tokens else None),
             (
                 "KV cache",
-                f"{r.kv_bytes_per_token:,} bytes per token" if r.kv_bytes_per_token else None,
+                f"{human_bytes(r.kv_bytes_per_token)} per token" if r.kv_bytes_per_token else None,
             ),
-            (
-                "memory needed",
-                human_bytes(r.memory_needed_bytes) if r.memory_needed_bytes else None,
-            ),
+            ("memory needed", r.memory_text()),
             ("suggested", r.suggestion.describe() if r.suggestion else None),
             ("weight cache", r.cache_size),
         ]
