@@ -97,6 +97,7 @@ def start(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         return _after_save(request, flow.start(membership, request.POST), "model")
     context = present.model_context(membership, None, drafts=mine)
+    context["values"] |= present.prefilled(request.GET)  # from Check model's Deploy this model
     return _show(request, "model", context)
 
 

@@ -159,6 +159,9 @@ def save_model(draft: Draft, data: Mapping) -> State:
     master = ModelMaster.objects.for_uri(draft.organization, get(doc, f"{MODEL}.uri"))
     if master is not None and master.max_context_tokens:
         put(doc, CONTEXT, master.max_context_tokens)
+    checked = str(data.get("context", "")).strip()  # the context Check model was asked for
+    if checked.isdigit() and int(checked) > 0:
+        put(doc, CONTEXT, int(checked))
     engine_defaults = master.engine_defaults() if master is not None else {}
     check = _ask(draft, doc, checks, engine_defaults)
     if check is not None and mf.context_over_limit(get(doc, CONTEXT), check.max_context_tokens):
