@@ -10,6 +10,7 @@ from accesspolicies.access import require
 from jobs import deploy as verbs
 from jobs import snippets
 from jobs.access import get_application
+from jobs.phases import Phase
 
 
 def to_yaml(manifest: dict) -> str:
@@ -71,25 +72,30 @@ def deploy(request, name):
     return redirect("jobs:application-detail", name=name)
 
 
+STARTING = "starting: its replicas start again with the same settings."
+
+
 def _operation(verb: str, done: str):
     @require_POST
     def operate(request, name):
         application = get_application(request.membership, name, "deploy")
+        was_stopped = application.phase == Phase.STOPPED
         try:
             getattr(verbs, verb)(application, request.membership)
         except verbs.ActionError as error:
             messages.error(request, str(error))
         else:
-            messages.success(request, f"{name}: {done}")
+            # Restarting a stopped model replaces nothing: it starts.
+            messages.success(request, f"{name}: {STARTING if was_stopped else done}")
         return redirect("jobs:application-detail", name=name)
 
     operate.__name__ = verb
     return operate
 
 
-restart = _operation("restart", "its replicas are being replaced.")
+restart = _operation("restart", "restarting: new replicas replace the old ones.")
 stop = _operation("stop", "stopped; its configuration is kept for Start.")
-start = _operation("start", "starting again.")
+start = _operation("start", STARTING)
 
 
 @require_POST

@@ -18,10 +18,22 @@
   });
 
   // <form data-confirm="Delete x?">: ask before submitting. The question is text from an
-  // attribute, never code, so a name with quotes stays a name.
+  // attribute, never code, so a name with quotes stays a name. With data-confirm-name="x"
+  // the answer is the name typed, not a click: for what cannot be undone.
   document.addEventListener("submit", (event) => {
     const form = event.target.closest("form[data-confirm]");
-    if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
+    if (!form) return;
+    const name = form.dataset.confirmName;
+    if (name === undefined) {
+      if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+      return;
+    }
+    const typed = window.prompt(form.dataset.confirm, "");
+    if (typed === null) { event.preventDefault(); return; }
+    if (typed.trim() !== name) {
+      event.preventDefault();
+      window.alert(`"${typed.trim()}" is not ${name}: nothing was deleted. Type the name exactly.`);
+    }
   });
 
   // <select data-submit-on-change>: the organisation switcher submits when a new one is picked.
