@@ -1,5 +1,6 @@
-"""How a backend's status text reads on a page: its first line as the reason, the lines after
-it (a failed server's last log lines) as lines, and ISO timestamps as local date and time."""
+"""How text written in Python (for the command line and the API too) reads on a page: escaped,
+`code` in backticks as <code>, ISO timestamps as local date and time; and a backend's status
+split into its first line (the reason) and the lines after it (a failed server's log lines)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,18 @@ from django import template
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import conditional_escape, format_html, format_html_join
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeData, SafeString
 
 register = template.Library()
 
-ISO_TIME = re.compile(
-    r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:?\d{2})"
+CODE = r"`(?P<code>[^`\n]+)`"
+ISO_TIME = (
+    r"(?P<time>\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:?\d{2}))"
 )
+MARKED = re.compile(f"{CODE}|{ISO_TIME}")
 
 
-def _readable(iso: str) -> str:
+def _time(iso: str) -> str:
     """`iso` as a <time> in the console's time zone; the text as it is when it is no time."""
     try:
         moment = datetime.fromisoformat(iso.replace("Z", "+00:00"))
@@ -31,13 +34,19 @@ def _readable(iso: str) -> str:
 
 
 @register.filter
-def readable_times(text: object) -> SafeString:
-    """The text escaped, each ISO 8601 timestamp in it shown as local date and time."""
+def readable(text: object) -> SafeString:
+    """The text escaped; `span` in backticks as <code>span</code>, each ISO 8601 timestamp as
+    the local date and time (the ISO kept in the <time> element's datetime)."""
+    if isinstance(text, SafeData):  # HTML already (format_html): shown as it is
+        return text
     text = "" if text is None else str(text)
     out, last = [], 0
-    for found in ISO_TIME.finditer(text):
+    for found in MARKED.finditer(text):
         out.append(conditional_escape(text[last : found.start()]))
-        out.append(_readable(found.group()))
+        if found.group("code") is not None:
+            out.append(format_html("<code>{}</code>", found.group("code")))
+        else:
+            out.append(_time(found.group("time")))
         last = found.end()
     out.append(conditional_escape(text[last:]))
     return format_html_join("", "{}", ((part,) for part in out))  # each part is safe already
