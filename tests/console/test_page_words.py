@@ -239,3 +239,9 @@ def test_creating_a_token_redirects_and_a_reload_makes_no_second(as_deployer, de
     reload = html(as_deployer, response["Location"])  # a reload is a GET now
     assert "shown once" not in reload
     assert PersonalAccessToken.objects.filter(user=deployer.user).count() == 1
+
+
+def test_revoking_a_token_asks_first(as_deployer, deployer):
+    PersonalAccessToken.issue(deployer.user, deployer.organization, "ci")
+    page = html(as_deployer, reverse("accesspolicies:tokens"))
+    assert 'data-confirm="Revoke token ci? Calls with it are refused from then on."' in page
