@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class AccessPoliciesConfig(AppConfig):
     name = "accesspolicies"
-    verbose_name = "Access"
+    verbose_name = "Team"
 
     def ready(self) -> None:
         from accesspolicies import signals

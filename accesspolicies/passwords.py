@@ -10,7 +10,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.tokens import default_token_generator
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 from django.utils.encoding import force_bytes
@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 
 from accesspolicies import throttle
 from accesspolicies.access import require
+from accesspolicies.gateway_views import flash_secret
 from accesspolicies.models import Membership, Role
 
 INVALID_LOGIN = (
@@ -114,7 +115,8 @@ def _resettable(membership: Membership, username: str) -> Membership:
 @never_cache
 @require_POST
 def reset_link(request: HttpRequest, username: str) -> HttpResponse:
-    """An admin asks for a member's one-time password link; it is shown once, on this page."""
+    """An admin asks for a member's one-time password link; it is shown once, on the members
+    page this redirects to (a reload there makes no second link)."""
     membership = require(request.membership, "admin", "members")
     user = _resettable(membership, username).user
     path = reverse(
@@ -124,9 +126,12 @@ def reset_link(request: HttpRequest, username: str) -> HttpResponse:
             "token": default_token_generator.make_token(user),
         },
     )
-    context = {
-        "member": user,
-        "link": request.build_absolute_uri(path),
-        "valid_until": timezone.now() + timedelta(seconds=settings.PASSWORD_RESET_TIMEOUT),
-    }
-    return render(request, "accesspolicies/password_reset_link.html", context)
+    until = timezone.now() + timedelta(seconds=settings.PASSWORD_RESET_TIMEOUT)
+    flash_secret(
+        request,
+        f"A password link for {user.get_username()}. Send it to them yourself: it sets a new "
+        f"password once, until {until:%Y-%m-%d %H:%M} UTC; their current password keeps "
+        "working until then.",
+        request.build_absolute_uri(path),
+    )
+    return redirect("accesspolicies:members")

@@ -27,10 +27,11 @@ def _own_tokens(request):
     return membership, PersonalAccessToken.objects.for_member(membership)
 
 
-def tokens(request, form=None, plain=None):
+@never_cache  # it may show a new token, once
+def tokens(request, form=None, status=200):
     membership, own = _own_tokens(request)
-    context = {"tokens": own, "form": form or TokenForm(), "plain": plain}
-    return render(request, "accesspolicies/tokens.html", context)
+    context = {"tokens": own, "form": form or TokenForm(), "shown": take_secret(request)}
+    return render(request, "accesspolicies/tokens.html", context, status=status)
 
 
 @never_cache
@@ -39,15 +40,17 @@ def token_create(request):
     membership, _ = _own_tokens(request)
     form = TokenForm(request.POST)
     if not form.is_valid():
-        return tokens(request, form=form)
+        return tokens(request, form=form, status=400)
     days = form.cleaned_data["expires_in_days"]
     expires = timezone.now() + timedelta(days=days) if days else None
     token, plain = PersonalAccessToken.issue(
         request.user, membership.organization, form.cleaned_data["name"], expires
     )
     audit.record(membership.organization, request.user, "token.create", "token", token.name)
-    # Rendered, not redirected: the plain text exists only in this response.
-    return tokens(request, plain=plain)
+    # Redirected, so a reload makes no second token: the plain text waits in the session for
+    # the next page, which takes it out as it shows it.
+    flash_secret(request, f"Your new token {token.name} is ready.", plain)
+    return redirect("accesspolicies:tokens")
 
 
 @require_POST

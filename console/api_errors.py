@@ -75,7 +75,7 @@ def respond(api: NinjaAPI, request, status: int, message: str, problems=None):
 
 UNAUTHENTICATED = (
     "Not authenticated: send a personal access token as 'Authorization: Bearer <token>' "
-    "(create one under Access), or log in."
+    "(create one under Team), or log in."
 )
 TOO_BIG = (
     "The request body is larger than the {limit} bytes the API accepts; send a smaller "

@@ -73,7 +73,7 @@ class QueryStringCredentialsMiddleware:
         message = (
             f"The query parameter {name[:40]!r} carries a credential, and URLs are written to "
             "logs: send tokens only as 'Authorization: Bearer <token>'. If this was a real "
-            "token, revoke it under Access and create another."
+            "token, revoke it under Team and create another."
         )
         if request.path.startswith(OPEN_PREFIXES):
             return JsonResponse(error_body(400, message), status=400)

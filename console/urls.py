@@ -2,9 +2,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, reverse_lazy
 
 from accesspolicies import passwords
+from console import views
 from console.api import api
 
+handler404 = views.page_not_found
+
 urlpatterns = [
+    path("favicon.ico", views.favicon, name="favicon"),
     path("login/", passwords.LoginView.as_view(), name="login"),
     path(
         "password/change/",

@@ -1,8 +1,10 @@
-"""The shell: the home dashboard and switching organisation."""
+"""The shell: the home dashboard, switching organisation, the 404 page and the favicon."""
 
+from django.contrib.auth.decorators import login_not_required
 from django.core.paginator import EmptyPage, PageNotAnInteger
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views.decorators.http import require_POST, require_safe
 
 from accesspolicies.access import ORG_SESSION_KEY, membership_for
@@ -37,3 +39,17 @@ def switch_organization(request):
         raise Http404(f"You are not a member of an organisation called {slug!r}.")
     request.session[ORG_SESSION_KEY] = slug
     return redirect("console:home")
+
+
+def page_not_found(request, exception):
+    """The 404 page: the same plain words whatever was not found. The exception is never
+    shown: its text can hold what was typed, and its class name (Resolver404) means nothing
+    to a user."""
+    return render(request, "404.html", status=404)
+
+
+@login_not_required
+@require_safe
+def favicon(request):
+    """Browsers ask for /favicon.ico whatever the page's <link rel="icon"> says."""
+    return redirect(static("console/favicon.svg"), permanent=True)

@@ -27,6 +27,18 @@ def _yaml_field(label, help_text):
     )
 
 
+# What only a Kubernetes cluster has: the page shows these only for one (console.js), and a
+# local cluster's page ignores what they hold (a local cluster has no kubeconfig or add-ons).
+KUBERNETES_ONLY = (
+    "kubeconfig_path",
+    "context",
+    "in_cluster",
+    "addons",
+    "queues",
+    "cache_node_groups",
+)
+
+
 class ClusterForm(OrganizationScopedForm):
     addons = forms.MultipleChoiceField(
         label="Add-ons",
@@ -39,7 +51,7 @@ class ClusterForm(OrganizationScopedForm):
         required=False, help_text="ClusterQueues Kueue declares, separated by commas."
     )
     cache_node_groups = _yaml_field(
-        "Cached node groups", "One line per node group that caches weights: `name: 500Gi`."
+        "Cached node groups", "One line per node group that caches weights: `gpu-a: 500Gi`."
     )
 
     class Meta:
@@ -50,6 +62,15 @@ class ClusterForm(OrganizationScopedForm):
         """`trusted`: an operator on the console's host (the command line), not a web page."""
         super().__init__(*args, **kwargs)
         self.trusted = trusted
+        for name in KUBERNETES_ONLY:
+            self.fields[name].shown_when = "backend:kubernetes"
+        if self.is_bound and not trusted and self.data.get("backend") == Cluster.Backend.LOCAL:
+            # Hidden on the page for a local cluster: whatever they still hold is not read.
+            # (The command line, `trusted`, is told instead: an operator typed them.)
+            data = self.data.copy()
+            for name in KUBERNETES_ONLY:
+                data.pop(name, None)
+            self.data = data
         if self.instance.pk and not self.is_bound:
             self.initial["queues"] = ", ".join(self.instance.queues)
             self.initial["cache_node_groups"] = yaml.safe_dump(self.instance.cache_node_groups)
@@ -184,6 +205,7 @@ class ProfileForm(OrganizationScopedForm):
         super().__init__(*args, **kwargs)
         self.fields["cluster"].queryset = Cluster.objects.filter(organization=self.organization)
         vllm = self.fields["vllm_version"]
+        vllm.label = "vLLM version"  # as written: the model field's label is capitalised "VLLM"
         vllm.required = False
         vllm.help_text = (
             "The vLLM its runtime image carries. Leave empty to read it from the cluster's vLLM "

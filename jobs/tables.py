@@ -36,7 +36,10 @@ class ApplicationTable(tables.Table):
         model = Application
         fields = ("name", "phase", "profile", "model", "replicas", "deployed_at")
         default_columns = fields
-        empty_text = "No models yet. Deploy one with Deploy model, the API or `app apply`."
+        empty_text = (
+            "No models yet. Deploy one with Deploy model, Deploy from YAML, the REST API or "
+            "`manage.py app apply`."
+        )
         attrs = {"class": "table"}
 
     def render_replicas(self, record):
@@ -68,7 +71,7 @@ class ClusterTable(tables.Table):
 
 class ProfileTable(tables.Table):
     name = tables.Column(linkify=("jobs:profile-edit", {"name": tables.A("name")}))
-    cluster = tables.Column(accessor="cluster__name")
+    cluster = tables.Column(accessor="cluster__name", verbose_name="Cluster")
     namespace = tables.Column()
     gpu_kinds = tables.Column(accessor="machine_catalog", verbose_name="GPU kinds", orderable=False)
     vllm_version = tables.Column(verbose_name="vLLM")

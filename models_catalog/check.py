@@ -86,6 +86,9 @@ class CheckResult:
     # manifest rule that decides the same thing (at the uri), so it is said once.
     pin_warning: str | None = None
     custom_code: bool = False
+    # The refusal is the profile's Hugging Face token's (none, no access, rejected): pages
+    # link to the profile, where the token is set.
+    about_token: bool = False
     vllm_version: str | None = None
     gpu_memory_utilization: float | None = None
 

@@ -160,6 +160,7 @@ def hub_refusal(base: CheckResult, request: HubRequest, exc: hub.HubError) -> Ch
             f"{repo} is gated, and the profile has no Hugging Face token to read it with.",
             f"Accept the model's terms at {page}, then add a Hugging Face token of that account "
             "to the profile.",
+            about_token=True,
         )
     if isinstance(exc, hub.AccessDenied):
         return refuse(
@@ -167,12 +168,14 @@ def hub_refusal(base: CheckResult, request: HubRequest, exc: hub.HubError) -> Ch
             f"The profile's Hugging Face token has no access to the gated model {repo}.",
             f"Request access at {page} with the account that owns the token (approval can take "
             "a while), or use another account's token.",
+            about_token=True,
         )
     if isinstance(exc, hub.InvalidToken):
         return refuse(
             base,
             "The Hugging Face Hub rejected the profile's token (wrong, expired or revoked).",
             "Replace the Hugging Face token on the profile with a valid read token.",
+            about_token=True,
         )
     if isinstance(exc, hub.RevisionNotFound):
         return refuse(

@@ -11,6 +11,7 @@ from jobs.catalog import default_machine_catalog, gpu_kinds
 from jobs.check_inputs import check_for_profile
 from jobs.manifest import FORMATS
 from jobs.models import Profile
+from jobs.wizard.fields import typed_uri
 from models_catalog.access import get_master
 from models_catalog.forms import ModelMasterForm, RecipeForm
 from models_catalog.models import ModelMaster
@@ -126,8 +127,18 @@ def check(request):
     """Check model outside the wizard: paste a URI, see whether and how it would serve."""
     membership = require(request.membership, "view", "models")
     profiles = Profile.objects.for_member(membership)
-    uri = request.GET.get("uri", "").strip()
-    context = {"profiles": profiles, "uri": uri, "result": None, "errors": [], "formats": FORMATS}
+    typed = request.GET.get("uri", "").strip()
+    uri = typed_uri(typed) if typed else ""  # org/name as the wizard's Model step takes it
+    context = {
+        "profiles": profiles,
+        "uri": typed,
+        "checked_uri": uri,
+        "result": None,
+        "errors": [],
+        "formats": FORMATS,
+        "may_deploy": membership.may("deploy"),
+        "may_admin": membership.may("admin"),
+    }
     if uri:
         chosen = profiles.filter(name=request.GET.get("profile", "")).first() or profiles.first()
         context["profile"] = chosen
@@ -137,11 +148,13 @@ def check(request):
         elif chosen is None:
             context["errors"].append("Profile: this organisation has none yet; add one first.")
         else:
+            context["context_tokens"] = int(tokens) if tokens else None
+            context["format"] = request.GET.get("format") or ""
             context["result"] = check_for_profile(
                 uri,
                 chosen,
-                context_tokens=int(tokens) if tokens else None,
-                format=request.GET.get("format") or None,
+                context_tokens=context["context_tokens"],
+                format=context["format"] or None,
             )
     template = "models_catalog/_check_result.html" if request.htmx else "models_catalog/check.html"
     return render(request, template, context)

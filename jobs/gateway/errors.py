@@ -64,5 +64,5 @@ def bounded(value: object, limit: int = 80) -> str:
 UNAUTHORIZED = GatewayError(
     401,
     "Invalid or missing API key: send it as 'Authorization: Bearer <key>' or 'X-API-Key: <key>'. "
-    "Ask an admin of your organisation for a key under Access.",
+    "Ask an admin of your organisation for a key under Team.",
 )

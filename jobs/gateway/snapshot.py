@@ -152,7 +152,7 @@ def decide(key: Key, route: Route) -> Grant:
             GatewayError(
                 403,
                 f"This API key ({key.name}) is not allowed to call the model '{route.name}'. "
-                "An admin can add the application to the key under Access.",
+                "An admin can add the application to the key under Team.",
                 "model",
             ),
             (),
@@ -165,7 +165,7 @@ def decide(key: Key, route: Route) -> Grant:
                 403,
                 f"The model '{route.name}' names the access policy '{route.policy_name}', "
                 "which does not exist, so no key may call it. An admin can create the policy "
-                "under Access.",
+                "under Team.",
                 "model",
             ),
             (),

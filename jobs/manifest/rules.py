@@ -177,7 +177,7 @@ def _access(spec: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out) 
             out.refuse(
                 f"{base}.domain",
                 "required with exposure Domain, but the organisation has no verified domain "
-                "yet; accepts a verified domain. Verify one under Access, and use exposure: "
+                "yet; accepts a verified domain. Verify one under Team, and use exposure: "
                 "Internal meanwhile.",
             )
     elif ok(domain) and domain.lower() not in verified:
@@ -186,7 +186,7 @@ def _access(spec: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out) 
             domain,
             verified.values(),
             "a verified domain of the organisation",
-            "Verify the domain under Access, and use exposure: Internal meanwhile.",
+            "Verify the domain under Team, and use exposure: Internal meanwhile.",
         )
     if policy is None:
         if ctx.access_policies:
@@ -199,7 +199,7 @@ def _access(spec: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out) 
             out.refuse(
                 f"{base}.accessPolicy",
                 "required with exposure Domain, but the organisation has no access policy "
-                "yet; accepts an access policy. Create one under Access, and use exposure: "
+                "yet; accepts an access policy. Create one under Team, and use exposure: "
                 "Internal meanwhile.",
             )
     elif ok(policy) and policy not in ctx.access_policies:
@@ -208,7 +208,7 @@ def _access(spec: dict[str, Any], facts: Facts, ctx: ManifestContext, out: Out) 
             policy,
             ctx.access_policies,
             "an access policy of the organisation",
-            "Create one under Access, and use exposure: Internal meanwhile.",
+            "Create one under Team, and use exposure: Internal meanwhile.",
         )
 
 

@@ -10,6 +10,8 @@ from accesspolicies.access import require
 from jobs import deploy as verbs
 from jobs import snippets
 from jobs.access import get_application
+from jobs.models import Profile
+from jobs.phases import Phase
 
 
 def to_yaml(manifest: dict) -> str:
@@ -71,25 +73,30 @@ def deploy(request, name):
     return redirect("jobs:application-detail", name=name)
 
 
+STARTING = "starting: its replicas start again with the same settings."
+
+
 def _operation(verb: str, done: str):
     @require_POST
     def operate(request, name):
         application = get_application(request.membership, name, "deploy")
+        was_stopped = application.phase == Phase.STOPPED
         try:
             getattr(verbs, verb)(application, request.membership)
         except verbs.ActionError as error:
             messages.error(request, str(error))
         else:
-            messages.success(request, f"{name}: {done}")
+            # Restarting a stopped model replaces nothing: it starts.
+            messages.success(request, f"{name}: {STARTING if was_stopped else done}")
         return redirect("jobs:application-detail", name=name)
 
     operate.__name__ = verb
     return operate
 
 
-restart = _operation("restart", "its replicas are being replaced.")
+restart = _operation("restart", "restarting: new replicas replace the old ones.")
 stop = _operation("stop", "stopped; its configuration is kept for Start.")
-start = _operation("start", "starting again.")
+start = _operation("start", STARTING)
 
 
 @require_POST
@@ -112,38 +119,69 @@ def delete(request, name):
     return redirect("console:home")
 
 
+def example_manifest(membership) -> str:
+    """The shortest manifest, on the organisation's first profile: the page's example."""
+    profile = Profile.objects.for_member(membership).order_by("name").first()
+    return EXAMPLE.format(profile=profile.name if profile else "local")
+
+
+EXAMPLE = """\
+apiVersion: servedeck.io/v1
+kind: Application
+spec:
+  name: bge-embed
+  profileName: {profile}
+  source:
+    type: Model
+    model:
+      uri: hf://BAAI/bge-m3
+"""
+
+
+def _yaml_page(request, membership, context: dict, status: int = 200):
+    context = {"example_manifest": example_manifest(membership), **context}
+    return render(request, "jobs/deploy_yaml.html", context, status=status)
+
+
 def deploy_from_yaml(request):
     """Paste a manifest, see the dry run, deploy: the same checks as the API and the CLI."""
-    require(request.membership, "deploy", "applications")
-    return render(request, "jobs/deploy_yaml.html", {"manifest_text": "", "run": None})
+    membership = require(request.membership, "deploy", "applications")
+    return _yaml_page(request, membership, {"manifest_text": "", "run": None})
 
 
 @require_POST
 def deploy_from_yaml_dry_run(request):
     membership = require(request.membership, "deploy", "applications")
     text = request.POST.get("manifest", "")
+    if not text.strip():  # say which field, not "the document is empty"
+        if request.htmx:
+            return render(request, "jobs/_dry_run.html", {"empty": True})
+        return _yaml_page(request, membership, {"manifest_text": text, "empty": True}, 400)
     run = verbs.dry_run(text, membership.organization)
     context = {"manifest_text": text, "run": run}
     if run.manifest and run.ok:
         # Only a manifest that passed is shown; a refused one may hold input-sized bad values,
         # and writing them out as YAML took minutes for a 1 MB scalar.
         context["filled_yaml"] = to_yaml(run.manifest)
-    template = "jobs/_dry_run.html" if request.htmx else "jobs/deploy_yaml.html"
-    return render(request, template, context)
+    if request.htmx:
+        return render(request, "jobs/_dry_run.html", context)
+    return _yaml_page(request, membership, context)
 
 
 @require_POST
 def deploy_from_yaml_apply(request):
     membership = require(request.membership, "deploy", "applications")
     text = request.POST.get("manifest", "")
+    if not text.strip():
+        return _yaml_page(request, membership, {"manifest_text": text, "empty": True}, 400)
     try:
         applied = verbs.apply(text, membership)
     except verbs.Refused as refused:
         context = {"manifest_text": text, "run": refused.dry_run}
-        return render(request, "jobs/deploy_yaml.html", context, status=400)
+        return _yaml_page(request, membership, context, 400)
     except verbs.ActionError as error:
         messages.error(request, str(error))
         context = {"manifest_text": text, "run": None}
-        return render(request, "jobs/deploy_yaml.html", context, status=400)
+        return _yaml_page(request, membership, context, 400)
     messages.success(request, f"{applied.application.name} is saved.")
     return redirect("jobs:application-detail", name=applied.application.name)

@@ -149,13 +149,9 @@ def start(request: HttpRequest) -> HttpResponse:
 
 
 def _offered(request: HttpRequest) -> dict[str, str]:
-    """A model offered by a link (Check model's "Deploy this model": /deploy/?repo=org/name
-    &revision=...&profile=...): the Model step starts filled in, with a free name."""
-    offered = {
-        k: request.GET[k].strip()
-        for k in ("repo", "revision", "profile", "name")
-        if request.GET.get(k, "").strip()
-    }
+    """A model offered by a link (Check model's "Deploy this model": /deploy/?uri=org/name
+    &profile=...&context=...): the Model step starts filled in, with a free name."""
+    offered = present.prefilled(request.GET)
     if offered.get("repo") and not offered.get("name"):
         name = flow.suggested_name(request.membership.organization, offered["repo"])
         offered |= {"name": name} if name else {}

@@ -331,6 +331,16 @@ def hub_uri(repo: str, revision: str) -> str | None:
     return f"hf://{repo}:{revision}" if revision else f"hf://{repo}"
 
 
+def typed_uri(text: str) -> str:
+    """A model's URI from what was typed where a URI is asked: `org/name`, a Hub page or an
+    hf:// URI becomes hf://org/name[:revision], as the Model step reads it; any other URI
+    (s3://, an Azure Blob https:// URL...) stays as typed, for the manifest's rule to judge."""
+    text = (text or "").strip()
+    if "://" in text and not _HUB_URL.match(text):
+        return text
+    return hub_uri(text, "") or text
+
+
 def sizing_key(doc: Mapping) -> tuple:
     """What a size is chosen for: the artifact (not its revision), its format and the profile
     (its cluster and GPU kinds). When it changes, Compute is sized afresh."""

@@ -179,12 +179,16 @@ def _model_doc(draft: Draft, data: Mapping) -> tuple[dict, DryRun | None]:
     reset_sizing(doc)
     checks = CheckModelCalls()
     master = ModelMaster.objects.for_uri(draft.organization, get(doc, f"{MODEL}.uri"))
-    master_context = master.max_context_tokens if master is not None else None
-    put(doc, CONTEXT, mf.default_context(master_context, None))
+    wanted_context = master.max_context_tokens if master is not None else None
+    put(doc, CONTEXT, mf.default_context(wanted_context, None))
+    checked = str(data.get("context", "")).strip()  # the context Check model was asked for
+    if checked.isdigit() and int(checked) > 0:
+        wanted_context = int(checked)
+        put(doc, CONTEXT, wanted_context)
     engine_defaults = master.engine_defaults() if master is not None else {}
     check = _ask(draft, doc, checks, engine_defaults)
     if check is not None and get(doc, CONTEXT) != (
-        context := mf.default_context(master_context, check.max_context_tokens)
+        context := mf.default_context(wanted_context, check.max_context_tokens)
     ):
         put(doc, CONTEXT, context)  # the master asks more than the model has: the model's own
         check = _ask(draft, doc, checks, engine_defaults)

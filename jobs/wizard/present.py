@@ -28,6 +28,7 @@ from jobs.wizard.fields import (
     model_values,
     shown,
     split_hub,
+    typed_uri,
     values,
 )
 from jobs.wizard.flow import State, fixed_fields, stamp
@@ -168,6 +169,24 @@ def name_in_words(errors: dict, suggested: str) -> dict:
     )
     said = [plain if "required, missing" in p.message else p for p in errors.get("name", [])]
     return errors | ({"name": said} if said else {})
+
+
+def prefilled(query) -> dict:
+    """The Model step of a new draft filled from Check model's "Deploy this model": the model,
+    profile and format that were checked, and the context length, carried to Compute."""
+    uri = typed_uri(str(query.get("uri", "")))
+    out: dict[str, str] = {}
+    if uri:
+        hub = split_hub(uri)
+        out["source"] = "hub" if hub else "storage"
+        out |= {"repo": hub.repo, "revision": hub.revision} if hub else {"storage_uri": uri}
+    for name in ("profile", "format"):
+        if query.get(name):
+            out[name] = str(query[name])
+    context = str(query.get("context", "")).strip()
+    if context.isdigit() and int(context) > 0:
+        out["context"] = context
+    return out
 
 
 def check_context(state: State) -> dict:

@@ -17,11 +17,35 @@
     }, () => { button.textContent = "Select and copy"; });
   });
 
+  // <button data-fill-from="#example" data-fill-into="#field">: put the example's text into
+  // the field (Deploy from YAML's example manifest), replacing what it held.
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-fill-from][data-fill-into]");
+    if (!button) return;
+    const source = document.querySelector(button.dataset.fillFrom);
+    const field = document.querySelector(button.dataset.fillInto);
+    if (!source || !field) return;
+    field.value = source.textContent;
+    field.focus();
+  });
+
   // <form data-confirm="Delete x?">: ask before submitting. The question is text from an
-  // attribute, never code, so a name with quotes stays a name.
+  // attribute, never code, so a name with quotes stays a name. With data-confirm-name="x"
+  // the answer is the name typed, not a click: for what cannot be undone.
   document.addEventListener("submit", (event) => {
     const form = event.target.closest("form[data-confirm]");
-    if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
+    if (!form) return;
+    const name = form.dataset.confirmName;
+    if (name === undefined) {
+      if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+      return;
+    }
+    const typed = window.prompt(form.dataset.confirm, "");
+    if (typed === null) { event.preventDefault(); return; }
+    if (typed.trim() !== name) {
+      event.preventDefault();
+      window.alert(`"${typed.trim()}" is not ${name}: nothing was deleted. Type the name exactly.`);
+    }
   });
 
   // <select data-submit-on-change>: the organisation switcher submits when a new one is picked.
@@ -29,6 +53,22 @@
     const select = event.target.closest("select[data-submit-on-change]");
     if (select && select.form) select.form.requestSubmit();
   });
+
+  // <div data-shown-when="backend:kubernetes">: shown only while the form's field `backend`
+  // holds that value (a local cluster has no kubeconfig); the server ignores it otherwise.
+  const showWhen = (root) => {
+    root.querySelectorAll("form [data-shown-when]").forEach((part) => {
+      const [name, value] = part.dataset.shownWhen.split(":");
+      const field = part.closest("form").elements.namedItem(name);
+      if (field) part.hidden = field.value !== value;
+    });
+  };
+  showWhen(document);
+  document.addEventListener("change", (event) => {
+    const form = event.target.form;
+    if (form && form.querySelector("[data-shown-when]")) showWhen(form.parentNode);
+  });
+  document.addEventListener("htmx:afterSettle", (event) => showWhen(event.target));
 
   // A form opened for another organisation than the session's is refused with 409 and a page
   // saying so: show it in place of the page's content instead of leaving the click unanswered.

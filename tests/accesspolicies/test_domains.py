@@ -133,7 +133,7 @@ def test_domain_exposure_needs_a_verified_domain_and_an_existing_policy(dns_serv
     entry = domains.add(org, "models.example.com", actor=admin)
     policies.create(org, "internal-only", actor=admin)
     refused = _paths(deploy.dry_run(DOMAIN_MANIFEST, org))
-    assert "Verify the domain under Access" in refused["spec.access.domain"]
+    assert "Verify the domain under Team" in refused["spec.access.domain"]
     assert "internal-only" in refused["spec.access.accessPolicy"]
     publish(dns_server, entry)
     domains.verify(entry, actor=admin)

@@ -165,10 +165,14 @@ def link_url(username):
 
 
 def test_admin_gives_a_one_time_link_that_sets_a_new_password(as_admin, deployer):
-    page = as_admin.post(link_url("dan"))
-    assert page.status_code == 200
+    posted = as_admin.post(link_url("dan"))
+    members = reverse("accesspolicies:members")
+    assert posted.status_code == 302 and posted["Location"] == members  # reload: no 2nd link
+    page = as_admin.get(members)
     assert page["Cache-Control"].startswith("max-age=0")
-    link = re.search(r'<code id="password-link">([^<]+)</code>', page.content.decode()).group(1)
+    assert "A password link for dan" in page.content.decode()
+    link = re.search(r'<code id="shown-once">([^<]+)</code>', page.content.decode()).group(1)
+    assert link not in as_admin.get(members).content.decode()  # shown once
     assert link.startswith("http://testserver/password/set/")
     anonymous = Client()
     form = anonymous.get(link, follow=True)

@@ -1,6 +1,7 @@
 """Personal access tokens: shown once, stored as a hash, revoked by their owner only."""
 
 import hashlib
+import re
 from datetime import timedelta
 
 import pytest
@@ -53,16 +54,28 @@ def test_last_used_is_recorded_but_not_on_every_call(deployer):
     assert PersonalAccessToken.objects.get(pk=token.pk).last_used_at == first
 
 
-def test_create_shows_the_token_once(as_deployer, deployer):
+def test_create_redirects_and_shows_the_token_once(as_deployer, deployer):
+    url = reverse("accesspolicies:tokens")
     response = as_deployer.post(
         reverse("accesspolicies:token-create"), {"name": "ci", "expires_in_days": 30}
     )
-    page = response.content.decode()
+    assert response.status_code == 302 and response["Location"] == url  # a reload makes none
+    shown = as_deployer.get(url)
+    page = shown.content.decode()
     token = PersonalAccessToken.objects.get(user=deployer.user)
     assert "shown once" in page and token.masked in page
-    assert response["Cache-Control"].startswith("max-age=0")
-    again = as_deployer.get(reverse("accesspolicies:tokens")).content.decode()
-    assert token.masked in again and "shown once" not in again
+    secret = re.search(r'<code id="shown-once">([^<]+)</code>', page).group(1)
+    assert PersonalAccessToken.objects.authenticate(secret) == token
+    assert shown["Cache-Control"].startswith("max-age=0")
+    again = as_deployer.get(url).content.decode()
+    assert token.masked in again and "shown once" not in again and secret not in again
+    assert PersonalAccessToken.objects.filter(user=deployer.user).count() == 1
+
+
+def test_create_with_a_bad_name_answers_400_with_the_form(as_deployer, deployer):
+    response = as_deployer.post(reverse("accesspolicies:token-create"), {"name": ""})
+    assert response.status_code == 400
+    assert not PersonalAccessToken.objects.filter(user=deployer.user).exists()
 
 
 def test_owner_revokes_and_nobody_else_can(as_deployer, deployer, admin, as_admin):

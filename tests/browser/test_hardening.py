@@ -44,7 +44,8 @@ def test_a_tab_left_on_acme_cannot_delete_globex_model(page: Page, page_problems
     other.goto("/")
     other.select_option("#org-switch", "globex")  # submits on change (console.js)
     expect(other.locator(".who")).to_contain_text("Globex")
-    page.once("dialog", lambda dialog: dialog.accept())  # Delete asks first (data-confirm)
+    # Delete asks for the name first (data-confirm-name)
+    page.once("dialog", lambda dialog: dialog.accept("bge-embed"))
     page.get_by_role("button", name="Delete").click()
     expect(
         page.get_by_role("heading", name="This page is for another organisation")

@@ -190,7 +190,12 @@ def test_an_outsider_sees_none_of_acmes_applications(admin, outsider, as_outside
 
 def test_an_organisation_without_applications(as_viewer):
     table = read_table(as_viewer.get("/"))
-    assert table.rows == [["No models yet. Deploy one with Deploy model, the API or `app apply`."]]
+    assert table.rows == [
+        [
+            "No models yet. Deploy one with Deploy model, Deploy from YAML, the REST API or "
+            "manage.py app apply."
+        ]
+    ]
 
 
 @pytest.mark.parametrize(

@@ -477,6 +477,21 @@ def test_a_crash_fails_with_its_exit_code_and_last_log_lines(runner):
     assert status.replicas[0].exit_code == 3
 
 
+@pytest.mark.parametrize(
+    "args, ended",
+    [(["--fail-on-start"], "exited with code 1"), (["--crash-after", "0.3"], "exited with code 3")],
+)
+def test_another_process_of_this_console_learns_the_exit_code(runner, tag, args, ended):
+    """The web process starts the servers; the reconciler, another process with its own
+    runner on the same state folder, is the one that sees them exit: it knows the code."""
+    runner.apply("crashy", manifest("crashy", engine={"extraArgs": args}), 1)
+    reconciler = LocalRunner(tag, template=stand_in(tag), grace_seconds=1.0)
+    status = wait_for(reconciler, "crashy", FAILED)
+    assert ended in status.reason
+    assert "unknown" not in status.reason
+    assert runner.observe("crashy").reason == status.reason  # the starter agrees
+
+
 def test_a_server_that_fails_on_start(runner):
     runner.apply("broken", manifest("broken", engine={"extraArgs": ["--fail-on-start"]}), 1)
     status = wait_for(runner, "broken", FAILED)

@@ -168,11 +168,10 @@ def test_admin_adds_a_kubernetes_cluster_and_a_profile(as_admin, org, settings, 
     "data, message",
     [
         ({"backend": "kubernetes"}, "either from a kubeconfig"),
-        ({"backend": "local", "kubeconfig_path": "/x"}, "leave kubeconfig"),
-        ({"backend": "local", "cache_node_groups": "g: lots"}, "Node group g"),
+        ({"backend": "kubernetes", "cache_node_groups": "g: lots"}, "Node group g"),
         ({"backend": "local", "name": "local"}, "exists already"),
     ],
-    ids=["k8s-without-way-in", "local-with-kubeconfig", "bad-cache-size", "duplicate"],
+    ids=["k8s-without-way-in", "bad-cache-size", "duplicate"],
 )
 def test_cluster_form_errors_say_what_to_do(as_admin, org, data, message):
     form = {"name": "c2", "queues": "", "cache_node_groups": "", **data}

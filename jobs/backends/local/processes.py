@@ -50,6 +50,9 @@ class ProcStat:
     pgrp: int
     ppid: int
     start_ticks: int  # since boot: with the pid, names one process for the machine's uptime
+    # A zombie's wait status (field 52, Linux 3.5+): how it ended, readable by any process of
+    # its user until its parent reaps it. None when the kernel does not say.
+    wait_status: int | None = None
 
 
 def boot_id() -> str | None:
@@ -64,17 +67,42 @@ def parse_stat(text: str) -> ProcStat:
     # The command name sits in parentheses and may hold spaces or ')': split at the last one.
     fields = text[text.rindex(")") + 2 :].split()
     return ProcStat(
-        state=fields[0], ppid=int(fields[1]), pgrp=int(fields[2]), start_ticks=int(fields[19])
+        state=fields[0],
+        ppid=int(fields[1]),
+        pgrp=int(fields[2]),
+        start_ticks=int(fields[19]),
+        wait_status=int(fields[49]) if len(fields) > 49 else None,
     )
+
+
+def any_stat(pid: int) -> ProcStat | None:
+    """The process's stat, a zombie's too; None when the pid is gone."""
+    try:
+        return parse_stat((PROC / str(pid) / "stat").read_text())
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def proc_stat(pid: int) -> ProcStat | None:
     """The process's stat, or None when it is gone or a zombie (it has exited)."""
-    try:
-        stat = parse_stat((PROC / str(pid) / "stat").read_text())
-    except (OSError, ValueError, IndexError):
+    stat = any_stat(pid)
+    return None if stat is None or stat.state in ("Z", "X") else stat
+
+
+def exit_code_of_exited(pid: int, start_ticks: int | None) -> int | None:
+    """How the process we started as `pid` at `start_ticks` ended, as Popen.returncode says
+    it (-N for signal N), while it waits to be reaped by its parent: another console process
+    (the reconciler beside the web process that started it) learns it this way. None when
+    the pid is not that exited process any more (reaped, or not ours)."""
+    stat = any_stat(pid)
+    if stat is None or stat.state != "Z" or stat.wait_status is None:
         return None
-    return None if stat.state in ("Z", "X") else stat
+    if start_ticks is None or stat.start_ticks != start_ticks:
+        return None
+    status = stat.wait_status
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
 
 
 def proc_cmdline(pid: int) -> list[str] | None:

@@ -374,8 +374,13 @@ class LocalRunner:
         for replica in state.replicas:
             if replica.exited_at is None and not self._alive(replica):
                 popen = self._children.pop(replica.pid, None) if replica.pid else None
-                # Not our child (an earlier console started it): its exit code is unknown.
-                replica.exit_code = popen.returncode if popen is not None else None
+                if popen is not None:
+                    replica.exit_code = popen.returncode
+                elif replica.pid is not None:
+                    # Another process of this console started it (the web process, when this
+                    # is the reconciler): its exit status waits in /proc until that one reaps
+                    # it. Unknown only when an earlier console started it.
+                    replica.exit_code = proc.exit_code_of_exited(replica.pid, replica.start_ticks)
                 replica.exited_at = now_iso()
                 changed = True
         return changed
@@ -438,7 +443,7 @@ class LocalRunner:
                 exit_code=SPAWN_FAILED_EXIT_CODE, exited_at=now_iso(),
             )  # fmt: skip
         self._children[popen.pid] = popen
-        stat = proc.proc_stat(popen.pid)
+        stat = proc.any_stat(popen.pid)  # a server that failed at once is a zombie already
         ticks = stat.start_ticks if stat is not None else None
         return Replica(
             index, port, popen.pid, ticks, started_at, command, gpus, boot_id=proc.boot_id()
