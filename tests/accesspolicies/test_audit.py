@@ -16,7 +16,8 @@ MANUAL = SHORTEST + "  syncType: Manual\n"
 def test_every_application_verb_writes_one_entry(deployer):
     first = verbs.apply(MANUAL, deployer)
     application = first.application
-    verbs.apply(MANUAL.replace("bge-m3", "bge-m3:main"), deployer)
+    more_memory = "      uri: hf://BAAI/bge-m3\n      resources:\n        memory: 6Gi\n"
+    verbs.apply(MANUAL.replace("      uri: hf://BAAI/bge-m3\n", more_memory), deployer)
     verbs.deploy_latest(application, deployer)
     verbs.rollback(application, 1, deployer)
     for verb in ("stop", "start", "restart"):

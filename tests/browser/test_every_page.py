@@ -197,6 +197,7 @@ EXTRA_VISITS = [Visit("not-found", "/no-such-page/", status=404)]
 SKIPPED: dict[str, str] = {
     "api/v1/": "the API's root answers a JSON 404",
     "api/v1/openapi.json": "JSON, not a page",
+    "favicon.ico": "a redirect to the icon in static/console",
     "api/v1/docs": "django-ninja's packaged Swagger UI, markup not ours (test_hardening shows it)",
     "deploy/name/": "a fragment of the Model step: wizard-model-hub-results shows it there",
     "deploy/hub/": "a fragment of the Model step: wizard-model-hub-results shows it there",

@@ -199,7 +199,8 @@ def test_a_newcomer_deploys_a_model_and_back_forward_reload_keep_it(
 
     def answer(dialog) -> None:
         asked.append(dialog.message)
-        dialog.accept()
+        # Stop asks to confirm; Delete asks for the model's name typed (a prompt).
+        dialog.accept("bge-m3" if dialog.type == "prompt" else None)
 
     page.on("dialog", answer)
     page.get_by_role("button", name="Stop", exact=True).click()

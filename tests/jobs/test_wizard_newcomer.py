@@ -345,7 +345,7 @@ def test_review_refused_by_the_cluster_still_says_the_runtime_and_scaling(as_dep
 
 def test_a_link_offers_a_model_with_a_free_name(as_deployer, deployer):
     apply(SHORTEST.replace("bge-embed", "bge-m3"), deployer)
-    response = as_deployer.get(reverse("jobs:wizard"), {"repo": BGE, "profile": "local"})
+    response = as_deployer.get(reverse("jobs:wizard"), {"uri": BGE, "profile": "local"})
     shown = form_of(response)
     assert (shown["repo"], shown["name"], shown["profile"]) == (BGE, "bge-m3-2", "local")
     assert not Draft.objects.exists()  # a draft only once Next finds the Model step valid
