@@ -165,6 +165,8 @@ def dry_run(
             return DryRun(
                 manifest=None, refusals=[replace(p, origin="schema") for p in error.problems]
             )
+    if nul := mf.nul_problems(doc):  # before any of it reaches a database lookup
+        return DryRun(manifest=None, refusals=[replace(p, origin="schema") for p in nul])
     name = FilledManifest(doc).name
     if expect_name is not None and name != expect_name:
         problem = mf.Problem(

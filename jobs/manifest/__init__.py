@@ -3,7 +3,7 @@
 `parse(doc, ctx)` is the one entry point; see MANIFEST.md for every field and rule.
 """
 
-from .bounded import MANIFEST_LIMITS, Limits, load_bounded
+from .bounded import MANIFEST_LIMITS, Limits, load_bounded, nul_problems
 from .context import (
     ADDONS,
     MODALITIES,
@@ -104,6 +104,7 @@ __all__ = [
     "format_cpu",
     "is_generative",
     "load_bounded",
+    "nul_problems",
     "load_document",
     "model_defaults",
     "model_problems",

@@ -159,6 +159,35 @@ def _check_json_nodes(data: Any, field: str, limits: Limits) -> None:
             pending.extend(value)
 
 
+def nul_problems(data: Any, most: int = 5) -> list[Problem]:
+    """A refusal for each string (key or value) holding a NUL character, by its path: no field
+    accepts one, and a database cannot store it (PostgreSQL refuses it even in a lookup), so a
+    document holding one is refused before any of it is used. `data` is already bounded."""
+    found: list[Problem] = []
+    pending: list[tuple[str, Any]] = [("", data)]
+    while pending and len(found) < most:
+        path, value = pending.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                found.append(
+                    Problem(
+                        path or "document",
+                        "contains a NUL character (\\0); accepts text without control "
+                        "characters. Remove it and send the manifest again.",
+                    )
+                )
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                key_path = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and "\x00" in key:
+                    pending.append((path or "document", key))
+                else:
+                    pending.append((key_path, item))
+        elif isinstance(value, list):
+            pending.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+    return found
+
+
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):

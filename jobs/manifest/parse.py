@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import model_rules, rules
-from .bounded import MANIFEST_LIMITS, DocumentError, load_bounded
+from .bounded import MANIFEST_LIMITS, DocumentError, load_bounded, nul_problems
 from .context import ManifestContext, ModelFacts
 from .defaults import Facts, fill
 from .model_defaults import model_defaults
@@ -97,6 +97,8 @@ def _parse(doc: Any, ctx: ManifestContext) -> ParseResult:
             return ParseResult(None, _schema(exc.problems))
     else:
         data = doc
+    if nul := nul_problems(data):
+        return ParseResult(None, _schema(nul))
     if not isinstance(data, Mapping):
         if data is None:
             what = "empty"

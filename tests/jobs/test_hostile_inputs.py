@@ -172,6 +172,36 @@ def test_the_api_refuses_the_worst_inputs(api, existing, name):
     assert list(Application.objects.all()) == [existing]
 
 
+def with_nul(where: str) -> str:
+    """The shortest manifest as JSON with a NUL character at `where` (a JSON \\u0000)."""
+    doc = yaml.safe_load(SHORTEST)
+    if where == "spec.profileName":
+        doc["spec"]["profileName"] = "lo\x00cal"
+    elif where == "spec.name":
+        doc["spec"]["name"] = "bge\x00embed"
+    elif where == "spec.source.model.engine.extraArgs[0]":
+        doc["spec"]["source"]["model"]["engine"] = {"extraArgs": ["--seed\x00"]}
+    else:  # a key holding one
+        doc["spec"]["labels\x00"] = {}
+        where = "spec"
+    return where, json.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["spec.profileName", "spec.name", "spec.source.model.engine.extraArgs[0]", "a key"],
+)
+def test_a_nul_character_anywhere_is_refused_at_its_field_before_any_lookup(api, existing, where):
+    """PostgreSQL refuses NUL even in a query: found by the API fuzz test as a 500 there."""
+    path, text = with_nul(where)
+    for method, url in (("post", f"{API}?dryRun=true"), ("post", API)):
+        response = api(method, url, text)
+        problems = refused_clearly(response)
+        assert [p["path"] for p in problems] == [path]
+        assert "NUL character" in problems[0]["message"]
+    assert list(Application.objects.all()) == [existing]
+
+
 @pytest.mark.parametrize("name", ["flow-sequences", "alias-bomb", "merge-bomb"])
 def test_the_deploy_from_yaml_page_refuses_the_worst_inputs(as_deployer, name):
     for url in ("jobs:deploy-yaml-dry-run", "jobs:deploy-yaml-apply"):
