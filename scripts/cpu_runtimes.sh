@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the CPU model servers the local backend uses when vLLM is not installed, one
-# virtualenv per runtime under $SERVEDECK_RUNTIMES_DIR (default var/runtimes), because their pins
+# virtualenv per runtime under $SERVEDECK_RUNTIMES_DIR (default var/runtimes, in
+# $SERVEDECK_VAR_DIR when that is set: where the console looks), because their pins
 # clash (infinity-emb wants numpy<2). Each venv is reinstalled only when its requirement file
 # changes, so running this again is quick.
 #
@@ -8,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-RUNTIMES_DIR=${SERVEDECK_RUNTIMES_DIR:-var/runtimes}
+RUNTIMES_DIR=${SERVEDECK_RUNTIMES_DIR:-${SERVEDECK_VAR_DIR:-var}/runtimes}
 ALL=(transformers infinity faster-whisper)
 if [ $# -gt 0 ]; then wanted=("$@"); else wanted=("${ALL[@]}"); fi
 

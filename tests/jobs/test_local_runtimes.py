@@ -218,6 +218,20 @@ def test_transformers_serves_a_folder_by_its_name_from_its_parent():
     assert launch.argv[1] == "serve"
 
 
+@pytest.mark.parametrize(("max_concurrent", "batching"), [(None, False), (1, False), (4, True)])
+def test_transformers_batches_only_when_asked_for_concurrency(max_concurrent, batching):
+    launch = rt.cpu_launch(
+        "transformers",
+        model="/models/chat",
+        name="chat",
+        port=1,
+        runtimes_dir=DIR,
+        max_concurrent=max_concurrent,
+    )
+    assert ("--continuous-batching" in launch.argv) is batching
+    assert launch.argv[-1] == "chat"  # the model stays the last argument
+
+
 def test_transformers_pins_a_hub_revision():
     launch = _launch("transformers", model="HuggingFaceTB/SmolLM2-135M-Instruct", revision="abc1")
     assert launch.cwd is None

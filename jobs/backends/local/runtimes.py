@@ -253,9 +253,11 @@ def cpu_launch(
     port: int,
     runtimes_dir: str | os.PathLike[str],
     revision: str | None = None,
+    max_concurrent: int | None = None,
 ) -> Launch:
     """The command of one CPU runtime replica serving `model` (a folder's absolute path, or a
-    Hugging Face repo id) as `name` on 127.0.0.1:`port`."""
+    Hugging Face repo id) as `name` on 127.0.0.1:`port`; `max_concurrent` is the manifest's
+    serving.maxConcurrentRequests."""
     spec = CPU_RUNTIMES[runtime]
     program = str(Path(runtimes_dir) / spec.name / "bin" / spec.program)
     folder = os.path.isabs(model)
@@ -271,6 +273,10 @@ def cpu_launch(
             cwd, model_arg = str(Path(model).parent), Path(model).name
             model_id = model_arg
         argv = [program, "serve", "--host", LOOPBACK, "--port", port_text, "--device", "cpu"]
+        if (max_concurrent or 1) > 1:
+            # Without it transformers serve answers one request at a time and the rest queue;
+            # with it 2 and 4 concurrent chats shared the CPU (bench/cpu_runtimes_bench.py).
+            argv.append("--continuous-batching")
         pinned = model_arg if revision is None else f"{model_arg}@{revision}"
         argv += ["--log-level", "info", pinned]
     elif spec is INFINITY:
