@@ -44,7 +44,7 @@ CHOSEN = [
     (ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2), False, False, ALL, "faster-whisper"),
     # a CTranslate2 checkpoint is not vLLM's, even where vLLM is installed
     (ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2), True, False, ALL, "faster-whisper"),
-    (ModelFacts(rt.TRANSCRIBE, rt.HF), False, False, ALL, "transformers"),
+    (ModelFacts(rt.TRANSCRIBE, rt.HF), True, False, ALL, "vllm"),
     # a small mixture of experts still runs on the CPU
     (
         ModelFacts(rt.GENERATE, rt.HF, "OlmoeForCausalLM", 7 * 10**9, 64),
@@ -138,6 +138,13 @@ REFUSED = [
         True,
         ALL,
         ["from a GGUF file"],
+        None,
+    ),
+    (
+        ModelFacts(rt.TRANSCRIBE, rt.HF, "WhisperForConditionalGeneration"),
+        False,
+        ALL,
+        ["No CPU runtime serves transcription from a Hugging Face model folder", "CTranslate2"],
         None,
     ),
     (
@@ -254,7 +261,9 @@ def test_infinity_serves_under_the_given_name_and_prefix():
 def test_faster_whisper_takes_the_folder_as_its_model():
     launch = _launch("faster-whisper", model="/models/whisper-tiny.en")
     assert launch.argv[1] == "/models/whisper-tiny.en"
-    assert launch.notes  # readiness before the model loads is said
+    assert launch.ready_before_load
+    assert not _launch("transformers").ready_before_load
+    assert not _launch("infinity").ready_before_load
 
 
 # ---- the machine's side ----

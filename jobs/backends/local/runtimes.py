@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 RUNTIMES_DIR_SETTING = "SERVEDECK_RUNTIMES_DIR"
@@ -72,8 +72,9 @@ TRANSFORMERS = CpuRuntime(
     "transformers",
     "transformers serve",
     "transformers",
-    # Its /v1/audio/transcriptions takes Hugging Face Whisper folders too.
-    frozenset({(GENERATE, HF), (TRANSCRIBE, HF)}),
+    # Not transcription: its /v1/audio/transcriptions needs torchcodec or soundfile to decode
+    # audio, which transformers[serving] does not install, and no Whisper folder here tried it.
+    frozenset({(GENERATE, HF)}),
     "/health",
     "/v1",
 )
@@ -141,7 +142,10 @@ class Launch:
     route_prefix: str
     # The model name the runtime answers to; the gateway sends it in place of the client's.
     model_id: str
-    notes: tuple[str, ...] = field(default=())
+    # The readiness path answers before the model is loaded (faster-whisper-server loads it on
+    # the first request, so a folder with no model still reads as ready): Running needs one
+    # real request first.
+    ready_before_load: bool = False
 
 
 def weights_layout(file_names: Iterable[str]) -> str | None:
@@ -237,6 +241,11 @@ def _no_cpu_runtime(facts: ModelFacts) -> Refusal:
             "Point the source at the original model's Hugging Face folder or repository "
             "(safetensors weights): vLLM and transformers read those."
         )
+    elif facts.task == TRANSCRIBE:
+        fix = (
+            "On this machine use a Whisper model in CTranslate2 format (faster-whisper's, such "
+            f"as Systran/faster-whisper-tiny.en), or use {GPU_PROFILE}."
+        )
     else:
         fix = f"Use {GPU_PROFILE}."
     return Refusal(
@@ -264,7 +273,7 @@ def cpu_launch(
     env = {**QUIET_ENV, **(OFFLINE_ENV if folder else {})}
     port_text = str(port)
     cwd: str | None = None
-    notes: tuple[str, ...] = ()
+    ready_before_load = False
     if spec is TRANSFORMERS:
         # transformers serve names a model by how it was given: a folder is served as its own
         # name from its parent folder, so the id clients must send carries no path.
@@ -294,7 +303,7 @@ def cpu_launch(
         # faster-whisper-server loads the model on the first request, not at start.
         argv = [program, model, "--host", LOOPBACK, "--port", port_text, "--log-level", "info"]
         model_id = name
-        notes = ("loads the model on the first transcription, so readiness comes before it",)
+        ready_before_load = True
     return Launch(
         runtime=spec.name,
         argv=argv,
@@ -303,7 +312,7 @@ def cpu_launch(
         readiness_path=spec.readiness_path,
         route_prefix=spec.route_prefix,
         model_id=model_id,
-        notes=notes,
+        ready_before_load=ready_before_load,
     )
 
 
