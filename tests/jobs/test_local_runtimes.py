@@ -73,6 +73,10 @@ def test_choice_says_why_the_cpu_runtime():
     )
     assert "vLLM is not installed" in missing.why
     assert "profile asks for the CPU" in asked.why
+    whisper = rt.choose_runtime(
+        ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2), vllm_installed=True, installed=ALL
+    )
+    assert "vLLM does not load a CTranslate2 checkpoint" in whisper.why
 
 
 # (facts, vllm installed, installed runtimes) -> words the refusal must hold, install command
@@ -124,6 +128,13 @@ REFUSED = [
         False,
         ALL,
         ["resources.accelerator", "vLLM is not installed", "remove resources.accelerator"],
+        None,
+    ),
+    (
+        ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2, wants_gpu=True),
+        True,
+        ALL,
+        ["vLLM does not load a CTranslate2 checkpoint", "Remove resources.accelerator"],
         None,
     ),
     (

@@ -194,11 +194,16 @@ def choose_runtime(
         )
     if vllm_installed and not cpu_profile and facts.layout == HF:
         return Choice(VLLM, "vLLM is installed on this machine.")
+    layout = LAYOUT_WORDS.get(facts.layout, f"the layout {facts.layout!r}").split(" (")[0]
     if facts.wants_gpu:
+        if vllm_installed:
+            vllm, fix = f"vLLM does not load {layout}", "Remove"
+        else:
+            vllm, fix = "vLLM is not installed on this machine", "Install vLLM, remove"
         return Refusal(
-            "spec.source.model.resources.accelerator asks for a GPU, but vLLM is not installed "
-            "on this machine and the CPU runtimes use no GPU. Install vLLM, remove "
-            "resources.accelerator to run on the CPU, or use a Kubernetes profile with GPU nodes."
+            f"spec.source.model.resources.accelerator asks for a GPU, but {vllm} and the CPU "
+            f"runtimes use no GPU. {fix} resources.accelerator to run on the CPU, or use a "
+            "Kubernetes profile with GPU nodes."
         )
     moe = (facts.experts or 0) > 1
     if moe and (facts.parameters or 0) > CPU_MOE_MAX_PARAMETERS:
@@ -221,11 +226,12 @@ def choose_runtime(
             f"Install it with: {command}",
             install=command,
         )
-    why = (
-        "vLLM is not installed on this machine"
-        if not vllm_installed
-        else "the profile asks for the CPU runtimes"
-    )
+    if not vllm_installed:
+        why = "vLLM is not installed on this machine"
+    elif cpu_profile:
+        why = "the profile asks for the CPU runtimes"
+    else:
+        why = f"vLLM does not load {layout}"
     return Choice(runtime.name, f"{runtime.label} serves {_task_words(facts.task)}; {why}.")
 
 
