@@ -34,7 +34,7 @@ pytestmark = [
     pytest.mark.skipif(
         bool(MISSING),
         reason=f"the CPU runtimes {', '.join(MISSING)} are not installed in {RUNTIMES_DIR}; "
-        f"run {rt.INSTALL_SCRIPT} first",
+        f"run {rt.install_command(' '.join(MISSING), RUNTIMES_DIR)} first",
     ),
 ]
 # A loaded 2-core machine runs the 135M model at well under a token a second.
