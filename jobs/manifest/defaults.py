@@ -206,7 +206,7 @@ def _model(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> dict[st
     uri = model["uri"]
     facts.uri = uri if isinstance(uri, UriInfo) else None
     fmt = model["format"]
-    if fmt is None and facts.uri is not None and facts.uri.scheme == "hf":
+    if fmt is None and facts.uri is not None and facts.uri.scheme in ("hf", "file"):
         fmt = "vLLM"
     facts.format = fmt if ok(fmt) else None
     if facts.format is not None:

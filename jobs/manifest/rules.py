@@ -322,6 +322,15 @@ def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
             "nodesPerReplica to 1.",
         )
     profile = facts.profile
+    on_kubernetes = profile is not None and profile.backend == "kubernetes"
+    if uri is not None and uri.scheme == "file" and on_kubernetes:
+        out.refuse(
+            f"{M}.uri",
+            f"{show(uri.text)} is a folder on the console's machine, which profile "
+            f"{profile.name}'s Kubernetes cluster cannot read; accepts file:// on the "
+            "local profile only. Copy the model onto a PersistentVolumeClaim and set uri "
+            "to pvc://<claim>/<path>, or use hf://, or deploy it on a local profile.",
+        )
     vm = facts.isolation == "VirtualMachine"
     if vm and profile is not None and "kubevirt" not in profile.addons:
         out.refuse(

@@ -29,6 +29,8 @@ import httpx
 from jobs.manifest.problems import Problem
 
 from . import processes as proc
+from . import runtimes as rt
+from . import serving_plan
 from .command import (
     configured_template,
     describe,
@@ -162,19 +164,26 @@ class LocalRunner:
         refusals = self.check(manifest)
         if refusals:
             raise LocalRefused([p.message for p in refusals])
+        chosen = serving_plan.plan(manifest, self.template)
+        if isinstance(chosen, serving_plan.Refused):  # the check above said so already
+            raise LocalRefused([chosen.message])
         manifest = json.loads(json.dumps(manifest))  # a plain copy, as it will be stored
         with self._locked(app_name):
             state = self._load(app_name)
             if state is not None and self._refresh(state):
                 self._save(state)
-            if state is not None and state.manifest == manifest and state.template == self.template:
+            same = state is not None and (state.manifest, state.template) == (
+                manifest,
+                self.template,
+            )
+            if same and (state.runtime, state.model) == (chosen.runtime, chosen.model):
                 state.revision = revision  # the same servers now run this revision
             else:
                 with self._gpu_book(manifest, state) as book:
                     gpus = self._plan_gpus(app_name, manifest, book)
                     if state is not None:
                         self._terminate(state.replicas)
-                    state = self._replaced(app_name, manifest, revision, state)
+                    state = self._replaced(app_name, manifest, revision, state, chosen)
                     if state.stopped is None:
                         self._start_replicas(state, range(replica_count(manifest)), gpus)
                     self._record_gpus(book, state)
@@ -344,8 +353,14 @@ class LocalRunner:
         return state
 
     def _replaced(
-        self, name: str, manifest: dict[str, Any], revision: int, old: AppState | None
+        self,
+        name: str,
+        manifest: dict[str, Any],
+        revision: int,
+        old: AppState | None,
+        chosen: serving_plan.Plan,
     ) -> AppState:
+        spec = rt.CPU_RUNTIMES.get(chosen.runtime)
         return AppState(
             name=name,
             revision=revision,
@@ -354,6 +369,12 @@ class LocalRunner:
             stopped=old.stopped if old else None,
             stopped_at=old.stopped_at if old else None,
             ports=old.ports if old else [],
+            runtime=chosen.runtime,
+            model=chosen.model,
+            # vLLM and the stand-in answer to the application's name (--served-model-name);
+            # so do the CPU runtimes as started here (see _cpu_launch).
+            model_id=name,
+            readiness_path=spec.readiness_path if spec else "/v1/models",
         )
 
     # --- processes -----------------------------------------------------------------------
@@ -413,11 +434,46 @@ class LocalRunner:
         state.replicas.sort(key=lambda r: r.index)
         state.template = self.template
 
+    def _cpu_launch(self, state: AppState, port: int) -> rt.Launch:
+        """A CPU runtime's replica, serving the application's model as its name.
+
+        transformers serve names a folder's model by the folder's own name: it is given a
+        link named after the application (in the application's state folder) to the model
+        folder, so it answers to the name clients send, like every other runtime here."""
+        model = state.model
+        if state.runtime == rt.TRANSFORMERS.name:
+            links = proc.private_dir(self._dir(state.name) / "model")
+            link = links / state.name
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(model, target_is_directory=True)
+            model = str(link)
+        serving = (state.manifest["spec"]["source"]["model"].get("serving")) or {}
+        return rt.cpu_launch(
+            state.runtime,
+            model=model,
+            name=state.name,
+            port=port,
+            runtimes_dir=rt.configured_runtimes_dir(),
+            max_concurrent=serving.get("maxConcurrentRequests"),
+        )
+
     def _start_one(self, state: AppState, index: int, port: int, gpus: str | None) -> Replica:
-        command = local_command(state.manifest, port, self.template)
-        command[0] = which(command[0]) or command[0]
-        # On the CPU no GPU is visible, so a replica never takes one another app was given.
-        extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
+        cwd = None
+        if state.runtime in rt.CPU_RUNTIMES:
+            launch = self._cpu_launch(state, port)
+            command, cwd = launch.argv, launch.cwd
+            # Its own Hugging Face home: nothing of the console's cache is read or written.
+            extra = {
+                **launch.env,
+                "HF_HOME": str(self._dir(state.name) / "hf-home"),
+                "CUDA_VISIBLE_DEVICES": "",
+            }
+        else:
+            command = local_command(state.manifest, port, self.template)
+            command[0] = which(command[0]) or command[0]
+            # On the CPU no GPU is visible, so a replica never takes one another app was given.
+            extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
         token = self.token_for(state.name) if self.token_for is not None else None
         env = server_environment(os.environ, extra, token)
         log_path = self._log(state.name, index)
@@ -429,7 +485,7 @@ class LocalRunner:
                 f"started {started_at}: {describe(command)}\n"
             )
         try:
-            popen = proc.spawn(command, env, log_path)
+            popen = proc.spawn(command, env, log_path, cwd=cwd)
         except OSError as exc:
             with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
                 log.write(f"could not start {command[0]}: {exc}\n")
@@ -515,15 +571,16 @@ class LocalRunner:
 
     # --- status --------------------------------------------------------------------------
 
-    def _ready(self, replicas: list[Replica]) -> dict[int, bool]:
-        """GET /v1/models on each live replica; a 200 means it serves."""
+    def _ready(self, replicas: list[Replica], path: str = "/v1/models") -> dict[int, bool]:
+        """GET `path` (the runtime's readiness path) on each live replica; a 200 means it
+        serves."""
         ready = {}
         timeout = httpx.Timeout(self.probe_timeout)
         # trust_env=False: an HTTP(S)_PROXY in the environment must not carry loopback probes.
         with httpx.Client(timeout=timeout, trust_env=False) as client:
             for replica in replicas:
                 try:
-                    response = client.get(f"http://{proc.LOOPBACK}:{replica.port}/v1/models")
+                    response = client.get(f"http://{proc.LOOPBACK}:{replica.port}{path}")
                     ready[replica.index] = response.status_code == 200
                 except httpx.HTTPError:
                     ready[replica.index] = False
@@ -531,7 +588,7 @@ class LocalRunner:
 
     def _status(self, state: AppState) -> LocalStatus:
         live = [r for r in state.replicas if r.exited_at is None]
-        ready = self._ready(live) if state.stopped is None else {}
+        ready = self._ready(live, state.readiness_path) if state.stopped is None else {}
         exited = next((r for r in state.replicas if r.exited_at is not None), None)
         lines = self._last_run_lines(state.name, exited.index) if exited else []
         return derive_status(state, ready, lines)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -358,3 +360,11 @@ def installed_runtimes(runtimes_dir: str | os.PathLike[str]) -> frozenset[str]:
         if (venv / INSTALLED_STAMP).is_file() and os.access(program, os.X_OK):
             found.add(spec.name)
     return frozenset(found)
+
+
+def vllm_installed() -> bool:
+    """Whether vLLM's server is on the PATH or in the console's own virtualenv (installed
+    there, it is found even when that virtualenv is not activated)."""
+    parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    parts.append(os.path.dirname(sys.executable))
+    return shutil.which(VLLM, path=os.pathsep.join(parts)) is not None
