@@ -26,6 +26,7 @@ from .schema import (
     INSTALLED_RUNTIMES,
     api_formats,
 )
+from .uri import VLLM_DEFAULT_SCHEMES
 
 MODALITY_FIELDS = {
     "maxImagesPerPrompt": "image",
@@ -290,10 +291,11 @@ def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
                 f"rollback may serve different bytes. Pin it as hf://{uri.hf_repo}:<commit> "
                 "(the 40-character commit hash).",
             )
-    if model["format"] is None and uri is not None and uri.scheme != "hf":
+    if model["format"] is None and uri is not None and uri.scheme not in VLLM_DEFAULT_SCHEMES:
         out.refuse(
             f"{M}.format",
-            f"required for an artifact on {uri.scheme}://, missing (only hf:// defaults to vLLM); "
+            f"required for an artifact on {uri.scheme}://, missing (only hf:// and file:// "
+            "default to vLLM); "
             "accepts vLLM, SKLearn, XGBoost, LightGBM, TensorFlow, PyTorch, ONNX, TensorRT, "
             "Triton, MLflow, PMML or Paddle. Set format to the artifact's format.",
         )

@@ -14,6 +14,8 @@ SCHEMES = ("hf", "s3", "gs", "pvc", "oci", "https", "file")
 # file:// names a model folder on the console's machine: a source on the local backend only
 # (the counterpart of pvc:// on Kubernetes); which folders it may name is the backend's rule.
 LOCAL_ONLY_SCHEMES = ("file",)
+# Where a missing spec.source.model.format means vLLM: a Hugging Face repository or folder.
+VLLM_DEFAULT_SCHEMES = ("hf", "file")
 _FILE_PART = re.compile(r"[A-Za-z0-9._+@=-]{1,255}")
 
 _HF_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
