@@ -47,7 +47,10 @@ class PackagedModels:
 
 
 def default_models_dir() -> Path:
-    return Path(os.environ.get(MODELS_DIR_ENV) or ROOT / "var" / "models")
+    """SERVEDECK_TEST_MODELS_DIR, else the console's models folder (SERVEDECK_MODELS_DIR),
+    else var/models: the real-model tests serve them from there as file:// folders."""
+    chosen = os.environ.get(MODELS_DIR_ENV) or os.environ.get("SERVEDECK_MODELS_DIR")
+    return Path(chosen or ROOT / "var" / "models")
 
 
 def _runtime_python(runtimes_dir: Path) -> Path:
