@@ -1,4 +1,5 @@
-"""Real weights, end to end: a chat model and an embedding model deployed through the REST API
+"""Real weights, end to end: a chat model, an embedding model and a speech recognition model
+deployed through the REST API
 on the local profile from folders under SERVEDECK_MODELS_DIR (file://), the real local backend
 choosing and starting the real CPU runtimes (no SERVEDECK_LOCAL_COMMAND), and the official
 openai client calling them through the console's gateway at /v1 with an API key.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import subprocess
 import time
 
 import httpx
@@ -28,7 +31,7 @@ from tests.packaged_models import NotReady, default_models_dir, prepare
 __all__ = ["console_server"]  # the live console, a fixture used below
 
 RUNTIMES_DIR = rt.configured_runtimes_dir()
-NEEDED = ("transformers", "infinity")
+NEEDED = ("transformers", "infinity", "faster-whisper")
 MISSING = sorted(set(NEEDED) - rt.installed_runtimes(RUNTIMES_DIR))
 WHY_MISSING = (
     f"the CPU runtimes {', '.join(MISSING)} are not installed in {RUNTIMES_DIR}; run "
@@ -66,6 +69,9 @@ def real_machine(settings):
     """The real command (no stand-in), the installed runtimes, the packaged models."""
     if MISSING:
         pytest.fail(f"CI runs the real-model test, but {WHY_MISSING}")
+    if shutil.which("espeak-ng") is None:
+        why = "espeak-ng speaks the WAV the test transcribes: apt-get install espeak-ng"
+        pytest.fail(f"CI runs the real-model test, but {why}") if IN_CI else pytest.skip(why)
     try:
         models = prepare(runtimes_dir=RUNTIMES_DIR)
     except NotReady as exc:
@@ -108,10 +114,15 @@ def cosine(a: list[float], b: list[float]) -> float:
     return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
 
 
-def test_real_models_answer_through_the_gateway(real_machine, console_server, admin):
+def test_real_models_answer_through_the_gateway(real_machine, console_server, admin, tmp_path):
     live = console_server
     headers = {"Authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
-    for name, folder in (("chat", real_machine.chat), ("minilm", real_machine.embedding)):
+    deployed = (
+        ("chat", real_machine.chat),
+        ("minilm", real_machine.embedding),
+        ("whisper", real_machine.transcription),
+    )
+    for name, folder in deployed:
         created = httpx.post(
             f"{live}/api/v1/applications",
             headers={**headers, "Content-Type": "application/yaml"},
@@ -119,8 +130,8 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
             timeout=60,
         )
         assert created.status_code == 201, created.text
-    follow("chat", "Running")
-    follow("minilm", "Running")
+    for name, _ in deployed:
+        follow(name, "Running")
 
     made = json.loads(command("apikey", "create", "real-caller", "--json"))
     client = openai.OpenAI(
@@ -135,7 +146,7 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
             if time.monotonic() > deadline:
                 pytest.fail("the new key was not accepted within 5 s")
             time.sleep(0.1)
-    assert listed == ["chat", "minilm"]
+    assert listed == ["chat", "minilm", "whisper"]
 
     answer = client.chat.completions.create(
         model="chat",
@@ -162,6 +173,13 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
     ).data
     assert len(food.embedding) == 384
     assert cosine(food.embedding, bread.embedding) > cosine(food.embedding, plane.embedding)
+
+    wav = tmp_path / "speech.wav"
+    spoken = ["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(wav)]
+    subprocess.run([*spoken, "The capital of France is Paris."], check=True)
+    with open(wav, "rb") as audio:
+        heard = client.audio.transcriptions.create(model="whisper", file=audio).text
+    assert "paris" in heard.lower(), heard
 
     per_app = usage(live, "applications/chat", headers, want_requests=2)
     assert per_app["totals"]["requests"] >= 2, per_app["totals"]
@@ -196,3 +214,4 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
         if time.monotonic() > deadline:
             pytest.fail("the gateway did not answer 503 for the stopped model within 5 s")
         time.sleep(0.1)
+    client.close()

@@ -40,6 +40,14 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200 if self.path == "/health" else 404)
         self.end_headers()
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        print("POST " + self.path, flush=True)
+        broken = any("broken" in a for a in argv)
+        self.send_response(500 if broken else 200)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{{"text": ""}}')
     def log_message(self, *args):
         pass
 HTTPServer((host, port), Handler).serve_forever()
@@ -251,3 +259,36 @@ def test_check_model_says_the_install_command_when_the_runtime_is_missing(cpu_ma
         result.next_step
         == f"SERVEDECK_RUNTIMES_DIR={runtimes} scripts/cpu_runtimes.sh transformers"
     )
+
+
+def whisper_folder(models: Path, name: str) -> Path:
+    folder = models / name
+    folder.mkdir()
+    for file in ("config.json", "model.bin", "vocabulary.txt"):
+        (folder / file).write_text("{}")
+    return folder
+
+
+def test_a_runtime_ready_before_its_model_loads_is_running_after_one_request(cpu_machine, tmp_path):
+    runtimes, models = cpu_machine
+    install_fake(runtimes, "faster-whisper")
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    good = manifest("whisper", f"file://{whisper_folder(models, 'tiny-en')}")
+    broken = manifest("broken", f"file://{whisper_folder(models, 'broken-en')}")
+    try:
+        runner.apply("whisper", good, 1)
+        running(runner, "whisper")
+        assert "POST /v1/audio/transcriptions" in runner.tail("whisper", 50)
+        runner.apply("broken", broken, 1)
+
+        def warmed_up() -> bool:
+            runner.observe("broken")  # each observation probes, and sends the warm-up
+            return "POST /v1/audio/transcriptions" in runner.tail("broken", 50)
+
+        wait_for(warmed_up, "no warm-up request was sent", 20)
+        status = runner.observe("broken")  # /health answers, the warm-up does not
+        assert status.phase == "Loading", status
+        assert "does not answer GET /health yet" in status.reason
+        assert "faster-whisper-server" in status.reason
+    finally:
+        runner.shutdown()

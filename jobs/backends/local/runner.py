@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import threading
+import wave
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -83,6 +85,21 @@ FAILED_LOG_LINES = 20
 MARKER = "---- servedeck: "  # starts the line written before each server start
 APP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 SPAWN_FAILED_EXIT_CODE = 127  # what a shell reports for a command it cannot run
+WARM_UP_SECONDS = 5.0  # a warm-up request waits this long for the model to load
+
+
+def _silence_wav(seconds: float = 0.5, rate: int = 16000) -> bytes:
+    """A mono 16-bit WAV of silence: the warm-up request's audio."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(b"\0\0" * int(seconds * rate))
+    return buffer.getvalue()
+
+
+SILENCE_WAV = _silence_wav()
 
 
 class LocalRefused(Exception):
@@ -375,6 +392,7 @@ class LocalRunner:
             # so do the CPU runtimes as started here (see _cpu_launch).
             model_id=name,
             readiness_path=spec.readiness_path if spec else "/v1/models",
+            ready_before_load=spec is rt.FASTER_WHISPER,
         )
 
     # --- processes -----------------------------------------------------------------------
@@ -571,24 +589,46 @@ class LocalRunner:
 
     # --- status --------------------------------------------------------------------------
 
-    def _ready(self, replicas: list[Replica], path: str = "/v1/models") -> dict[int, bool]:
-        """GET `path` (the runtime's readiness path) on each live replica; a 200 means it
-        serves."""
+    def _ready(self, state: AppState, replicas: list[Replica]) -> dict[int, bool]:
+        """GET the runtime's readiness path on each live replica; a 200 means it serves. A
+        runtime that answers it before loading its model is sent one warm-up request too."""
         ready = {}
         timeout = httpx.Timeout(self.probe_timeout)
         # trust_env=False: an HTTP(S)_PROXY in the environment must not carry loopback probes.
         with httpx.Client(timeout=timeout, trust_env=False) as client:
             for replica in replicas:
+                base = f"http://{proc.LOOPBACK}:{replica.port}"
                 try:
-                    response = client.get(f"http://{proc.LOOPBACK}:{replica.port}{path}")
+                    response = client.get(base + state.readiness_path)
                     ready[replica.index] = response.status_code == 200
                 except httpx.HTTPError:
                     ready[replica.index] = False
+                if ready[replica.index] and state.ready_before_load and not replica.warmed:
+                    replica.warmed = self._warm_up(client, base, state.model_id)
+                    ready[replica.index] = replica.warmed
         return ready
+
+    def _warm_up(self, client: httpx.Client, base: str, model_id: str) -> bool:
+        """One transcription of a moment of silence: faster-whisper-server loads its model on
+        the first request. Loading takes longer than a probe's timeout: the server goes on
+        loading after the probe gives up, and a later probe finds it loaded."""
+        try:
+            response = client.post(
+                base + "/v1/audio/transcriptions",
+                data={"model": model_id, "response_format": "json"},
+                files={"file": ("warm-up.wav", SILENCE_WAV, "audio/wav")},
+                timeout=httpx.Timeout(max(self.probe_timeout, WARM_UP_SECONDS)),
+            )
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
 
     def _status(self, state: AppState) -> LocalStatus:
         live = [r for r in state.replicas if r.exited_at is None]
-        ready = self._ready(live, state.readiness_path) if state.stopped is None else {}
+        warmed = [r.warmed for r in live]
+        ready = self._ready(state, live) if state.stopped is None else {}
+        if [r.warmed for r in live] != warmed:
+            self._save(state)
         exited = next((r for r in state.replicas if r.exited_at is not None), None)
         lines = self._last_run_lines(state.name, exited.index) if exited else []
         return derive_status(state, ready, lines)

@@ -30,6 +30,9 @@ class Replica:
     exit_code: int | None = None
     exited_at: str | None = None  # set once it is seen gone; exit_code may stay unknown
     boot_id: str | None = None  # pids and start times mean nothing after a reboot
+    # A runtime whose readiness path answers before the model is loaded has answered one
+    # real request (AppState.ready_before_load): only then is it ready.
+    warmed: bool = False
 
 
 @dataclass
@@ -50,6 +53,7 @@ class AppState:
     model: str = ""
     model_id: str = ""
     readiness_path: str = "/v1/models"
+    ready_before_load: bool = False
 
 
 @dataclass(frozen=True)
