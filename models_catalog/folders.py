@@ -67,7 +67,11 @@ def resolve_folder(path: str, models_dir: str | os.PathLike[str]) -> Path:
         ) from None
     resolved = Path(os.path.realpath(path))
     if resolved != resolved_root and resolved_root not in resolved.parents:
-        moved = f" (it leads to {resolved})" if str(resolved) != path.rstrip("/") else ""
+        # Where a link leads is said only for a link inside the models folder: the path of
+        # anything else on this machine is not told to whoever asks.
+        given = Path(path)
+        inside = any(given.is_relative_to(r) for r in (root, resolved_root))
+        moved = f" (it leads to {resolved})" if inside else ""
         raise FolderRefused(
             f"{where} is outside the models folder {resolved_root}{moved}; the local backend "
             f"serves folders under {MODELS_DIR_SETTING} only. Move or copy the model's folder "

@@ -193,6 +193,9 @@ def test_only_folders_inside_the_models_folder_are_served(cpu_machine, tmp_path)
 
     out = refusal(f"file://{outside}/secret-model")
     assert "is outside the models folder" in out and "SERVEDECK_MODELS_DIR" in out
+    (outside / "link").symlink_to(outside / "secret-model")
+    elsewhere = refusal(f"file://{outside}/link")  # where a link out there leads is not told
+    assert "is outside the models folder" in elsewhere and "leads to" not in elsewhere
     linked = refusal(f"file://{models}/sneaky")
     assert "is outside the models folder" in linked and "it leads to" in linked
     missing = refusal(f"file://{models}/nothing-here")
