@@ -287,7 +287,7 @@ class FolderRequest(HubRequest):
 
     def safetensors(self) -> hub.SafetensorsSummary | None:
         counts = model_folder.safetensors_parameters(self.folder)
-        files = sorted(p.name for p in self.folder.glob("*.safetensors"))
+        files = sorted(p.name for p in self.folder.glob("*.safetensors") if p.is_file())
         if not counts:
             return None
         size = sum((self.folder / name).stat().st_size for name in files)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,8 +23,13 @@ import jobs.backends.local.runtimes as rt
 
 MODELS_DIR_SETTING = "SERVEDECK_MODELS_DIR"
 URI_FIELD = "spec.source.model.uri"
-# A safetensors header above this is not a header: a damaged or hostile file.
-MAX_HEADER_BYTES = 100 * 2**20
+# A safetensors header above this is not a header: a damaged or hostile file. Real headers
+# of sharded checkpoints stay well under a MiB per file.
+MAX_HEADER_BYTES = 16 * 2**20
+# A config.json or modules.json above this is not a config: it is not read into memory.
+MAX_JSON_BYTES = 4 * 2**20
+# A model folder holds tens of files; one with more is not a model's (and is not walked).
+MAX_FOLDER_ENTRIES = 10_000
 
 
 class FolderRefused(ValueError):
@@ -82,14 +88,70 @@ def resolve_folder(path: str, models_dir: str | os.PathLike[str]) -> Path:
             f"{where} is not a folder on this machine; give the path of the folder that holds "
             "the model's config.json and weights."
         )
+    entries = _entries(resolved)
+    if entries is None:
+        raise FolderRefused(
+            f"{where} holds more than {MAX_FOLDER_ENTRIES} files; a model folder holds its "
+            "configs, tokenizer and weights. Give the model's own folder."
+        )
+    for entry in entries:
+        target = Path(os.path.realpath(entry))
+        if target != resolved_root and resolved_root not in target.parents:
+            # The server would read it as the model's file: nothing outside the models
+            # folder is served, whichever link leads there. Where it leads is not told.
+            raise FolderRefused(
+                f"{where} holds {entry.relative_to(resolved)}, a link that leads outside the "
+                f"models folder {resolved_root}; the local backend serves files under "
+                f"{MODELS_DIR_SETTING} only. Replace the link with a copy of the file."
+            )
     return resolved
 
 
-def read_json(path: Path) -> Any:
-    """A JSON file of the folder, or None when it is missing or unreadable."""
+def _entries(folder: Path) -> list[Path] | None:
+    """The folder's entries and those of its subfolders one level down (what the servers and
+    file_names read); None when they are more than MAX_FOLDER_ENTRIES."""
+    found: list[Path] = []
+    pending = [(folder, 0)]
+    while pending:
+        current, depth = pending.pop()
+        try:
+            listing = os.scandir(current)
+        except OSError:
+            continue
+        with listing:
+            for entry in listing:
+                found.append(Path(entry.path))
+                if len(found) > MAX_FOLDER_ENTRIES:
+                    return None
+                if depth == 0 and entry.is_dir(follow_symlinks=False):
+                    pending.append((Path(entry.path), 1))
+    return found
+
+
+def _read_regular(path: Path, limit: int) -> bytes | None:
+    """Up to `limit` bytes of a regular file, or None: a FIFO, device or socket is never read
+    (opened without blocking, then refused), nor a file larger than `limit`."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        data = handle.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file of the folder, or None when it is missing, unreadable, not a regular file
+    or larger than MAX_JSON_BYTES."""
+    data = _read_regular(path, MAX_JSON_BYTES)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
         return None
 
 
@@ -109,26 +171,44 @@ def safetensors_parameters(folder: Path) -> dict[str, int]:
     """Parameters per dtype from the headers of the folder's .safetensors files."""
     counts: dict[str, int] = {}
     for file in sorted(folder.glob("*.safetensors")):
-        with open(file, "rb") as handle:
-            head = handle.read(8)
-            if len(head) < 8:
-                continue
-            (length,) = struct.unpack("<Q", head)
-            if length > MAX_HEADER_BYTES:
-                continue
-            try:
-                header = json.loads(handle.read(length))
-            except ValueError:
-                continue
+        header = _safetensors_header(file)
         for name, tensor in header.items():
             if name == "__metadata__" or not isinstance(tensor, dict):
                 continue
+            shape = tensor.get("shape")
+            if not isinstance(shape, list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+            ):
+                continue  # not a tensor's shape: a damaged header counts nothing
             size = 1
-            for dim in tensor.get("shape") or []:
-                size *= int(dim)
-            dtype = str(tensor.get("dtype"))
+            for dim in shape:
+                size *= dim
+            dtype = str(tensor.get("dtype"))[:20]
             counts[dtype] = counts.get(dtype, 0) + size
     return counts
+
+
+def _safetensors_header(file: Path) -> dict[str, Any]:
+    """The JSON header of a regular .safetensors file; {} when it has none that can be read
+    within MAX_HEADER_BYTES."""
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return {}
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}
+        head = handle.read(8)
+        if len(head) < 8:
+            return {}
+        (length,) = struct.unpack("<Q", head)
+        if length > MAX_HEADER_BYTES:
+            return {}
+        try:
+            header = json.loads(handle.read(length))
+        except (ValueError, RecursionError):
+            return {}
+    return header if isinstance(header, dict) else {}
 
 
 def folder_task(config: Mapping[str, Any] | None, names: list[str], layout: str | None) -> str:

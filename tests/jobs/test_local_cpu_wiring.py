@@ -295,3 +295,102 @@ def test_a_runtime_ready_before_its_model_loads_is_running_after_one_request(cpu
         assert "faster-whisper-server" in status.reason
     finally:
         runner.shutdown()
+
+
+def test_a_folder_swapped_for_a_link_out_after_apply_is_not_started(cpu_machine, tmp_path):
+    """The folder is checked where it is used, each time a server starts: a folder replaced by
+    a link out of the models folder between apply and a later start is not served."""
+    runtimes, models = cpu_machine
+    install_fake(runtimes)
+    folder = chat_folder(models)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    chat_folder(outside, "private")
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    try:
+        runner.apply("chat", manifest("chat", f"file://{folder}"), 1)
+        running(runner, "chat")
+        runner.stop("chat")
+        seen_before = [line for line in runner.tail("chat", 200) if line.startswith("SEEN ")]
+        for entry in folder.iterdir():
+            entry.unlink()
+        folder.rmdir()
+        folder.symlink_to(outside / "private", target_is_directory=True)
+
+        status = runner.start("chat")
+        assert status.phase == "Failed", status
+        assert status.replicas[0].pid is None  # never spawned
+        log = runner.tail("chat", 200)
+        assert [line for line in log if line.startswith("SEEN ")] == seen_before
+        assert any("models folder" in line and "not started" in line for line in log), log
+        assert str(outside) not in "\n".join(log)  # where the link leads is not logged
+    finally:
+        runner.shutdown()
+
+
+def test_the_cpu_runtime_keeps_no_cache_of_the_console(cpu_machine, tmp_path, monkeypatch):
+    """HF_HUB_CACHE or TRANSFORMERS_CACHE in the console's environment would point the
+    runtime back at the console's own Hugging Face cache, past its HF_HOME."""
+    runtimes, models = cpu_machine
+    install_fake(runtimes)
+    folder = chat_folder(models)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "console-cache"))
+    monkeypatch.setenv("TRANSFORMERS_CACHE", str(tmp_path / "console-cache"))
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    try:
+        runner.apply("chat", manifest("chat", f"file://{folder}"), 1)
+        env = seen(runner, "chat")["env"]
+        home = tmp_path / "state" / "acme" / "chat" / "hf-home"
+        assert env["HF_HUB_CACHE"] == str(home / "hub")
+        assert env["TRANSFORMERS_CACHE"] == str(home / "hub")
+    finally:
+        runner.shutdown()
+
+
+def test_check_model_reads_no_oversized_or_special_file_of_a_folder(cpu_machine):
+    """A config.json far larger than any config, or one that is a FIFO or device, is not read
+    (reading would hold the console's memory or block it); a malformed safetensors header is
+    skipped, not a crash."""
+    from models_catalog import folders
+
+    _, models = cpu_machine
+    folder = models / "odd"
+    folder.mkdir()
+    big = folder / "config.json"
+    big.write_text('{"architectures": ["LlamaForCausalLM"]}' + " " * (folders.MAX_JSON_BYTES + 1))
+    assert folders.read_json(big) is None
+    big.unlink()
+    os.mkfifo(big)
+    assert folders.read_json(big) is None  # returns at once: a FIFO is not opened for reading
+    bad = folder / "model.safetensors"
+    raw = json.dumps({"w": {"dtype": "F32", "shape": ["x", 2]}, "v": [1]}).encode()
+    bad.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    listed = folder / "list.safetensors"
+    raw = json.dumps([1, 2]).encode()
+    listed.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    assert folders.safetensors_parameters(folder) == {}
+
+
+def test_a_file_of_a_folder_that_links_out_of_the_models_folder_is_refused(cpu_machine, tmp_path):
+    """The folder resolves inside the models folder but one of its files is a link to the
+    console's own files: the server would read them as the model's. Links within the models
+    folder (a Hugging Face cache's snapshots point at its blobs) are fine."""
+    runtimes, models = cpu_machine
+    install_fake(runtimes)
+    folder = chat_folder(models)
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    chat = manifest("chat", f"file://{folder}")
+    blob = models / "blobs" / "tokenizer"
+    blob.parent.mkdir()
+    blob.write_text("{}")
+    (folder / "tokenizer.json").symlink_to(blob)
+    assert runner.check(chat) == []
+    secret = tmp_path / "secret-key"
+    secret.write_text("operator's")
+    (folder / "tokenizer_config.json").symlink_to(secret)
+    refusals = [p.message for p in runner.check(chat)]
+    assert len(refusals) == 1, refusals
+    assert "tokenizer_config.json" in refusals[0] and "outside the models folder" in refusals[0]
+    assert str(secret) not in refusals[0]  # where it leads is not told
+    with pytest.raises(LocalRefused):
+        runner.apply("chat", chat, 1)

@@ -269,6 +269,14 @@ def test_infinity_serves_under_the_given_name_and_prefix():
     assert launch.readiness_path == "/health"
 
 
+def test_no_cpu_runtime_runs_python_code_shipped_in_a_model_folder():
+    """infinity-emb trusts a model's own Python code (auto_map) unless told not to; the other
+    runtimes trust none by default. A folder's code never runs on the console's machine."""
+    assert "--no-trust-remote-code" in _launch("infinity", model="/models/minilm").argv
+    for runtime in ("transformers", "faster-whisper"):
+        assert not any("trust-remote-code" in a for a in _launch(runtime).argv)
+
+
 def test_faster_whisper_takes_the_folder_as_its_model():
     launch = _launch("faster-whisper", model="/models/whisper-tiny.en")
     assert launch.argv[1] == "/models/whisper-tiny.en"

@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 
 from jobs.manifest.problems import Problem
+from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
 from . import processes as proc
 from . import runtimes as rt
@@ -452,13 +453,13 @@ class LocalRunner:
         state.replicas.sort(key=lambda r: r.index)
         state.template = self.template
 
-    def _cpu_launch(self, state: AppState, port: int) -> rt.Launch:
+    def _cpu_launch(self, state: AppState, port: int, model: str) -> rt.Launch:
         """A CPU runtime's replica, serving the application's model as its name.
 
         transformers serve names a folder's model by the folder's own name: it is given a
         link named after the application (in the application's state folder) to the model
-        folder, so it answers to the name clients send, like every other runtime here."""
-        model = state.model
+        folder, so it answers to the name clients send, like every other runtime here.
+        `model` is the folder as resolved just now (_start_one)."""
         if state.runtime == rt.TRANSFORMERS.name:
             links = proc.private_dir(self._dir(state.name) / "model")
             link = links / state.name
@@ -477,14 +478,23 @@ class LocalRunner:
         )
 
     def _start_one(self, state: AppState, index: int, port: int, gpus: str | None) -> Replica:
+        # The model folder is checked here, where it is used, at every start: a folder
+        # swapped for a link out of the models folder since apply is not served.
+        source = serving_plan.model_source(state.manifest)
+        if isinstance(source, serving_plan.Refused):
+            return self._not_started(state, index, port, gpus)
         cwd = None
         if state.runtime in rt.CPU_RUNTIMES:
-            launch = self._cpu_launch(state, port)
+            launch = self._cpu_launch(state, port, source[1])
             command, cwd = launch.argv, launch.cwd
-            # Its own Hugging Face home: nothing of the console's cache is read or written.
+            # Its own Hugging Face home: nothing of the console's cache is read or written
+            # (HF_HUB_CACHE or TRANSFORMERS_CACHE passed from the console would lead back).
+            home = self._dir(state.name) / "hf-home"
             extra = {
                 **launch.env,
-                "HF_HOME": str(self._dir(state.name) / "hf-home"),
+                "HF_HOME": str(home),
+                "HF_HUB_CACHE": str(home / "hub"),
+                "TRANSFORMERS_CACHE": str(home / "hub"),
                 "CUDA_VISIBLE_DEVICES": "",
             }
         else:
@@ -517,6 +527,26 @@ class LocalRunner:
         return Replica(
             index, port, popen.pid, ticks, started_at, command, gpus, boot_id=proc.boot_id()
         )
+
+    def _not_started(self, state: AppState, index: int, port: int, gpus: str | None) -> Replica:
+        """A replica whose model folder is refused now: never spawned, failed, with why in its
+        log (the models folder is the operator's; nothing from the manifest is written)."""
+        log_path = self._log(state.name, index)
+        proc.private_dir(log_path.parent)
+        started_at = now_iso()
+        root = configured_models_dir()
+        with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
+            log.write(
+                f"{MARKER}replica {index} of {state.name}, revision {state.revision}, "
+                f"not started {started_at}: spec.source.model.uri no longer names a folder "
+                f"inside the models folder {root} ({MODELS_DIR_SETTING}). Put the model's "
+                "folder back there, or apply the application with a folder that is; Check "
+                "model on the uri says what is wrong.\n"
+            )
+        return Replica(
+            index, port, None, None, started_at, [], gpus,
+            exit_code=SPAWN_FAILED_EXIT_CODE, exited_at=now_iso(),
+        )  # fmt: skip
 
     def _owner(self, name: str) -> str:
         """The application's name in the machine's GPU ledger: organisation folder and name."""

@@ -306,6 +306,9 @@ def cpu_launch(
         # Its warm-up times a 256-token batch before it is ready: 17 s of a small CPU for
         # figures only its own log shows.
         argv.append("--no-model-warmup")
+        # It trusts a model's own Python code (config.json's auto_map) by default: a folder's
+        # code must not run on the console's machine, whoever put it there.
+        argv.append("--no-trust-remote-code")
         model_id = name
     else:
         # faster-whisper-server loads the model on the first request, not at start.

@@ -42,8 +42,9 @@ class Refused:
     field: str | None  # the manifest field it is about; None when the machine lacks something
 
 
-def _source(manifest: Mapping[str, Any]) -> tuple[str, str, str | None] | Refused:
-    """(scheme, model, revision) of the manifest's uri: a resolved folder for file://."""
+def model_source(manifest: Mapping[str, Any]) -> tuple[str, str, str | None] | Refused:
+    """(scheme, model, revision) of the manifest's uri: a resolved folder for file://, checked
+    against the models folder as it is now (the runner asks again before each server start)."""
     uri = ((manifest.get("spec") or {}).get("source") or {}).get("model", {}).get("uri")
     try:
         info = parse_uri(uri) if isinstance(uri, str) else None
@@ -66,7 +67,7 @@ def _source(manifest: Mapping[str, Any]) -> tuple[str, str, str | None] | Refuse
 
 def plan(manifest: Mapping[str, Any], template: str = DEFAULT_TEMPLATE) -> Plan | Refused:
     """The server this machine runs the manifest with, or why none."""
-    source = _source(manifest)
+    source = model_source(manifest)
     if isinstance(source, Refused):
         return source
     scheme, model, revision = source
