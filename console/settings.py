@@ -233,6 +233,11 @@ SERVEDECK_EXTRA_ENGINE_FLAGS = env_str("SERVEDECK_EXTRA_ENGINE_FLAGS")
 # drafts are listed, on the Deploy model page).
 SERVEDECK_DRAFT_DAYS = env_int("SERVEDECK_DRAFT_DAYS", 14)
 SERVEDECK_LOCAL_STATE_DIR = Path(env_str("SERVEDECK_LOCAL_STATE_DIR", str(VAR_DIR / "local")))
+# Without vLLM the local backend runs CPU model servers, one virtualenv each in this folder
+# (scripts/cpu_runtimes.sh installs them), on model folders under SERVEDECK_MODELS_DIR: a
+# file:// source may name a folder there and nowhere else on this machine.
+SERVEDECK_RUNTIMES_DIR = Path(env_str("SERVEDECK_RUNTIMES_DIR", str(VAR_DIR / "runtimes")))
+SERVEDECK_MODELS_DIR = Path(env_str("SERVEDECK_MODELS_DIR", str(VAR_DIR / "models")))
 # A cluster's kubeconfig is one regular file an operator put in this folder (checked when the
 # cluster is saved and again when its client is made: never a path list, `~` or a file
 # elsewhere on the host). The console's own service account (in-cluster) is for the

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
+import jobs.backends.local.runtimes as runtimes
 from jobs.catalog import gpu_kinds
 from jobs.manifest import FORMAT_ENGINE, UriInfo, parse_uri
 from jobs.manifest.uri import UriError
 from models_catalog import architectures, hub
+from models_catalog import folders as model_folder
 from models_catalog.architectures import Unsupported
 from models_catalog.refusals import (
     gguf_only,
@@ -168,6 +171,11 @@ def check_model(
             f"format: {format!r} is not a model format the platform serves.",
             f"Use one of {', '.join(FORMAT_ENGINE)}.",
         )
+    if parsed.scheme == "file" and format in (None, "vLLM"):
+        request = _folder_request(parsed, catalog, vllm_version, context_tokens, util)
+        if isinstance(request, str):
+            return refuse(base, f"uri: {request}", "Give a folder under the models folder.")
+        return _check_folder(base, request)
     if parsed.scheme != "hf" or format not in (None, "vLLM"):
         return _check_by_format(base, parsed, format, catalog)
     endpoint = hub.endpoint_now(hf_endpoint)
@@ -261,6 +269,82 @@ class HubRequest:
         revision = sha or self.uri.hf_revision  # a mirror may not send the commit
         return hub.read_json(self.repo, filename, revision, self.token, endpoint=self.endpoint)
 
+    def safetensors(self) -> hub.SafetensorsSummary | None:
+        return hub.safetensors_summary(
+            self.repo, self.uri.hf_revision, self.token, endpoint=self.endpoint
+        )
+
+
+@dataclass(frozen=True)
+class FolderRequest(HubRequest):
+    """One file:// check: the same questions, answered from the folder on this machine."""
+
+    folder: Path = Path()
+
+    @property
+    def repo(self) -> str:
+        return str(self.folder)
+
+    def read(self, filename: str, sha: str) -> dict | list | None:
+        return model_folder.read_json(self.folder / filename)
+
+    def safetensors(self) -> hub.SafetensorsSummary | None:
+        counts = model_folder.safetensors_parameters(self.folder)
+        files = sorted(p.name for p in self.folder.glob("*.safetensors") if p.is_file())
+        if not counts:
+            return None
+        size = sum((self.folder / name).stat().st_size for name in files)
+        return hub.SafetensorsSummary(counts, size, size, tuple(files), "headers")
+
+
+def _folder_request(
+    uri: UriInfo, catalog, vllm_version: str, context_tokens: int | None, util: float
+) -> FolderRequest | str:
+    """The check of a model folder under the configured models folder, or why it cannot be
+    read (a path outside it, or no folder)."""
+    try:
+        folder = model_folder.resolve_folder(
+            uri.file_path or "", model_folder.configured_models_dir()
+        )
+    except model_folder.FolderRefused as exc:
+        return str(exc)
+    return FolderRequest(uri, None, "", catalog, vllm_version, context_tokens, util, folder)
+
+
+def _check_folder(base: CheckResult, request: FolderRequest) -> CheckResult:
+    names = model_folder.file_names(request.folder)
+    files = tuple(hub.HubFile(n, (request.folder / n).stat().st_size) for n in names)
+    info = hub.HubModelInfo(
+        str(request.folder), "", None, False, None, None, (), None, files, None, None
+    )
+    base = replace(base, revision=None)
+    if runtimes.weights_layout(names) == runtimes.CTRANSLATE2:
+        # faster-whisper's checkpoints: no transformers config to size from; a tiny or base
+        # Whisper runs in well under the default CPU memory.
+        facts = model_folder.folder_facts(request.folder)
+        result = replace(base, task=facts.task, runtime=runtimes.FASTER_WHISPER.name)
+        return _on_this_machine(_serve(result, "Deploy it on the local profile."), facts)
+    result = _check_files(base, request, info)
+    if not result.can_serve:
+        return result
+    return _on_this_machine(result, model_folder.folder_facts(request.folder))
+
+
+def _on_this_machine(result: CheckResult, facts: runtimes.ModelFacts) -> CheckResult:
+    """Which server runs the folder here (it is on this machine, so on the local profile):
+    vLLM where installed, else the CPU runtime for its task; a refusal when none is."""
+    here = runtimes.configured_runtimes_dir()
+    choice = runtimes.choose_runtime(
+        facts,
+        vllm_installed=runtimes.vllm_installed(),
+        installed=runtimes.installed_runtimes(here),
+        runtimes_dir=here,
+    )
+    if isinstance(choice, runtimes.Refusal):
+        return refuse(result, choice.message, choice.install or "See above.")
+    said = f"On this machine it runs on {choice.runtime}: {choice.why}"
+    return replace(result, runtime=choice.runtime, warnings=[*result.warnings, said])
+
 
 def _check_hf(base: CheckResult, request: HubRequest) -> CheckResult:
     info = hub.model_info(
@@ -270,6 +354,11 @@ def _check_hf(base: CheckResult, request: HubRequest) -> CheckResult:
     base = replace(
         base, revision=info.sha or None, warnings=pins, pin_warning=pins[0] if pins else None
     )
+    return _check_files(base, request, info)
+
+
+def _check_files(base: CheckResult, request: HubRequest, info: hub.HubModelInfo) -> CheckResult:
+    """The check of a model's files, whether on the Hub or in a folder (`request` reads)."""
     if _is_parakeet(request.repo, info.file_names):
         return _parakeet(base, request, info)
     config = request.read("config.json", info.sha)
@@ -377,9 +466,7 @@ def _weights(
     files: list[str] | None,
 ) -> tuple[Weights, int | None, str]:
     if weight_format == "safetensors":
-        summary = hub.safetensors_summary(
-            request.repo, request.uri.hf_revision, request.token, endpoint=request.endpoint
-        )
+        summary = request.safetensors()
         if summary is not None:
             weights = weights_from_safetensors(summary.parameters_by_dtype, config)
             return weights, summary.file_bytes, summary.source

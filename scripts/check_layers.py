@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("accesspolicies", "console", "jobs", "models_catalog")
-SKIPPED = {"tests", ".venv", "migrations", "node_modules", "__pycache__", "bench", "scripts"}
+SKIPPED = {"tests", ".venv", "var", "migrations", "node_modules", "__pycache__", "bench", "scripts"}
 
 # The pure cores: modules (a package stands for every module under it) that hold decisions on
 # plain values and import no Django model. Keep this the one list.
@@ -29,6 +29,7 @@ PURE_CORES = (
     "jobs.status",
     "jobs.phases",
     "models_catalog.sizing",
+    "jobs.backends.local.runtimes",
 )
 # The wiring: modules that compose every app into the product's surfaces (REST API, URLs,
 # pages, the command line). They may import any app; the apps' own layers may not loop.

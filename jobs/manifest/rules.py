@@ -26,6 +26,7 @@ from .schema import (
     INSTALLED_RUNTIMES,
     api_formats,
 )
+from .uri import VLLM_DEFAULT_SCHEMES
 
 MODALITY_FIELDS = {
     "maxImagesPerPrompt": "image",
@@ -290,10 +291,11 @@ def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
                 f"rollback may serve different bytes. Pin it as hf://{uri.hf_repo}:<commit> "
                 "(the 40-character commit hash).",
             )
-    if model["format"] is None and uri is not None and uri.scheme != "hf":
+    if model["format"] is None and uri is not None and uri.scheme not in VLLM_DEFAULT_SCHEMES:
         out.refuse(
             f"{M}.format",
-            f"required for an artifact on {uri.scheme}://, missing (only hf:// defaults to vLLM); "
+            f"required for an artifact on {uri.scheme}://, missing (only hf:// and file:// "
+            "default to vLLM); "
             "accepts vLLM, SKLearn, XGBoost, LightGBM, TensorFlow, PyTorch, ONNX, TensorRT, "
             "Triton, MLflow, PMML or Paddle. Set format to the artifact's format.",
         )
@@ -322,6 +324,15 @@ def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
             "nodesPerReplica to 1.",
         )
     profile = facts.profile
+    on_kubernetes = profile is not None and profile.backend == "kubernetes"
+    if uri is not None and uri.scheme == "file" and on_kubernetes:
+        out.refuse(
+            f"{M}.uri",
+            f"{show(uri.text)} is a folder on the console's machine, which profile "
+            f"{profile.name}'s Kubernetes cluster cannot read; accepts file:// on the "
+            "local profile only. Copy the model onto a PersistentVolumeClaim and set uri "
+            "to pvc://<claim>/<path>, or use hf://, or deploy it on a local profile.",
+        )
     vm = facts.isolation == "VirtualMachine"
     if vm and profile is not None and "kubevirt" not in profile.addons:
         out.refuse(

@@ -10,7 +10,13 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
-SCHEMES = ("hf", "s3", "gs", "pvc", "oci", "https")
+SCHEMES = ("hf", "s3", "gs", "pvc", "oci", "https", "file")
+# file:// names a model folder on the console's machine: a source on the local backend only
+# (the counterpart of pvc:// on Kubernetes); which folders it may name is the backend's rule.
+LOCAL_ONLY_SCHEMES = ("file",)
+# Where a missing spec.source.model.format means vLLM: a Hugging Face repository or folder.
+VLLM_DEFAULT_SCHEMES = ("hf", "file")
+_FILE_PART = re.compile(r"[A-Za-z0-9._+@=-]{1,255}")
 
 _HF_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 _HF = re.compile(
@@ -43,6 +49,7 @@ class UriInfo:
     pinned: bool  # the bytes cannot change under the same uri
     hf_repo: str | None = None  # "org/repo" for hf://
     hf_revision: str | None = None
+    file_path: str | None = None  # the absolute path of a file:// uri
 
     def __str__(self) -> str:
         return self.text
@@ -80,7 +87,8 @@ def parse_uri(text: str) -> UriInfo:
         fix = (
             f"Write the scheme in lowercase: {lowered}://…"
             if lowered in SCHEMES
-            else "Use one of hf://, s3://, gs://, pvc://, oci:// or an Azure Blob https:// URL."
+            else "Use one of hf://, s3://, gs://, pvc://, oci://, an Azure Blob https:// URL, "
+            "or file:// for a model folder on the local backend's machine."
         )
         raise UriError(f"the scheme {scheme[:20]!r} is not accepted", fix)
     authority = rest.split("/", 1)[0]
@@ -195,4 +203,37 @@ def _https(text: str, path: str, _: bool) -> UriInfo:
     return UriInfo(text, "https", pinned=False)
 
 
-_SCHEME_PARSERS = {"hf": _hf, "s3": _s3, "gs": _gs, "pvc": _pvc, "oci": _oci, "https": _https}
+def _file(text: str, path: str, _: bool) -> UriInfo:
+    """file:///<absolute path>: plain path parts only (no '..', '.', empty parts or odd
+    characters), so the path a check reads is the path the server is given."""
+    parts = path.split("/")
+    shape = (
+        "Write it as file:///<absolute path of the model folder>, for example "
+        "file:///srv/models/SmolLM2-135M-Instruct."
+    )
+    if not path.startswith("/") or path == "/":
+        raise UriError(f"{_shown(text)} is not an absolute path", shape)
+    inner = parts[1:-1] if path.endswith("/") else parts[1:]
+    if any(part in ("", ".", "..") for part in inner):
+        raise UriError(
+            f"{_shown(text)} has an empty, '.' or '..' part", "Give the folder's plain path."
+        )
+    bad = next((part for part in inner if not _FILE_PART.fullmatch(part)), None)
+    if bad is not None:
+        raise UriError(
+            f"{_shown(text)} has the path part {bad[:40]!r}; accepts letters, digits and . _ + "
+            "@ = -",
+            "Rename the folder, or give its plain path.",
+        )
+    return UriInfo(text, "file", pinned=True, file_path="/" + "/".join(inner))
+
+
+_SCHEME_PARSERS = {
+    "hf": _hf,
+    "s3": _s3,
+    "gs": _gs,
+    "pvc": _pvc,
+    "oci": _oci,
+    "https": _https,
+    "file": _file,
+}

@@ -45,6 +45,9 @@ def console_server(transactional_db, django_db_blocker):
     yield f"http://127.0.0.1:{server.port.value}"
     server.terminate()
     server.join(10)
+    if server.is_alive():  # never leave it for multiprocessing's exit to wait on
+        server.kill()
+        server.join(10)
 
 
 def running(name: str, timeout: float = 20.0) -> Application:

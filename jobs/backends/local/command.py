@@ -95,14 +95,17 @@ def _model(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def hf_model(manifest: Mapping[str, Any]) -> tuple[str, str | None]:
-    """The Hugging Face repo id and revision (None when the uri pins none)."""
+    """The Hugging Face repo id and revision (None when the uri pins none), or a file://
+    folder's path."""
     uri = _model(manifest).get("uri")
     try:
         info = parse_uri(uri) if isinstance(uri, str) else None
     except UriError:
         info = None
+    if info is not None and info.file_path is not None:
+        return info.file_path, None  # a folder on this machine (file://): no revision
     if info is None or info.hf_repo is None:
-        raise ValueError(f"spec.source.model.uri {uri!r} is not an hf:// uri")
+        raise ValueError(f"spec.source.model.uri {uri!r} is not an hf:// or file:// uri")
     return info.hf_repo, info.hf_revision
 
 

@@ -24,7 +24,9 @@ from jobs.backends.base import target_answer
 from jobs.catalog import GpuReading, MachineReadings, describe_machine, machine_catalog
 from jobs.manifest.problems import Problem
 from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
+from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
+from . import serving_plan
 from .command import (
     DEFAULT_TEMPLATE,
     EXTRA_ARGS_PATH,
@@ -37,6 +39,7 @@ from .command import (
     split_template,
 )
 
+VLLM_RUNTIME = "vllm"
 VLLM_MISSING = "vLLM is not installed on this machine; install it or use a Kubernetes profile"
 NVIDIA_SMI = "nvidia-smi"
 NVIDIA_SMI_TIMEOUT = 10.0
@@ -222,11 +225,27 @@ def check(manifest: Mapping[str, Any], template: str | None = None) -> list[Prob
     """Why the local backend cannot run this filled-in manifest here; empty when it can."""
     template = template if template is not None else DEFAULT_TEMPLATE
     refusals = _manifest_refusals(manifest, default_template=template == DEFAULT_TEMPLATE)
+    chosen = serving_plan.plan(manifest, template) if not refusals else None
+    plan_refusals = []
+    if isinstance(chosen, serving_plan.Refused):
+        plan_refusals.append(target_answer(chosen.message, chosen.field))
     # GPUs are counted only for a manifest this backend could otherwise run.
     wants_gpu = _get(manifest, "spec", "source", "model", "resources", "accelerator")
     gpu_refusals = _gpu_refusals(manifest) if wants_gpu and not refusals else []
     capacity = capacity_refusals(manifest) if not refusals else []
-    return refusals + capacity + _command_refusals(template) + gpu_refusals
+    if plan_refusals:
+        # No GPU is asked of a CPU runtime: its refusal already says what resources.accelerator
+        # needs.
+        return refusals + capacity + plan_refusals
+    # A CPU runtime chosen (or refused) above needs no vLLM; the command is vLLM's otherwise.
+    uri = _get(manifest, "spec", "source", "model", "uri")
+    vllm_run = (
+        template != DEFAULT_TEMPLATE
+        or (chosen is None and not str(uri).startswith("file://"))
+        or (isinstance(chosen, serving_plan.Plan) and chosen.runtime == VLLM_RUNTIME)
+    )
+    commands = _command_refusals(template) if vllm_run else []
+    return refusals + capacity + commands + gpu_refusals
 
 
 def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> list[Problem]:
@@ -268,11 +287,12 @@ def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> l
         )
     refusals += [target_answer(text, EXTRA_ARGS_PATH) for text in extra_args_refusals(manifest)]
     uri = model.get("uri")
-    if not (isinstance(uri, str) and uri.startswith("hf://")):
+    if not (isinstance(uri, str) and uri.startswith(("hf://", "file://"))):
         refuse(
             f"{MODEL}.uri",
-            f"is {uri}: the local backend serves hf:// models only (vLLM downloads "
-            "them itself); use a Kubernetes profile for other storage.",
+            f"is {uri}: the local backend serves hf:// models (the server downloads them) "
+            "and file:// folders under its models folder; use a Kubernetes profile for other "
+            "storage.",
         )
     nodes = _get(model, "resources", "nodesPerReplica") or 1
     if nodes > 1:
@@ -301,7 +321,10 @@ def _command_refusals(template: str) -> list[Problem]:
     if template == DEFAULT_TEMPLATE:
         return [
             target_answer(
-                f"{VLLM_MISSING} (vllm is not on the console host's PATH nor in its virtualenv)."
+                f"{VLLM_MISSING} (vllm is not on the console host's PATH nor in its virtualenv). "
+                "Without vLLM the local backend serves model folders on disk with its CPU "
+                f"runtimes: put the model's folder under {configured_models_dir()} "
+                f"({MODELS_DIR_SETTING}) and set {MODEL}.uri to file://<that folder>."
             )
         ]
     message = (

@@ -159,7 +159,9 @@ def group_members(groups: Mapping[int, int | None]) -> dict[int, list[int]]:
     return members
 
 
-def spawn(command: list[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen:
+def spawn(
+    command: list[str], env: Mapping[str, str], log_path: Path, cwd: str | None = None
+) -> subprocess.Popen:
     """Start `command` with exactly `env`, in a new session (its own process group), its
     output appended to the log.
 
@@ -171,6 +173,7 @@ def spawn(command: list[str], env: Mapping[str, str], log_path: Path) -> subproc
             stdout=log,
             stderr=subprocess.STDOUT,
             env=dict(env),
+            cwd=cwd,
             start_new_session=True,
             close_fds=True,
         )

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import threading
+import wave
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -27,8 +29,11 @@ from typing import Any
 import httpx
 
 from jobs.manifest.problems import Problem
+from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
 from . import processes as proc
+from . import runtimes as rt
+from . import serving_plan
 from .command import (
     configured_template,
     describe,
@@ -81,6 +86,21 @@ FAILED_LOG_LINES = 20
 MARKER = "---- servedeck: "  # starts the line written before each server start
 APP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 SPAWN_FAILED_EXIT_CODE = 127  # what a shell reports for a command it cannot run
+WARM_UP_SECONDS = 5.0  # a warm-up request waits this long for the model to load
+
+
+def _silence_wav(seconds: float = 0.5, rate: int = 16000) -> bytes:
+    """A mono 16-bit WAV of silence: the warm-up request's audio."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(b"\0\0" * int(seconds * rate))
+    return buffer.getvalue()
+
+
+SILENCE_WAV = _silence_wav()
 
 
 class LocalRefused(Exception):
@@ -162,19 +182,26 @@ class LocalRunner:
         refusals = self.check(manifest)
         if refusals:
             raise LocalRefused([p.message for p in refusals])
+        chosen = serving_plan.plan(manifest, self.template)
+        if isinstance(chosen, serving_plan.Refused):  # the check above said so already
+            raise LocalRefused([chosen.message])
         manifest = json.loads(json.dumps(manifest))  # a plain copy, as it will be stored
         with self._locked(app_name):
             state = self._load(app_name)
             if state is not None and self._refresh(state):
                 self._save(state)
-            if state is not None and state.manifest == manifest and state.template == self.template:
+            same = state is not None and (state.manifest, state.template) == (
+                manifest,
+                self.template,
+            )
+            if same and (state.runtime, state.model) == (chosen.runtime, chosen.model):
                 state.revision = revision  # the same servers now run this revision
             else:
                 with self._gpu_book(manifest, state) as book:
                     gpus = self._plan_gpus(app_name, manifest, book)
                     if state is not None:
                         self._terminate(state.replicas)
-                    state = self._replaced(app_name, manifest, revision, state)
+                    state = self._replaced(app_name, manifest, revision, state, chosen)
                     if state.stopped is None:
                         self._start_replicas(state, range(replica_count(manifest)), gpus)
                     self._record_gpus(book, state)
@@ -344,8 +371,14 @@ class LocalRunner:
         return state
 
     def _replaced(
-        self, name: str, manifest: dict[str, Any], revision: int, old: AppState | None
+        self,
+        name: str,
+        manifest: dict[str, Any],
+        revision: int,
+        old: AppState | None,
+        chosen: serving_plan.Plan,
     ) -> AppState:
+        spec = rt.CPU_RUNTIMES.get(chosen.runtime)
         return AppState(
             name=name,
             revision=revision,
@@ -354,6 +387,13 @@ class LocalRunner:
             stopped=old.stopped if old else None,
             stopped_at=old.stopped_at if old else None,
             ports=old.ports if old else [],
+            runtime=chosen.runtime,
+            model=chosen.model,
+            # vLLM and the stand-in answer to the application's name (--served-model-name);
+            # so do the CPU runtimes as started here (see _cpu_launch).
+            model_id=name,
+            readiness_path=spec.readiness_path if spec else "/v1/models",
+            ready_before_load=spec is rt.FASTER_WHISPER,
         )
 
     # --- processes -----------------------------------------------------------------------
@@ -418,11 +458,55 @@ class LocalRunner:
         state.replicas.sort(key=lambda r: r.index)
         state.template = self.template
 
+    def _cpu_launch(self, state: AppState, port: int, model: str) -> rt.Launch:
+        """A CPU runtime's replica, serving the application's model as its name.
+
+        transformers serve names a folder's model by the folder's own name: it is given a
+        link named after the application (in the application's state folder) to the model
+        folder, so it answers to the name clients send, like every other runtime here.
+        `model` is the folder as resolved just now (_start_one)."""
+        if state.runtime == rt.TRANSFORMERS.name:
+            links = proc.private_dir(self._dir(state.name) / "model")
+            link = links / state.name
+            if link.is_symlink() or link.exists():
+                link.unlink()
+            link.symlink_to(model, target_is_directory=True)
+            model = str(link)
+        serving = (state.manifest["spec"]["source"]["model"].get("serving")) or {}
+        return rt.cpu_launch(
+            state.runtime,
+            model=model,
+            name=state.name,
+            port=port,
+            runtimes_dir=rt.configured_runtimes_dir(),
+            max_concurrent=serving.get("maxConcurrentRequests"),
+        )
+
     def _start_one(self, state: AppState, index: int, port: int, gpus: str | None) -> Replica:
-        command = local_command(state.manifest, port, self.template)
-        command[0] = which(command[0]) or command[0]
-        # On the CPU no GPU is visible, so a replica never takes one another app was given.
-        extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
+        # The model folder is checked here, where it is used, at every start: a folder
+        # swapped for a link out of the models folder since apply is not served.
+        source = serving_plan.model_source(state.manifest)
+        if isinstance(source, serving_plan.Refused):
+            return self._not_started(state, index, port, gpus)
+        cwd = None
+        if state.runtime in rt.CPU_RUNTIMES:
+            launch = self._cpu_launch(state, port, source[1])
+            command, cwd = launch.argv, launch.cwd
+            # Its own Hugging Face home: nothing of the console's cache is read or written
+            # (HF_HUB_CACHE or TRANSFORMERS_CACHE passed from the console would lead back).
+            home = self._dir(state.name) / "hf-home"
+            extra = {
+                **launch.env,
+                "HF_HOME": str(home),
+                "HF_HUB_CACHE": str(home / "hub"),
+                "TRANSFORMERS_CACHE": str(home / "hub"),
+                "CUDA_VISIBLE_DEVICES": "",
+            }
+        else:
+            command = local_command(state.manifest, port, self.template)
+            command[0] = which(command[0]) or command[0]
+            # On the CPU no GPU is visible, so a replica never takes one another app was given.
+            extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
         token = self.token_for(state.name) if self.token_for is not None else None
         env = server_environment(os.environ, extra, token)
         log_path = self._log(state.name, index)
@@ -434,7 +518,7 @@ class LocalRunner:
                 f"started {started_at}: {describe(command)}\n"
             )
         try:
-            popen = proc.spawn(command, env, log_path)
+            popen = proc.spawn(command, env, log_path, cwd=cwd)
         except OSError as exc:
             with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
                 log.write(f"could not start {command[0]}: {exc}\n")
@@ -448,6 +532,26 @@ class LocalRunner:
         return Replica(
             index, port, popen.pid, ticks, started_at, command, gpus, boot_id=proc.boot_id()
         )
+
+    def _not_started(self, state: AppState, index: int, port: int, gpus: str | None) -> Replica:
+        """A replica whose model folder is refused now: never spawned, failed, with why in its
+        log (the models folder is the operator's; nothing from the manifest is written)."""
+        log_path = self._log(state.name, index)
+        proc.private_dir(log_path.parent)
+        started_at = now_iso()
+        root = configured_models_dir()
+        with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
+            log.write(
+                f"{MARKER}replica {index} of {state.name}, revision {state.revision}, "
+                f"not started {started_at}: spec.source.model.uri no longer names a folder "
+                f"inside the models folder {root} ({MODELS_DIR_SETTING}). Put the model's "
+                "folder back there, or apply the application with a folder that is; Check "
+                "model on the uri says what is wrong.\n"
+            )
+        return Replica(
+            index, port, None, None, started_at, [], gpus,
+            exit_code=SPAWN_FAILED_EXIT_CODE, exited_at=now_iso(),
+        )  # fmt: skip
 
     def _owner(self, name: str) -> str:
         """The application's name in the machine's GPU ledger: organisation folder and name."""
@@ -520,23 +624,46 @@ class LocalRunner:
 
     # --- status --------------------------------------------------------------------------
 
-    def _ready(self, replicas: list[Replica]) -> dict[int, bool]:
-        """GET /v1/models on each live replica; a 200 means it serves."""
+    def _ready(self, state: AppState, replicas: list[Replica]) -> dict[int, bool]:
+        """GET the runtime's readiness path on each live replica; a 200 means it serves. A
+        runtime that answers it before loading its model is sent one warm-up request too."""
         ready = {}
         timeout = httpx.Timeout(self.probe_timeout)
         # trust_env=False: an HTTP(S)_PROXY in the environment must not carry loopback probes.
         with httpx.Client(timeout=timeout, trust_env=False) as client:
             for replica in replicas:
+                base = f"http://{proc.LOOPBACK}:{replica.port}"
                 try:
-                    response = client.get(f"http://{proc.LOOPBACK}:{replica.port}/v1/models")
+                    response = client.get(base + state.readiness_path)
                     ready[replica.index] = response.status_code == 200
                 except httpx.HTTPError:
                     ready[replica.index] = False
+                if ready[replica.index] and state.ready_before_load and not replica.warmed:
+                    replica.warmed = self._warm_up(client, base, state.model_id)
+                    ready[replica.index] = replica.warmed
         return ready
+
+    def _warm_up(self, client: httpx.Client, base: str, model_id: str) -> bool:
+        """One transcription of a moment of silence: faster-whisper-server loads its model on
+        the first request. Loading takes longer than a probe's timeout: the server goes on
+        loading after the probe gives up, and a later probe finds it loaded."""
+        try:
+            response = client.post(
+                base + "/v1/audio/transcriptions",
+                data={"model": model_id, "response_format": "json"},
+                files={"file": ("warm-up.wav", SILENCE_WAV, "audio/wav")},
+                timeout=httpx.Timeout(max(self.probe_timeout, WARM_UP_SECONDS)),
+            )
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
 
     def _status(self, state: AppState) -> LocalStatus:
         live = [r for r in state.replicas if r.exited_at is None]
-        ready = self._ready(live) if state.stopped is None else {}
+        warmed = [r.warmed for r in live]
+        ready = self._ready(state, live) if state.stopped is None else {}
+        if [r.warmed for r in live] != warmed:
+            self._save(state)
         exited = next((r for r in state.replicas if r.exited_at is not None), None)
         lines = self._last_run_lines(state.name, exited.index) if exited else []
         return derive_status(state, ready, lines)

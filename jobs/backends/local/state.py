@@ -30,6 +30,9 @@ class Replica:
     exit_code: int | None = None
     exited_at: str | None = None  # set once it is seen gone; exit_code may stay unknown
     boot_id: str | None = None  # pids and start times mean nothing after a reboot
+    # A runtime whose readiness path answers before the model is loaded has answered one
+    # real request (AppState.ready_before_load): only then is it ready.
+    warmed: bool = False
 
 
 @dataclass
@@ -43,6 +46,14 @@ class AppState:
     stopped_at: str | None = None
     ports: list[int] = field(default_factory=list)  # reused on restart: a stable endpoint
     version: int = STATE_VERSION
+    # The server it runs ("command": SERVEDECK_LOCAL_COMMAND; "vllm"; or a CPU runtime's
+    # name), the model it is given (a folder's path or a repo id), the model id the server
+    # answers to (for the gateway), and the path that answers 200 once it serves.
+    runtime: str = "vllm"
+    model: str = ""
+    model_id: str = ""
+    readiness_path: str = "/v1/models"
+    ready_before_load: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,7 +122,9 @@ def derive_status(
         return LocalStatus(FAILED, reason, next_step, **common)
     if len(ready_ones) >= desired:
         return LocalStatus(RUNNING, "", "", **common)
-    reason, next_step = _loading_words(replicas, len(ready_ones), desired)
+    reason, next_step = _loading_words(
+        replicas, len(ready_ones), desired, state.runtime, state.readiness_path
+    )
     return LocalStatus(LOADING, reason, next_step, **common)
 
 
@@ -184,8 +197,22 @@ def _failed_next_step(replica: Replica, log: str) -> str:
     )
 
 
+# What a server does before it answers, per runtime (AppState.runtime).
+LOADING_WORDS = {
+    "vllm": "vLLM downloads the weights, then loads them",
+    "transformers": "transformers serve loads the model from its folder",
+    "infinity": "infinity-emb loads the model from its folder",
+    "faster-whisper": "faster-whisper-server starts, then loads the model",
+    "": "the model server starts and loads the model",
+}
+
+
 def _loading_words(
-    replicas: tuple[ReplicaStatus, ...], ready: int, desired: int
+    replicas: tuple[ReplicaStatus, ...],
+    ready: int,
+    desired: int,
+    runtime: str = "",
+    readiness_path: str = "/v1/models",
 ) -> tuple[str, str]:
     waiting = next((r for r in replicas if r.state == "starting"), None)
     reason = f"{ready} of {desired} replicas answer."
@@ -193,6 +220,6 @@ def _loading_words(
         age = span(seconds_between(waiting.started_at))
         reason += (
             f" Replica {waiting.index} (port {waiting.port}) started {age} ago and does not "
-            "answer GET /v1/models yet: vLLM downloads the weights, then loads them."
+            f"answer GET {readiness_path} yet: {LOADING_WORDS.get(runtime, LOADING_WORDS[''])}."
         )
     return reason, "Wait; its log shows the progress."

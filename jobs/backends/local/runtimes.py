@@ -1,0 +1,373 @@
+"""Which model server the local backend runs a model with, and the CPU runtimes' command lines.
+
+vLLM where it is installed and the profile does not ask for the CPU; else an OpenAI-compatible
+CPU server chosen by the model's task and weights layout, each in its own virtualenv under the
+runtimes folder (made by scripts/cpu_runtimes.sh). Decisions on plain values; the only reads of
+the machine are configured_runtimes_dir() and installed_runtimes(), kept apart for the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+
+RUNTIMES_DIR_SETTING = "SERVEDECK_RUNTIMES_DIR"
+INSTALL_SCRIPT = "scripts/cpu_runtimes.sh"
+# Written by the install script after a complete install: a venv without it is half made.
+INSTALLED_STAMP = ".requirements.sha256"
+LOOPBACK = "127.0.0.1"
+
+# Tasks as models_catalog's Check model names them (CheckResult.task).
+GENERATE, EMBED, SCORE, TRANSCRIBE = "generate", "embed", "score", "transcribe"
+TASK_WORDS = {
+    GENERATE: "chat and completions",
+    EMBED: "embeddings",
+    SCORE: "reranking",
+    TRANSCRIBE: "transcription",
+}
+# How the weights are laid out on disk or in a Hub repository.
+HF, CTRANSLATE2, GGUF, NEMO = "hf", "ctranslate2", "gguf", "nemo"
+LAYOUT_WORDS = {
+    HF: "a Hugging Face model folder (config.json and safetensors weights)",
+    CTRANSLATE2: "a CTranslate2 checkpoint (model.bin)",
+    GGUF: "a GGUF file",
+    NEMO: "a NeMo checkpoint (.nemo)",
+}
+VLLM = "vllm"
+PARAKEET_ARCHITECTURE = "ParakeetForTDT"
+# transformers runs a mixture of experts on the CPU one expert at a time: above this many
+# parameters held it answers too slowly to serve (and vLLM on GPUs is built for them).
+CPU_MOE_MAX_PARAMETERS = 8 * 10**9
+GPU_PROFILE = (
+    "a Kubernetes profile with NVIDIA GPU nodes, or the local profile on a machine with vLLM "
+    "and an NVIDIA GPU"
+)
+# Every runtime: no usage reports leave the machine (infinity sends them by default).
+QUIET_ENV = {
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "INFINITY_ANONYMOUS_USAGE_STATS": "0",
+    "PYTHONUNBUFFERED": "1",  # log lines reach the replica's log as they are written
+}
+# A model read from a folder never asks the Hub for anything.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+@dataclass(frozen=True)
+class CpuRuntime:
+    """One CPU model server: its virtualenv's name, program, what it serves and its routes."""
+
+    name: str  # the folder under the runtimes dir, and the install script's argument
+    label: str
+    program: str  # in the venv's bin/
+    serves: frozenset[tuple[str, str]]  # (task, layout) pairs
+    readiness_path: str  # answers 200 once the server accepts requests
+    route_prefix: str  # where its OpenAI-style routes start
+
+
+TRANSFORMERS = CpuRuntime(
+    "transformers",
+    "transformers serve",
+    "transformers",
+    # Not transcription: its /v1/audio/transcriptions needs torchcodec or soundfile to decode
+    # audio, which transformers[serving] does not install, and no Whisper folder here tried it.
+    frozenset({(GENERATE, HF)}),
+    "/health",
+    "/v1",
+)
+INFINITY = CpuRuntime(
+    "infinity",
+    "infinity-emb",
+    "infinity_emb",
+    frozenset({(EMBED, HF), (SCORE, HF)}),
+    "/health",  # at the root: --url-prefix moves only the model routes
+    "/v1",
+)
+FASTER_WHISPER = CpuRuntime(
+    "faster-whisper",
+    "faster-whisper-server",
+    "faster-whisper-server",
+    frozenset({(TRANSCRIBE, CTRANSLATE2)}),
+    "/health",
+    "/v1",
+)
+CPU_RUNTIMES = {r.name: r for r in (TRANSFORMERS, INFINITY, FASTER_WHISPER)}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the choice depends on, as Check model and the manifest know it."""
+
+    task: str  # generate | embed | score | transcribe
+    layout: str  # hf | ctranslate2 | gguf | nemo
+    architecture: str | None = None
+    parameters: int | None = None
+    experts: int | None = None  # routed experts per MoE layer; None or 1 for a dense model
+    wants_gpu: bool = False  # resources.accelerator is set
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The runtime a model gets here: "vllm" (command.py builds its argv) or a CPU runtime."""
+
+    runtime: str
+    why: str  # one sentence for Check model: "... on this machine because ..."
+
+    @property
+    def cpu(self) -> CpuRuntime | None:
+        return CPU_RUNTIMES.get(self.runtime)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why no runtime here serves the model, and what to do; `install` is the exact command
+    when only an install is missing."""
+
+    message: str
+    install: str | None = None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one replica of a CPU runtime: no shell, loopback only, telemetry off."""
+
+    runtime: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    readiness_path: str
+    route_prefix: str
+    # The model name the runtime answers to; the gateway sends it in place of the client's.
+    model_id: str
+    # The readiness path answers before the model is loaded (faster-whisper-server loads it on
+    # the first request, so a folder with no model still reads as ready): Running needs one
+    # real request first.
+    ready_before_load: bool = False
+
+
+def weights_layout(file_names: Iterable[str]) -> str | None:
+    """The layout of a model folder or repository from its file names (relative paths);
+    None when no layout is recognised. Safetensors win over a GGUF copy beside them."""
+    names = {PurePath(n).name for n in file_names}
+    if "config.json" in names and any(n.endswith(".safetensors") for n in names):
+        return HF
+    if "model.bin" in names and ("vocabulary.txt" in names or "vocabulary.json" in names):
+        return CTRANSLATE2
+    if any(n.endswith(".nemo") for n in names):
+        return NEMO
+    if any(n.endswith(".gguf") for n in names):
+        return GGUF
+    if "config.json" in names and "pytorch_model.bin" in names:
+        return HF  # older checkpoints; transformers and infinity read them too
+    return None
+
+
+def install_command(runtime: str, runtimes_dir: str | os.PathLike[str]) -> str:
+    """The command, run in the console's folder, that installs `runtime` where it is looked for."""
+    return f"{RUNTIMES_DIR_SETTING}={shlex.quote(str(runtimes_dir))} {INSTALL_SCRIPT} {runtime}"
+
+
+def _task_words(task: str) -> str:
+    return TASK_WORDS.get(task, f"the task {task!r}")
+
+
+def choose_runtime(
+    facts: ModelFacts,
+    *,
+    vllm_installed: bool,
+    cpu_profile: bool = False,
+    installed: Collection[str] = (),
+    runtimes_dir: str | os.PathLike[str] = "var/runtimes",
+) -> Choice | Refusal:
+    """The runtime for this model on this machine, or a refusal that says what would serve it.
+
+    `installed` names the CPU runtimes whose virtualenv is complete (installed_runtimes());
+    `cpu_profile` is a profile that asks for the CPU runtimes even where vLLM is installed."""
+    if facts.layout == NEMO or facts.architecture == PARAKEET_ARCHITECTURE:
+        return Refusal(
+            "Parakeet (NeMo) speech recognition runs only on the parakeet runtime, which "
+            "needs an NVIDIA GPU; no CPU runtime serves it. Use a Kubernetes profile with NVIDIA "
+            "GPU nodes, or on this machine a Whisper model in CTranslate2 format (faster-whisper)."
+        )
+    if vllm_installed and not cpu_profile and facts.layout == HF:
+        return Choice(VLLM, "vLLM is installed on this machine.")
+    layout = LAYOUT_WORDS.get(facts.layout, f"the layout {facts.layout!r}").split(" (")[0]
+    if facts.wants_gpu:
+        if vllm_installed:
+            vllm, fix = f"vLLM does not load {layout}", "Remove"
+        else:
+            vllm, fix = "vLLM is not installed on this machine", "Install vLLM, remove"
+        return Refusal(
+            f"spec.source.model.resources.accelerator asks for a GPU, but {vllm} and the CPU "
+            f"runtimes use no GPU. {fix} resources.accelerator to run on the CPU, or use a "
+            "Kubernetes profile with GPU nodes."
+        )
+    moe = (facts.experts or 0) > 1
+    if moe and (facts.parameters or 0) > CPU_MOE_MAX_PARAMETERS:
+        held = f"{facts.parameters / 1e9:.0f}B" if facts.parameters else "many"
+        return Refusal(
+            f"{facts.architecture or 'This model'} is a mixture of experts ({facts.experts} "
+            f"experts, {held} parameters held); no CPU runtime serves one above "
+            f"{CPU_MOE_MAX_PARAMETERS // 10**9}B parameters at a usable speed. Use {GPU_PROFILE}."
+        )
+    runtime = next(
+        (r for r in CPU_RUNTIMES.values() if (facts.task, facts.layout) in r.serves), None
+    )
+    if runtime is None:
+        return _no_cpu_runtime(facts)
+    if runtime.name not in installed:
+        command = install_command(runtime.name, runtimes_dir)
+        return Refusal(
+            f"{_task_words(facts.task).capitalize()} on this machine needs the CPU runtime "
+            f"{runtime.label}, which is not installed in {runtimes_dir}. "
+            f"Install it with: {command}",
+            install=command,
+        )
+    if not vllm_installed:
+        why = "vLLM is not installed on this machine"
+    elif cpu_profile:
+        why = "the profile asks for the CPU runtimes"
+    else:
+        why = f"vLLM does not load {layout}"
+    return Choice(runtime.name, f"{runtime.label} serves {_task_words(facts.task)}; {why}.")
+
+
+def _no_cpu_runtime(facts: ModelFacts) -> Refusal:
+    layout = LAYOUT_WORDS.get(facts.layout, f"the layout {facts.layout!r}")
+    served = [
+        f"{_task_words(task)} from {LAYOUT_WORDS[lay].split(' (')[0]}"
+        for r in CPU_RUNTIMES.values()
+        for task, lay in sorted(r.serves)
+    ]
+    if facts.layout == GGUF:
+        fix = (
+            "Point the source at the original model's Hugging Face folder or repository "
+            "(safetensors weights): vLLM and transformers read those."
+        )
+    elif facts.task == TRANSCRIBE:
+        fix = (
+            "On this machine use a Whisper model in CTranslate2 format (faster-whisper's, such "
+            f"as Systran/faster-whisper-tiny.en), or use {GPU_PROFILE}."
+        )
+    else:
+        fix = f"Use {GPU_PROFILE}."
+    return Refusal(
+        f"No CPU runtime serves {_task_words(facts.task)} from {layout}; the CPU runtimes "
+        f"serve {', '.join(served)}. {fix}"
+    )
+
+
+def cpu_launch(
+    runtime: str,
+    *,
+    model: str,
+    name: str,
+    port: int,
+    runtimes_dir: str | os.PathLike[str],
+    revision: str | None = None,
+    max_concurrent: int | None = None,
+) -> Launch:
+    """The command of one CPU runtime replica serving `model` (a folder's absolute path, or a
+    Hugging Face repo id) as `name` on 127.0.0.1:`port`; `max_concurrent` is the manifest's
+    serving.maxConcurrentRequests."""
+    spec = CPU_RUNTIMES[runtime]
+    program = str(Path(runtimes_dir) / spec.name / "bin" / spec.program)
+    folder = os.path.isabs(model)
+    env = {**QUIET_ENV, **(OFFLINE_ENV if folder else {})}
+    port_text = str(port)
+    cwd: str | None = None
+    ready_before_load = False
+    if spec is TRANSFORMERS:
+        # transformers serve names a model by how it was given: a folder is served as its own
+        # name from its parent folder, so the id clients must send carries no path.
+        model_arg, model_id = model, model
+        if folder:
+            cwd, model_arg = str(Path(model).parent), Path(model).name
+            model_id = model_arg
+        argv = [program, "serve", "--host", LOOPBACK, "--port", port_text, "--device", "cpu"]
+        if (max_concurrent or 1) > 1:
+            # Without it transformers serve answers one request at a time and the rest queue;
+            # with it 2 and 4 concurrent chats shared the CPU (bench/cpu_runtimes_bench.py).
+            argv.append("--continuous-batching")
+        pinned = model_arg if revision is None else f"{model_arg}@{revision}"
+        argv += ["--log-level", "info", pinned]
+    elif spec is INFINITY:
+        argv = [program, "v2", "--model-id", model, "--served-model-name", name]
+        if revision is not None:
+            argv += ["--revision", revision]
+        argv += ["--engine", "torch", "--device", "cpu", "--host", LOOPBACK, "--port", port_text]
+        # Its routes sit at the root unless given a prefix; /v1 keeps one surface with the rest.
+        argv += ["--url-prefix", spec.route_prefix, "--no-bettertransformer"]
+        # Its warm-up times a 256-token batch before it is ready: 17 s of a small CPU for
+        # figures only its own log shows.
+        argv.append("--no-model-warmup")
+        # It trusts a model's own Python code (config.json's auto_map) by default: a folder's
+        # code must not run on the console's machine, whoever put it there.
+        argv.append("--no-trust-remote-code")
+        model_id = name
+    else:
+        # faster-whisper-server loads the model on the first request, not at start.
+        argv = [program, model, "--host", LOOPBACK, "--port", port_text, "--log-level", "info"]
+        model_id = name
+        ready_before_load = True
+    return Launch(
+        runtime=spec.name,
+        argv=argv,
+        env=env,
+        cwd=cwd,
+        readiness_path=spec.readiness_path,
+        route_prefix=spec.route_prefix,
+        model_id=model_id,
+        ready_before_load=ready_before_load,
+    )
+
+
+# ---- the machine's side: where the venvs are and which are complete ----
+
+
+def configured_runtimes_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Django's SERVEDECK_RUNTIMES_DIR setting, else the environment variable, else
+    var/runtimes in the console's var folder (where scripts/cpu_runtimes.sh puts them)."""
+    value = None
+    try:
+        from django.conf import settings
+
+        if settings.configured:
+            value = getattr(settings, RUNTIMES_DIR_SETTING, None)
+            var_dir = getattr(settings, "VAR_DIR", None)
+        else:
+            var_dir = None
+    except ImportError:  # the backend also runs without Django (bench scripts)
+        var_dir = None
+    environ = os.environ if environ is None else environ
+    value = value or environ.get(RUNTIMES_DIR_SETTING, "").strip()
+    if value:
+        return Path(value)
+    if var_dir is None:
+        var_dir = Path(environ.get("SERVEDECK_VAR_DIR") or Path(__file__).parents[3] / "var")
+    return Path(var_dir) / "runtimes"
+
+
+def installed_runtimes(runtimes_dir: str | os.PathLike[str]) -> frozenset[str]:
+    """The CPU runtimes whose virtualenv under runtimes_dir has its program and the install
+    script's mark of a complete install."""
+    found = set()
+    for spec in CPU_RUNTIMES.values():
+        venv = Path(runtimes_dir) / spec.name
+        program = venv / "bin" / spec.program
+        if (venv / INSTALLED_STAMP).is_file() and os.access(program, os.X_OK):
+            found.add(spec.name)
+    return frozenset(found)
+
+
+def vllm_installed() -> bool:
+    """Whether vLLM's server is on the PATH or in the console's own virtualenv (installed
+    there, it is found even when that virtualenv is not activated)."""
+    parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    parts.append(os.path.dirname(sys.executable))
+    return shutil.which(VLLM, path=os.pathsep.join(parts)) is not None

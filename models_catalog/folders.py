@@ -1,0 +1,252 @@
+"""Models already on this machine's disk: which folders a file:// source may name, and what a
+folder holds (task, architecture, parameters, experts, weights layout), read from its
+config.json, modules.json and safetensors headers, never the weights.
+
+The folder must sit under the configured models folder (SERVEDECK_MODELS_DIR): a manifest
+cannot make a model server read anything else on the console's machine. The check is on the
+resolved path, so a symlink that leads out of the models folder is refused too. Check model
+(models_catalog.check) and the local backend (jobs.backends.local.serving_plan) both read
+folders here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import struct
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jobs.backends.local.runtimes as rt
+
+MODELS_DIR_SETTING = "SERVEDECK_MODELS_DIR"
+URI_FIELD = "spec.source.model.uri"
+# A safetensors header above this is not a header: a damaged or hostile file. Real headers
+# of sharded checkpoints stay well under a MiB per file.
+MAX_HEADER_BYTES = 16 * 2**20
+# A config.json or modules.json above this is not a config: it is not read into memory.
+MAX_JSON_BYTES = 4 * 2**20
+# A model folder holds tens of files; one with more is not a model's (and is not walked).
+MAX_FOLDER_ENTRIES = 10_000
+
+
+class FolderRefused(ValueError):
+    """The file:// source cannot be served from here; the message says why and what to do."""
+
+
+def configured_models_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Django's SERVEDECK_MODELS_DIR setting, else the environment variable, else var/models
+    in the console's var folder."""
+    value, var_dir = None, None
+    try:
+        from django.conf import settings
+
+        if settings.configured:
+            value = getattr(settings, MODELS_DIR_SETTING, None)
+            var_dir = getattr(settings, "VAR_DIR", None)
+    except ImportError:  # the backend also runs without Django (bench scripts)
+        pass
+    environ = os.environ if environ is None else environ
+    value = value or environ.get(MODELS_DIR_SETTING, "").strip()
+    if value:
+        return Path(value)
+    if var_dir is None:
+        var_dir = Path(environ.get("SERVEDECK_VAR_DIR") or Path(__file__).parents[1] / "var")
+    return Path(var_dir) / "models"
+
+
+def resolve_folder(path: str, models_dir: str | os.PathLike[str]) -> Path:
+    """The model folder a file:// uri's path names, resolved; raises FolderRefused unless it
+    is an existing folder inside `models_dir` (after every symlink is followed)."""
+    root = Path(models_dir)
+    where = f"{URI_FIELD} file://{path}"
+    if not os.path.isabs(path) or ".." in Path(path).parts:
+        raise FolderRefused(f"{where} is not a plain absolute path; give the folder's path.")
+    try:
+        resolved_root = root.resolve(strict=True)
+    except OSError:
+        raise FolderRefused(
+            f"{where}: the models folder {root} ({MODELS_DIR_SETTING}) does not exist; create "
+            f"it and put the model's folder in it, or set {MODELS_DIR_SETTING}."
+        ) from None
+    resolved = Path(os.path.realpath(path))
+    if resolved != resolved_root and resolved_root not in resolved.parents:
+        # Where a link leads is said only for a link inside the models folder: the path of
+        # anything else on this machine is not told to whoever asks.
+        given = Path(path)
+        inside = any(given.is_relative_to(r) for r in (root, resolved_root))
+        moved = f" (it leads to {resolved})" if inside else ""
+        raise FolderRefused(
+            f"{where} is outside the models folder {resolved_root}{moved}; the local backend "
+            f"serves folders under {MODELS_DIR_SETTING} only. Move or copy the model's folder "
+            f"into {resolved_root}, or set {MODELS_DIR_SETTING} to the folder that holds it."
+        )
+    if not resolved.is_dir():
+        raise FolderRefused(
+            f"{where} is not a folder on this machine; give the path of the folder that holds "
+            "the model's config.json and weights."
+        )
+    entries = _entries(resolved)
+    if entries is None:
+        raise FolderRefused(
+            f"{where} holds more than {MAX_FOLDER_ENTRIES} files; a model folder holds its "
+            "configs, tokenizer and weights. Give the model's own folder."
+        )
+    for entry in entries:
+        target = Path(os.path.realpath(entry))
+        if target != resolved_root and resolved_root not in target.parents:
+            # The server would read it as the model's file: nothing outside the models
+            # folder is served, whichever link leads there. Where it leads is not told.
+            raise FolderRefused(
+                f"{where} holds {entry.relative_to(resolved)}, a link that leads outside the "
+                f"models folder {resolved_root}; the local backend serves files under "
+                f"{MODELS_DIR_SETTING} only. Replace the link with a copy of the file."
+            )
+    return resolved
+
+
+def _entries(folder: Path) -> list[Path] | None:
+    """The folder's entries and those of its subfolders one level down (what the servers and
+    file_names read); None when they are more than MAX_FOLDER_ENTRIES."""
+    found: list[Path] = []
+    pending = [(folder, 0)]
+    while pending:
+        current, depth = pending.pop()
+        try:
+            listing = os.scandir(current)
+        except OSError:
+            continue
+        with listing:
+            for entry in listing:
+                found.append(Path(entry.path))
+                if len(found) > MAX_FOLDER_ENTRIES:
+                    return None
+                if depth == 0 and entry.is_dir(follow_symlinks=False):
+                    pending.append((Path(entry.path), 1))
+    return found
+
+
+def _read_regular(path: Path, limit: int) -> bytes | None:
+    """Up to `limit` bytes of a regular file, or None: a FIFO, device or socket is never read
+    (opened without blocking, then refused), nor a file larger than `limit`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        data = handle.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file of the folder, or None when it is missing, unreadable, not a regular file
+    or larger than MAX_JSON_BYTES."""
+    data = _read_regular(path, MAX_JSON_BYTES)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def file_names(folder: Path) -> list[str]:
+    """The folder's files, as paths relative to it (one level of subfolders: Sentence
+    Transformers keeps its pooling config in one)."""
+    names = []
+    for entry in sorted(folder.iterdir()):
+        if entry.is_file():
+            names.append(entry.name)
+        elif entry.is_dir() and not entry.name.startswith("."):
+            names += [f"{entry.name}/{p.name}" for p in sorted(entry.iterdir()) if p.is_file()]
+    return names
+
+
+def safetensors_parameters(folder: Path) -> dict[str, int]:
+    """Parameters per dtype from the headers of the folder's .safetensors files."""
+    counts: dict[str, int] = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        header = _safetensors_header(file)
+        for name, tensor in header.items():
+            if name == "__metadata__" or not isinstance(tensor, dict):
+                continue
+            shape = tensor.get("shape")
+            if not isinstance(shape, list) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+            ):
+                continue  # not a tensor's shape: a damaged header counts nothing
+            size = 1
+            for dim in shape:
+                size *= dim
+            dtype = str(tensor.get("dtype"))[:20]
+            counts[dtype] = counts.get(dtype, 0) + size
+    return counts
+
+
+def _safetensors_header(file: Path) -> dict[str, Any]:
+    """The JSON header of a regular .safetensors file; {} when it has none that can be read
+    within MAX_HEADER_BYTES."""
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return {}
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}
+        head = handle.read(8)
+        if len(head) < 8:
+            return {}
+        (length,) = struct.unpack("<Q", head)
+        if length > MAX_HEADER_BYTES:
+            return {}
+        try:
+            header = json.loads(handle.read(length))
+        except (ValueError, RecursionError):
+            return {}
+    return header if isinstance(header, dict) else {}
+
+
+def folder_task(config: Mapping[str, Any] | None, names: list[str], layout: str | None) -> str:
+    """generate | embed | score | transcribe, from the folder's configs."""
+    if layout == rt.CTRANSLATE2:
+        return rt.TRANSCRIBE  # CTranslate2 checkpoints the runtimes serve are Whisper's
+    archs = [str(a) for a in (config or {}).get("architectures") or []]
+    arch = archs[0] if archs else ""
+    if "Whisper" in arch or "SpeechSeq2Seq" in arch:
+        return rt.TRANSCRIBE
+    if arch.endswith("ForSequenceClassification"):
+        return rt.SCORE
+    if "modules.json" in names or "sentence_bert_config.json" in names:
+        return rt.EMBED  # a Sentence Transformers folder: a pooling model
+    if arch.endswith(("Model", "ForMaskedLM")) and not arch.endswith("LMHeadModel"):
+        return rt.EMBED  # an encoder without a generation head
+    return rt.GENERATE
+
+
+def folder_facts(folder: Path, wants_gpu: bool = False) -> rt.ModelFacts:
+    """What the runtime choice needs to know about a model folder."""
+    names = file_names(folder)
+    layout = rt.weights_layout(names) or "unknown"
+    config = read_json(folder / "config.json")
+    config = config if isinstance(config, dict) else None
+    archs = (config or {}).get("architectures") or []
+    experts = None
+    for key in ("num_local_experts", "num_experts", "n_routed_experts"):
+        value = (config or {}).get(key) or ((config or {}).get("text_config") or {}).get(key)
+        if isinstance(value, int):
+            experts = value
+            break
+    parameters = sum(safetensors_parameters(folder).values()) or None
+    return rt.ModelFacts(
+        task=folder_task(config, names, layout),
+        layout=layout,
+        architecture=str(archs[0]) if archs else None,
+        parameters=parameters,
+        experts=experts,
+        wants_gpu=wants_gpu,
+    )

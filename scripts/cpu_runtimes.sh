@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs the CPU model servers the local backend uses when vLLM is not installed, one
+# virtualenv per runtime under $SERVEDECK_RUNTIMES_DIR (default var/runtimes, in
+# $SERVEDECK_VAR_DIR when that is set: where the console looks), because their pins
+# clash (infinity-emb wants numpy<2). Each venv is reinstalled only when its requirement file
+# changes, so running this again is quick.
+#
+# Usage: scripts/cpu_runtimes.sh [RUNTIME...]   (default: all of transformers infinity faster-whisper)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+RUNTIMES_DIR=${SERVEDECK_RUNTIMES_DIR:-${SERVEDECK_VAR_DIR:-var}/runtimes}
+ALL=(transformers infinity faster-whisper)
+if [ $# -gt 0 ]; then wanted=("$@"); else wanted=("${ALL[@]}"); fi
+
+total=${#wanted[@]}
+index=0
+for runtime in "${wanted[@]}"; do
+  index=$((index + 1))
+  requirements=requirements/cpu/$runtime.txt
+  if [ ! -f "$requirements" ]; then
+    echo "cpu_runtimes: unknown runtime '$runtime'; accepts: ${ALL[*]}" >&2
+    exit 2
+  fi
+  venv=$RUNTIMES_DIR/$runtime
+  stamp=$venv/.requirements.sha256
+  want=$(sha256sum "$requirements" | cut -d' ' -f1)
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    echo "[$index/$total] $runtime: already installed in $venv"
+    continue
+  fi
+  started=$SECONDS
+  if [ ! -x "$venv/bin/python" ]; then
+    echo "[$index/$total] $runtime: creating the virtualenv in $venv ..."
+    mkdir -p "$RUNTIMES_DIR"
+    "$PYTHON" -m venv "$venv"
+  fi
+  # The stamp goes only after a complete install: an interrupted one is redone next time.
+  rm -f "$stamp"
+  echo "[$index/$total] $runtime: installing $requirements (this can take a few minutes) ..."
+  "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
+    --quiet --upgrade pip
+  log=$venv/install.log
+  set +e
+  "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
+    -r "$requirements" 2>&1 | tee "$log" | grep --line-buffered -E '^(Collecting|Successfully|ERROR)'
+  status=${PIPESTATUS[0]}
+  set -e
+  if [ "$status" -ne 0 ]; then
+    echo "[$index/$total] $runtime: the install failed (pip's full output: $log); to retry:" >&2
+    echo "  scripts/cpu_runtimes.sh $runtime" >&2
+    exit 1
+  fi
+  echo "$want" > "$stamp"
+  echo "[$index/$total] $runtime: installed in $((SECONDS - started)) s ($(du -sh "$venv" | cut -f1))"
+done

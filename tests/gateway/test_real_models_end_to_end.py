@@ -1,0 +1,217 @@
+"""Real weights, end to end: a chat model, an embedding model and a speech recognition model
+deployed through the REST API
+on the local profile from folders under SERVEDECK_MODELS_DIR (file://), the real local backend
+choosing and starting the real CPU runtimes (no SERVEDECK_LOCAL_COMMAND), and the official
+openai client calling them through the console's gateway at /v1 with an API key.
+
+Needs the CPU runtimes and the packaged models (scripts/test.sh installs both when missing):
+skipped without them on a developer's machine, failed in CI (CI=true), where it must run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import time
+
+import httpx
+import openai
+import pytest
+
+from jobs.backends.local import runtimes as rt
+from jobs.models import Application
+from jobs.reconciler import Reconciler
+from tests.gateway.test_embedded_end_to_end import command, console_server, usage
+from tests.helpers import bearer
+from tests.packaged_models import NotReady, default_models_dir, prepare
+
+__all__ = ["console_server"]  # the live console, a fixture used below
+
+RUNTIMES_DIR = rt.configured_runtimes_dir()
+NEEDED = ("transformers", "infinity", "faster-whisper")
+MISSING = sorted(set(NEEDED) - rt.installed_runtimes(RUNTIMES_DIR))
+WHY_MISSING = (
+    f"the CPU runtimes {', '.join(MISSING)} are not installed in {RUNTIMES_DIR}; run "
+    f"{rt.install_command(' '.join(MISSING), RUNTIMES_DIR)} (scripts/test.sh does it)"
+)
+IN_CI = os.environ.get("CI", "").lower() == "true"
+pytestmark = [
+    pytest.mark.real_models,
+    pytest.mark.database_file,  # the live server is another process: a database file
+    # In CI the runtimes are installed by scripts/test.sh: missing there is a failure (below).
+    pytest.mark.skipif(bool(MISSING) and not IN_CI, reason=WHY_MISSING),
+]
+# A busy 2-core machine loads and answers with a 135M model in well under this.
+READY_TIMEOUT = 600.0
+ANSWER_TIMEOUT = 300.0
+
+
+def manifest(name: str, folder) -> str:
+    """The shortest manifest for a folder: every other field is the defaults'."""
+    return f"""\
+apiVersion: servedeck.io/v1
+kind: Application
+spec:
+  name: {name}
+  profileName: local
+  source:
+    type: Model
+    model:
+      uri: file://{folder}
+"""
+
+
+@pytest.fixture
+def real_machine(settings):
+    """The real command (no stand-in), the installed runtimes, the packaged models."""
+    if MISSING:
+        pytest.fail(f"CI runs the real-model test, but {WHY_MISSING}")
+    if shutil.which("espeak-ng") is None:
+        why = "espeak-ng speaks the WAV the test transcribes: apt-get install espeak-ng"
+        pytest.fail(f"CI runs the real-model test, but {why}") if IN_CI else pytest.skip(why)
+    try:
+        models = prepare(runtimes_dir=RUNTIMES_DIR)
+    except NotReady as exc:
+        pytest.fail(f"the packaged models are not ready: {exc}")
+    settings.SERVEDECK_LOCAL_COMMAND = ""
+    settings.SERVEDECK_RUNTIMES_DIR = RUNTIMES_DIR
+    settings.SERVEDECK_MODELS_DIR = default_models_dir().resolve()
+    return models
+
+
+def follow(name: str, phase: str, timeout: float = READY_TIMEOUT) -> Application:
+    """The application once the reconciler's local step sees it in `phase`."""
+    reconciler = Reconciler()
+    deadline = time.monotonic() + timeout
+    while True:
+        reconciler.step_local()
+        application = Application.objects.get(name=name)
+        if application.phase == phase:
+            return application
+        if application.phase == "Failed" or time.monotonic() > deadline:
+            pytest.fail(f"{name} is {application.phase}, not {phase}: {application.reason}")
+        time.sleep(0.5)
+
+
+def served(call):
+    """call() once the gateway has seen the model Running: its routes reload about once a
+    second after the reconciler records the phase, so a 503 may come first."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            return call()
+        except openai.APIStatusError as error:
+            if error.status_code != 503 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+
+
+def test_real_models_answer_through_the_gateway(real_machine, console_server, admin, tmp_path):
+    live = console_server
+    headers = {"Authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
+    deployed = (
+        ("chat", real_machine.chat),
+        ("minilm", real_machine.embedding),
+        ("whisper", real_machine.transcription),
+    )
+    for name, folder in deployed:
+        created = httpx.post(
+            f"{live}/api/v1/applications",
+            headers={**headers, "Content-Type": "application/yaml"},
+            content=manifest(name, folder),
+            timeout=60,
+        )
+        assert created.status_code == 201, created.text
+    for name, _ in deployed:
+        follow(name, "Running")
+
+    made = json.loads(command("apikey", "create", "real-caller", "--json"))
+    client = openai.OpenAI(
+        base_url=f"{live}/v1", api_key=made["key"], max_retries=0, timeout=ANSWER_TIMEOUT
+    )
+    deadline = time.monotonic() + 5
+    while True:  # a key made a moment ago reaches the gateway within its reload
+        try:
+            listed = sorted(m.id for m in client.models.list().data)
+            break
+        except openai.AuthenticationError:
+            if time.monotonic() > deadline:
+                pytest.fail("the new key was not accepted within 5 s")
+            time.sleep(0.1)
+    assert listed == ["chat", "minilm", "whisper"]
+
+    answer = client.chat.completions.create(
+        model="chat",
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+        max_tokens=12,
+        temperature=0,
+    )
+    assert "Paris" in answer.choices[0].message.content, answer
+    assert answer.usage.completion_tokens > 0
+
+    stream = client.chat.completions.create(
+        model="chat",
+        messages=[{"role": "user", "content": "Count from one to five."}],
+        max_tokens=10,
+        temperature=0,
+        stream=True,
+    )
+    pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta]
+    assert len([p for p in pieces if p]) > 1, pieces  # chunk by chunk, not one block
+
+    food, bread, plane = client.embeddings.create(
+        model="minilm",
+        input=["A man is eating food.", "A man is eating bread.", "A plane is taking off."],
+    ).data
+    assert len(food.embedding) == 384
+    assert cosine(food.embedding, bread.embedding) > cosine(food.embedding, plane.embedding)
+
+    wav = tmp_path / "speech.wav"
+    spoken = ["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(wav)]
+    subprocess.run([*spoken, "The capital of France is Paris."], check=True)
+    with open(wav, "rb") as audio:
+        heard = client.audio.transcriptions.create(model="whisper", file=audio).text
+    assert "paris" in heard.lower(), heard
+
+    per_app = usage(live, "applications/chat", headers, want_requests=2)
+    assert per_app["totals"]["requests"] >= 2, per_app["totals"]
+    assert per_app["totals"]["completionTokens"] > 0, per_app["totals"]
+
+    # Restarted: a new process, the same port, and it answers again.
+    restarted = httpx.post(f"{live}/api/v1/applications/minilm/restart", headers=headers)
+    assert restarted.status_code == 200, restarted.text
+    follow("minilm", "Running")
+    again = served(
+        lambda: client.embeddings.create(model="minilm", input=["A man is eating food."]).data
+    )
+    assert cosine(again[0].embedding, food.embedding) > 0.99
+
+    # Stopped: the gateway answers 503 and says the phase.
+    stopped = httpx.post(f"{live}/api/v1/applications/chat/stop", headers=headers)
+    assert stopped.status_code == 200, stopped.text
+    follow("chat", "Stopped", timeout=60)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            client.chat.completions.create(
+                model="chat", messages=[{"role": "user", "content": "Hi"}], max_tokens=2
+            )
+        except openai.APIStatusError as error:
+            if error.status_code == 503:
+                assert "it is Stopped" in error.message, error.message
+                break
+            # Until the gateway reloads its routes it still sends to the stopped server.
+            if error.status_code != 502:
+                raise
+        if time.monotonic() > deadline:
+            pytest.fail("the gateway did not answer 503 for the stopped model within 5 s")
+        time.sleep(0.1)
+    client.close()

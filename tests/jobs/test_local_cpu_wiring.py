@@ -1,0 +1,396 @@
+"""The real local backend (no SERVEDECK_LOCAL_COMMAND) on a machine without vLLM: it picks the
+CPU runtime for a model folder, starts it from the runtime's virtualenv bound to loopback
+with telemetry off and a Hugging Face home of its own, probes the runtime's readiness path,
+and stops and restarts it like any replica; a missing virtualenv or a folder outside the
+models folder is refused with the fix.
+
+The runtime here is a small stand-in installed where scripts/cpu_runtimes.sh would put
+transformers serve (a program in <runtimes>/transformers/bin with the install stamp): it
+answers only /health, as transformers serve does before /v1/models, and prints what it was
+given. tests/jobs/test_local_real_models.py runs the real runtimes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs.backends.local import runtimes as rt
+from jobs.backends.local.command import DEFAULT_TEMPLATE
+from jobs.backends.local.runner import LocalRefused, LocalRunner
+from jobs.catalog import MachineReadings, machine_catalog
+from models_catalog.check import check_model
+from tests.helpers import wait_for
+
+FAKE_RUNTIME = """\
+#!{python}
+import json, os, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+argv = sys.argv[1:]
+port = int(argv[argv.index("--port") + 1])
+host = argv[argv.index("--host") + 1]
+seen = {{"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}}
+print("SEEN " + json.dumps(seen), flush=True)
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        print("POST " + self.path, flush=True)
+        broken = any("broken" in a for a in argv)
+        self.send_response(500 if broken else 200)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{{"text": ""}}')
+    def log_message(self, *args):
+        pass
+HTTPServer((host, port), Handler).serve_forever()
+"""
+
+
+def safetensors(path: Path, tensors: dict[str, list[int]]) -> None:
+    header = {name: {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}
+              for name, shape in tensors.items()}  # fmt: skip
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+
+
+@pytest.fixture
+def cpu_machine(settings, tmp_path, monkeypatch):
+    """No vLLM on the PATH, the real command (not the stand-in), a runtimes folder and a
+    models folder of this test's own."""
+    settings.SERVEDECK_LOCAL_COMMAND = ""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    runtimes = tmp_path / "runtimes"
+    models = tmp_path / "models"
+    models.mkdir()
+    settings.SERVEDECK_RUNTIMES_DIR = str(runtimes)
+    settings.SERVEDECK_MODELS_DIR = str(models)
+    return runtimes, models
+
+
+def install_fake(runtimes: Path, name: str = "transformers") -> None:
+    spec = rt.CPU_RUNTIMES[name]
+    program = runtimes / name / "bin" / spec.program
+    program.parent.mkdir(parents=True)
+    program.write_text(FAKE_RUNTIME.format(python=sys.executable))
+    program.chmod(0o755)
+    (runtimes / name / rt.INSTALLED_STAMP).write_text("test\n")
+
+
+def chat_folder(models: Path, name: str = "SmolLM2-135M-Instruct") -> Path:
+    folder = models / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    safetensors(folder / "model.safetensors", {"embed": [10, 4], "head": [4, 10]})
+    return folder
+
+
+def manifest(name: str, uri: str) -> dict:
+    model = {
+        "uri": uri,
+        "format": "vLLM",
+        "runtime": {"engine": "vllm"},
+        "resources": {"cpu": "1", "memory": "1Gi"},
+        "scaling": {"minReplicas": 1},
+    }
+    return {"spec": {"name": name, "source": {"type": "Model", "model": model}}}
+
+
+def seen(runner: LocalRunner, name: str) -> dict:
+    def found():
+        lines = [line for line in runner.tail(name, 50) if line.startswith("SEEN ")]
+        return json.loads(lines[-1][5:]) if lines else None
+
+    return wait_for(found, f"{name}'s runtime printed nothing", 10)
+
+
+def running(runner: LocalRunner, name: str):
+    def phase():
+        status = runner.observe(name)
+        return status if status.phase == "Running" else None
+
+    return wait_for(phase, f"{name} is {runner.observe(name)}", 20)
+
+
+def test_a_model_folder_runs_on_the_chosen_cpu_runtime_like_any_replica(cpu_machine, tmp_path):
+    runtimes, models = cpu_machine
+    install_fake(runtimes)
+    folder = chat_folder(models)
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    assert runner.template == DEFAULT_TEMPLATE
+    chat = manifest("chat", f"file://{folder}")
+    assert runner.check(chat) == []
+    try:
+        runner.apply("chat", chat, 1)
+        status = running(runner, "chat")  # the stand-in answers /health only, not /v1/models
+        given = seen(runner, "chat")
+        argv = given["argv"]
+        assert argv[:2] == ["serve", "--host"] and argv[2] == "127.0.0.1"
+        assert argv[argv.index("--port") + 1] == str(status.replicas[0].port)
+        # Served as the application's name: a link of that name, from its state folder.
+        assert argv[-1] == "chat"
+        link = Path(given["cwd"]) / "chat"
+        assert link.resolve() == folder.resolve()
+        assert Path(given["cwd"]).is_relative_to(tmp_path / "state" / "acme" / "chat")
+        env = given["env"]
+        assert env["HF_HUB_OFFLINE"] == "1" and env["DO_NOT_TRACK"] == "1"
+        assert env["HF_HUB_DISABLE_TELEMETRY"] == "1"
+        assert env["HF_HOME"] == str(tmp_path / "state" / "acme" / "chat" / "hf-home")
+        assert "SECRET_KEY" not in env and env["CUDA_VISIBLE_DEVICES"] == ""
+        state = json.loads((tmp_path / "state" / "acme" / "chat" / "state.json").read_text())
+        assert (state["runtime"], state["model_id"]) == ("transformers", "chat")
+        assert state["model"] == str(folder.resolve())
+
+        first = status.replicas[0].pid
+        restarted = runner.restart("chat")
+        assert restarted.replicas[0].pid != first
+        assert running(runner, "chat").replicas[0].port == status.replicas[0].port
+
+        stopped = runner.stop("chat")
+        assert stopped.phase == "Stopped"
+        assert not os.path.exists(f"/proc/{restarted.replicas[0].pid}/stat") or (
+            Path(f"/proc/{restarted.replicas[0].pid}/stat").read_text().split(") ")[1][0] == "Z"
+        )
+    finally:
+        runner.shutdown()
+
+
+def test_a_missing_runtime_is_refused_with_the_command_that_installs_it(cpu_machine, tmp_path):
+    runtimes, models = cpu_machine
+    folder = chat_folder(models)
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    refusals = [p.message for p in runner.check(manifest("chat", f"file://{folder}"))]
+    assert len(refusals) == 1, refusals
+    command = f"SERVEDECK_RUNTIMES_DIR={runtimes} scripts/cpu_runtimes.sh transformers"
+    assert refusals[0].endswith(f"Install it with: {command}")
+    assert "vLLM is not installed" not in refusals[0]  # the CPU runtime is what is missing
+    with pytest.raises(LocalRefused):
+        runner.apply("chat", manifest("chat", f"file://{folder}"), 1)
+
+
+def test_only_folders_inside_the_models_folder_are_served(cpu_machine, tmp_path):
+    runtimes, models = cpu_machine
+    install_fake(runtimes)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    chat_folder(outside, "secret-model")
+    (models / "sneaky").symlink_to(outside / "secret-model")
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+
+    def refusal(uri: str) -> str:
+        found = [p.message for p in runner.check(manifest("chat", uri))]
+        assert len(found) == 1, found
+        return found[0]
+
+    out = refusal(f"file://{outside}/secret-model")
+    assert "is outside the models folder" in out and "SERVEDECK_MODELS_DIR" in out
+    (outside / "link").symlink_to(outside / "secret-model")
+    elsewhere = refusal(f"file://{outside}/link")  # where a link out there leads is not told
+    assert "is outside the models folder" in elsewhere and "leads to" not in elsewhere
+    linked = refusal(f"file://{models}/sneaky")
+    assert "is outside the models folder" in linked and "it leads to" in linked
+    missing = refusal(f"file://{models}/nothing-here")
+    assert "is not a folder on this machine" in missing
+
+
+def test_an_hf_model_without_vllm_says_how_to_serve_a_folder_instead(cpu_machine, tmp_path):
+    _, models = cpu_machine
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    refusals = [p.message for p in runner.check(manifest("chat", "hf://HuggingFaceTB/x"))]
+    assert len(refusals) == 1
+    assert refusals[0].startswith("vLLM is not installed on this machine")
+    assert f"put the model's folder under {models}" in refusals[0]
+    assert "file://" in refusals[0]
+
+
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 2048,
+    "vocab_size": 100,
+    "torch_dtype": "float32",
+}
+
+
+def test_check_model_reads_a_folder_and_names_the_runtime_it_gets_here(cpu_machine):
+    runtimes, models = cpu_machine
+    install_fake(runtimes)
+    folder = models / "tiny-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(LLAMA))
+    safetensors(folder / "model.safetensors", {"embed": [100, 64], "layers": [2, 64, 64]})
+    catalog = machine_catalog(MachineReadings(cores=2, memory_bytes=8 * 2**30, gpus=()))
+    result = check_model(f"file://{folder}", catalog=catalog)
+    assert result.can_serve, (result.verdict, result.next_step)
+    assert (result.task, result.architecture) == ("generate", "LlamaForCausalLM")
+    assert result.parameters == 100 * 64 + 2 * 64 * 64  # from the safetensors header
+    assert result.weight_source == "headers" and result.max_context_tokens == 2048
+    assert result.runtime == "transformers"
+    assert any(
+        w.startswith("On this machine it runs on transformers: transformers serve serves chat")
+        for w in result.warnings
+    ), result.warnings
+
+    outside = check_model(f"file://{models.parent}", catalog=catalog)
+    assert not outside.can_serve and "is outside the models folder" in outside.verdict
+
+
+def test_check_model_says_the_install_command_when_the_runtime_is_missing(cpu_machine):
+    runtimes, models = cpu_machine
+    folder = models / "tiny-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(LLAMA))
+    safetensors(folder / "model.safetensors", {"embed": [100, 64]})
+    catalog = machine_catalog(MachineReadings(cores=2, memory_bytes=8 * 2**30, gpus=()))
+    result = check_model(f"file://{folder}", catalog=catalog)
+    assert not result.can_serve
+    assert (
+        result.next_step
+        == f"SERVEDECK_RUNTIMES_DIR={runtimes} scripts/cpu_runtimes.sh transformers"
+    )
+
+
+def whisper_folder(models: Path, name: str) -> Path:
+    folder = models / name
+    folder.mkdir()
+    for file in ("config.json", "model.bin", "vocabulary.txt"):
+        (folder / file).write_text("{}")
+    return folder
+
+
+def test_a_runtime_ready_before_its_model_loads_is_running_after_one_request(cpu_machine, tmp_path):
+    runtimes, models = cpu_machine
+    install_fake(runtimes, "faster-whisper")
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    good = manifest("whisper", f"file://{whisper_folder(models, 'tiny-en')}")
+    broken = manifest("broken", f"file://{whisper_folder(models, 'broken-en')}")
+    try:
+        runner.apply("whisper", good, 1)
+        running(runner, "whisper")
+        assert "POST /v1/audio/transcriptions" in runner.tail("whisper", 50)
+        runner.apply("broken", broken, 1)
+
+        def warmed_up() -> bool:
+            runner.observe("broken")  # each observation probes, and sends the warm-up
+            return "POST /v1/audio/transcriptions" in runner.tail("broken", 50)
+
+        wait_for(warmed_up, "no warm-up request was sent", 20)
+        status = runner.observe("broken")  # /health answers, the warm-up does not
+        assert status.phase == "Loading", status
+        assert "does not answer GET /health yet" in status.reason
+        assert "faster-whisper-server" in status.reason
+    finally:
+        runner.shutdown()
+
+
+def test_a_folder_swapped_for_a_link_out_after_apply_is_not_started(cpu_machine, tmp_path):
+    """The folder is checked where it is used, each time a server starts: a folder replaced by
+    a link out of the models folder between apply and a later start is not served."""
+    runtimes, models = cpu_machine
+    install_fake(runtimes)
+    folder = chat_folder(models)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    chat_folder(outside, "private")
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    try:
+        runner.apply("chat", manifest("chat", f"file://{folder}"), 1)
+        running(runner, "chat")
+        runner.stop("chat")
+        seen_before = [line for line in runner.tail("chat", 200) if line.startswith("SEEN ")]
+        for entry in folder.iterdir():
+            entry.unlink()
+        folder.rmdir()
+        folder.symlink_to(outside / "private", target_is_directory=True)
+
+        status = runner.start("chat")
+        assert status.phase == "Failed", status
+        assert status.replicas[0].pid is None  # never spawned
+        log = runner.tail("chat", 200)
+        assert [line for line in log if line.startswith("SEEN ")] == seen_before
+        assert any("models folder" in line and "not started" in line for line in log), log
+        assert str(outside) not in "\n".join(log)  # where the link leads is not logged
+    finally:
+        runner.shutdown()
+
+
+def test_the_cpu_runtime_keeps_no_cache_of_the_console(cpu_machine, tmp_path, monkeypatch):
+    """HF_HUB_CACHE or TRANSFORMERS_CACHE in the console's environment would point the
+    runtime back at the console's own Hugging Face cache, past its HF_HOME."""
+    runtimes, models = cpu_machine
+    install_fake(runtimes)
+    folder = chat_folder(models)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "console-cache"))
+    monkeypatch.setenv("TRANSFORMERS_CACHE", str(tmp_path / "console-cache"))
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    try:
+        runner.apply("chat", manifest("chat", f"file://{folder}"), 1)
+        env = seen(runner, "chat")["env"]
+        home = tmp_path / "state" / "acme" / "chat" / "hf-home"
+        assert env["HF_HUB_CACHE"] == str(home / "hub")
+        assert env["TRANSFORMERS_CACHE"] == str(home / "hub")
+    finally:
+        runner.shutdown()
+
+
+def test_check_model_reads_no_oversized_or_special_file_of_a_folder(cpu_machine):
+    """A config.json far larger than any config, or one that is a FIFO or device, is not read
+    (reading would hold the console's memory or block it); a malformed safetensors header is
+    skipped, not a crash."""
+    from models_catalog import folders
+
+    _, models = cpu_machine
+    folder = models / "odd"
+    folder.mkdir()
+    big = folder / "config.json"
+    big.write_text('{"architectures": ["LlamaForCausalLM"]}' + " " * (folders.MAX_JSON_BYTES + 1))
+    assert folders.read_json(big) is None
+    big.unlink()
+    os.mkfifo(big)
+    assert folders.read_json(big) is None  # returns at once: a FIFO is not opened for reading
+    bad = folder / "model.safetensors"
+    raw = json.dumps({"w": {"dtype": "F32", "shape": ["x", 2]}, "v": [1]}).encode()
+    bad.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    listed = folder / "list.safetensors"
+    raw = json.dumps([1, 2]).encode()
+    listed.write_bytes(struct.pack("<Q", len(raw)) + raw)
+    assert folders.safetensors_parameters(folder) == {}
+
+
+def test_a_file_of_a_folder_that_links_out_of_the_models_folder_is_refused(cpu_machine, tmp_path):
+    """The folder resolves inside the models folder but one of its files is a link to the
+    console's own files: the server would read them as the model's. Links within the models
+    folder (a Hugging Face cache's snapshots point at its blobs) are fine."""
+    runtimes, models = cpu_machine
+    install_fake(runtimes)
+    folder = chat_folder(models)
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    chat = manifest("chat", f"file://{folder}")
+    blob = models / "blobs" / "tokenizer"
+    blob.parent.mkdir()
+    blob.write_text("{}")
+    (folder / "tokenizer.json").symlink_to(blob)
+    assert runner.check(chat) == []
+    secret = tmp_path / "secret-key"
+    secret.write_text("operator's")
+    (folder / "tokenizer_config.json").symlink_to(secret)
+    refusals = [p.message for p in runner.check(chat)]
+    assert len(refusals) == 1, refusals
+    assert "tokenizer_config.json" in refusals[0] and "outside the models folder" in refusals[0]
+    assert str(secret) not in refusals[0]  # where it leads is not told
+    with pytest.raises(LocalRefused):
+        runner.apply("chat", chat, 1)
