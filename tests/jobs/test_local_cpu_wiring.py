@@ -394,3 +394,17 @@ def test_a_file_of_a_folder_that_links_out_of_the_models_folder_is_refused(cpu_m
     assert str(secret) not in refusals[0]  # where it leads is not told
     with pytest.raises(LocalRefused):
         runner.apply("chat", chat, 1)
+
+
+def test_a_file_uri_longer_than_a_path_can_be_is_refused_by_its_length(cpu_machine, tmp_path):
+    """A path longer than the machine's PATH_MAX names nothing: refused before any lookup
+    (following a long one part by part costs time growing with its square)."""
+    _, models = cpu_machine
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    refusals = [p.message for p in runner.check(manifest("chat", f"file://{models}" + "/a" * 3000))]
+    assert len(refusals) == 1, refusals
+    assert "4096 characters" in refusals[0] and "spec.source.model.uri" in refusals[0]
+    # Just under the limit: looked up, and refused as no folder (not an error of the OS).
+    near = f"file://{models}/" + "/".join(["a" * 200] * ((4000 - len(str(models))) // 201))
+    refusals = [p.message for p in runner.check(manifest("chat", near))]
+    assert len(refusals) == 1 and "is not a folder on this machine" in refusals[0], refusals
