@@ -25,6 +25,18 @@ def check_for_profile(
     format: str | None = None,
     gpu_memory_utilization: float | None = None,
 ) -> CheckResult:
+    if uri.startswith("file://") and profile.cluster.backend != "local":
+        # A folder on the console's machine is the local profile's: Check model on another
+        # profile does not read the console's disk for whoever asks.
+        return CheckResult(
+            uri=uri,
+            can_serve=False,
+            verdict=f"uri: {uri[:120]!r} is a folder on the console's machine, which "
+            f"profile {profile.name}'s Kubernetes cluster cannot read; accepts file:// on the "
+            "local profile only.",
+            next_step="Copy the model onto a PersistentVolumeClaim and use "
+            "pvc://<claim>/<path>, use hf://, or choose the local profile.",
+        )
     result = check_model(
         uri,
         catalog=profile.machine_catalog,

@@ -5,8 +5,14 @@ config.json, modules.json and safetensors headers, never the weights.
 The folder must sit under the configured models folder (SERVEDECK_MODELS_DIR): a manifest
 cannot make a model server read anything else on the console's machine. The check is on the
 resolved path, so a symlink that leads out of the models folder is refused too. Check model
-(models_catalog.check) and the local backend (jobs.backends.local.serving_plan) both read
-folders here.
+(models_catalog.check) and the local backend (jobs.backends.local.serving_plan, again before
+each server start) both read folders here.
+
+The models folder is one for the console, not one per organisation: it is the operator's
+shelf of models any organisation may serve, and whatever is in it is open to every member
+who may deploy. The console writes nothing into it; an operator who points it at a folder
+members' deployments write to (the local state folder, a Hugging Face cache vLLM downloads
+hf:// models into) shares those files with every organisation.
 """
 
 from __future__ import annotations
@@ -83,7 +89,11 @@ def resolve_folder(path: str, models_dir: str | os.PathLike[str]) -> Path:
             f"serves folders under {MODELS_DIR_SETTING} only. Move or copy the model's folder "
             f"into {resolved_root}, or set {MODELS_DIR_SETTING} to the folder that holds it."
         )
-    if not resolved.is_dir():
+    try:
+        is_folder = resolved.is_dir()
+    except OSError:  # a name too long for this machine, a loop: no folder either way
+        is_folder = False
+    if not is_folder:
         raise FolderRefused(
             f"{where} is not a folder on this machine; give the path of the folder that holds "
             "the model's config.json and weights."

@@ -17,6 +17,7 @@ LOCAL_ONLY_SCHEMES = ("file",)
 # Where a missing spec.source.model.format means vLLM: a Hugging Face repository or folder.
 VLLM_DEFAULT_SCHEMES = ("hf", "file")
 _FILE_PART = re.compile(r"[A-Za-z0-9._+@=-]{1,255}")
+FILE_PATH_MAX = 4096  # Linux's PATH_MAX: no longer path names a file, and it is not looked up
 
 _HF_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 _HF = re.compile(
@@ -213,6 +214,12 @@ def _file(text: str, path: str, _: bool) -> UriInfo:
     )
     if not path.startswith("/") or path == "/":
         raise UriError(f"{_shown(text)} is not an absolute path", shape)
+    if len(path) > FILE_PATH_MAX:
+        raise UriError(
+            f"{_shown(text)} has a path of {len(path)} characters; accepts up to "
+            f"{FILE_PATH_MAX} characters (the longest path this machine resolves)",
+            "Give the folder's plain path.",
+        )
     inner = parts[1:-1] if path.endswith("/") else parts[1:]
     if any(part in ("", ".", "..") for part in inner):
         raise UriError(

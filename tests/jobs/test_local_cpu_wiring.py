@@ -328,21 +328,27 @@ def test_a_folder_swapped_for_a_link_out_after_apply_is_not_started(cpu_machine,
         runner.shutdown()
 
 
-def test_the_cpu_runtime_keeps_no_cache_of_the_console(cpu_machine, tmp_path, monkeypatch):
+def test_the_cpu_runtime_keeps_no_cache_nor_token_of_the_console(
+    cpu_machine, tmp_path, monkeypatch
+):
     """HF_HUB_CACHE or TRANSFORMERS_CACHE in the console's environment would point the
-    runtime back at the console's own Hugging Face cache, past its HF_HOME."""
+    runtime back at the console's own Hugging Face cache, past its HF_HOME; a runtime that
+    reads a folder offline gets no Hugging Face token."""
     runtimes, models = cpu_machine
     install_fake(runtimes)
     folder = chat_folder(models)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "console-cache"))
     monkeypatch.setenv("TRANSFORMERS_CACHE", str(tmp_path / "console-cache"))
-    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    runner = LocalRunner(
+        tmp_path / "state" / "acme", template=None, token_for=lambda name: "hf_profile_token"
+    )
     try:
         runner.apply("chat", manifest("chat", f"file://{folder}"), 1)
         env = seen(runner, "chat")["env"]
         home = tmp_path / "state" / "acme" / "chat" / "hf-home"
         assert env["HF_HUB_CACHE"] == str(home / "hub")
         assert env["TRANSFORMERS_CACHE"] == str(home / "hub")
+        assert "HF_TOKEN" not in env  # offline: the profile's token has nothing to open
     finally:
         runner.shutdown()
 
@@ -394,3 +400,44 @@ def test_a_file_of_a_folder_that_links_out_of_the_models_folder_is_refused(cpu_m
     assert str(secret) not in refusals[0]  # where it leads is not told
     with pytest.raises(LocalRefused):
         runner.apply("chat", chat, 1)
+
+
+def test_a_file_uri_longer_than_a_path_can_be_is_refused_by_its_length(cpu_machine, tmp_path):
+    """A path longer than the machine's PATH_MAX names nothing: refused before any lookup
+    (following a long one part by part costs time growing with its square)."""
+    _, models = cpu_machine
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    refusals = [p.message for p in runner.check(manifest("chat", f"file://{models}" + "/a" * 3000))]
+    assert len(refusals) == 1, refusals
+    assert "4096 characters" in refusals[0] and "spec.source.model.uri" in refusals[0]
+    # Just under the limit: looked up, and refused as no folder (not an error of the OS).
+    near = f"file://{models}/" + "/".join(["a" * 200] * ((4000 - len(str(models))) // 201))
+    refusals = [p.message for p in runner.check(manifest("chat", near))]
+    assert len(refusals) == 1 and "is not a folder on this machine" in refusals[0], refusals
+
+
+def test_check_model_on_a_kubernetes_profile_does_not_read_the_consoles_disk(
+    cpu_machine, org, tmp_path
+):
+    """The folder exists in the models folder, but the profile's cluster cannot read it: Check
+    model says so and does not look at the console's disk for that member."""
+    from jobs.check_inputs import check_for_profile
+    from jobs.models import Cluster, Profile
+
+    runtimes, models = cpu_machine
+    install_fake(runtimes)
+    folder = chat_folder(models)
+    (folder / "config.json").write_text(json.dumps(LLAMA))
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("")
+    cluster = Cluster.objects.create(
+        organization=org, name="prod", backend="kubernetes", kubeconfig_path=str(kubeconfig),
+        context="x", addons=["kserve"],
+    )  # fmt: skip
+    profile = Profile.objects.create(
+        organization=org, name="prod", cluster=cluster, namespace="models"
+    )
+    result = check_for_profile(f"file://{folder}", profile)
+    assert not result.can_serve
+    assert "Kubernetes cluster cannot read" in result.verdict and "pvc://" in result.next_step
+    assert result.architecture is None  # the folder's config.json was not read

@@ -507,7 +507,9 @@ class LocalRunner:
             command[0] = which(command[0]) or command[0]
             # On the CPU no GPU is visible, so a replica never takes one another app was given.
             extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
-        token = self.token_for(state.name) if self.token_for is not None else None
+        # A CPU runtime reads a folder offline: it is given no Hugging Face token at all.
+        wants_token = self.token_for is not None and state.runtime not in rt.CPU_RUNTIMES
+        token = self.token_for(state.name) if wants_token else None
         env = server_environment(os.environ, extra, token)
         log_path = self._log(state.name, index)
         proc.private_dir(log_path.parent)
