@@ -43,24 +43,8 @@ class FolderRefused(ValueError):
 
 
 def configured_models_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Django's SERVEDECK_MODELS_DIR setting, else the environment variable, else var/models
-    in the console's var folder."""
-    value, var_dir = None, None
-    try:
-        from django.conf import settings
-
-        if settings.configured:
-            value = getattr(settings, MODELS_DIR_SETTING, None)
-            var_dir = getattr(settings, "VAR_DIR", None)
-    except ImportError:  # the backend also runs without Django (bench scripts)
-        pass
-    environ = os.environ if environ is None else environ
-    value = value or environ.get(MODELS_DIR_SETTING, "").strip()
-    if value:
-        return Path(value)
-    if var_dir is None:
-        var_dir = Path(environ.get("SERVEDECK_VAR_DIR") or Path(__file__).parents[1] / "var")
-    return Path(var_dir) / "models"
+    """The only folder file:// sources may name (SERVEDECK_MODELS_DIR, else var/models)."""
+    return rt.configured_folder(MODELS_DIR_SETTING, "models", environ)
 
 
 def resolve_folder(path: str, models_dir: str | os.PathLike[str]) -> Path:

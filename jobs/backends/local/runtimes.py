@@ -330,27 +330,33 @@ def cpu_launch(
 # ---- the machine's side: where the venvs are and which are complete ----
 
 
-def configured_runtimes_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Django's SERVEDECK_RUNTIMES_DIR setting, else the environment variable, else
-    var/runtimes in the console's var folder (where scripts/cpu_runtimes.sh puts them)."""
-    value = None
+def configured_folder(
+    setting: str, subfolder: str, environ: Mapping[str, str] | None = None
+) -> Path:
+    """A folder the operator configures: Django's setting of that name, else the environment
+    variable, else `subfolder` of the console's var folder. Read without Django too (bench
+    scripts), so its settings are asked only when they are configured."""
+    value, var_dir = None, None
     try:
         from django.conf import settings
 
         if settings.configured:
-            value = getattr(settings, RUNTIMES_DIR_SETTING, None)
+            value = getattr(settings, setting, None)
             var_dir = getattr(settings, "VAR_DIR", None)
-        else:
-            var_dir = None
-    except ImportError:  # the backend also runs without Django (bench scripts)
-        var_dir = None
+    except ImportError:
+        pass
     environ = os.environ if environ is None else environ
-    value = value or environ.get(RUNTIMES_DIR_SETTING, "").strip()
+    value = value or environ.get(setting, "").strip()
     if value:
         return Path(value)
     if var_dir is None:
         var_dir = Path(environ.get("SERVEDECK_VAR_DIR") or Path(__file__).parents[3] / "var")
-    return Path(var_dir) / "runtimes"
+    return Path(var_dir) / subfolder
+
+
+def configured_runtimes_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the CPU runtimes' virtualenvs are (scripts/cpu_runtimes.sh puts them there)."""
+    return configured_folder(RUNTIMES_DIR_SETTING, "runtimes", environ)
 
 
 def installed_runtimes(runtimes_dir: str | os.PathLike[str]) -> frozenset[str]:
