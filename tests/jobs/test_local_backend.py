@@ -419,7 +419,9 @@ def test_apply_refuses_without_starting_anything(runner, empty_path, tag):
 
 
 def test_start_ready_chat_restart_stop_start_delete(runner, tag):
-    status = runner.apply("chat", manifest(), 1)
+    # Slow to answer, so the first look finds it Loading even when the machine is busy.
+    slow = manifest(engine={"extraArgs": ["--startup-delay", "1.5"]})
+    status = runner.apply("chat", slow, 1)
     assert status.phase == LOADING
     assert "0 of 1 replicas answer" in status.reason
     status = wait_for(runner, "chat", RUNNING)
