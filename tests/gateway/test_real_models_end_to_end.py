@@ -47,6 +47,9 @@ pytestmark = [
 # A busy 2-core machine loads and answers with a 135M model in well under this.
 READY_TIMEOUT = 600.0
 ANSWER_TIMEOUT = 300.0
+# The gateway reloads keys and routes about once a second; on a busy machine (three model
+# servers starting beside the suite) that can take far longer, so the waits are generous.
+RELOAD_TIMEOUT = 60.0
 
 
 def manifest(name: str, folder) -> str:
@@ -99,7 +102,7 @@ def follow(name: str, phase: str, timeout: float = READY_TIMEOUT) -> Application
 def served(call):
     """call() once the gateway has seen the model Running: its routes reload about once a
     second after the reconciler records the phase, so a 503 may come first."""
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + RELOAD_TIMEOUT
     while True:
         try:
             return call()
@@ -137,14 +140,14 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
     client = openai.OpenAI(
         base_url=f"{live}/v1", api_key=made["key"], max_retries=0, timeout=ANSWER_TIMEOUT
     )
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + RELOAD_TIMEOUT
     while True:  # a key made a moment ago reaches the gateway within its reload
         try:
             listed = sorted(m.id for m in client.models.list().data)
             break
         except openai.AuthenticationError:
             if time.monotonic() > deadline:
-                pytest.fail("the new key was not accepted within 5 s")
+                pytest.fail(f"the new key was not accepted within {RELOAD_TIMEOUT:.0f} s")
             time.sleep(0.1)
     assert listed == ["chat", "minilm", "whisper"]
 
@@ -198,7 +201,7 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
     stopped = httpx.post(f"{live}/api/v1/applications/chat/stop", headers=headers)
     assert stopped.status_code == 200, stopped.text
     follow("chat", "Stopped", timeout=60)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + RELOAD_TIMEOUT
     while True:
         try:
             client.chat.completions.create(
@@ -212,6 +215,8 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
             if error.status_code != 502:
                 raise
         if time.monotonic() > deadline:
-            pytest.fail("the gateway did not answer 503 for the stopped model within 5 s")
+            pytest.fail(
+                f"the gateway did not answer 503 for the stopped model in {RELOAD_TIMEOUT:.0f} s"
+            )
         time.sleep(0.1)
     client.close()
