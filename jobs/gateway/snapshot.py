@@ -383,9 +383,13 @@ class SnapshotKeeper:
             self._pending_touch.add(key_id)
 
     def start(self) -> None:
-        """Load once (blocking: call it from a thread) and start refreshing. Idempotent."""
-        if self._thread is not None:
+        """Load once (blocking: call it from a thread) and start refreshing. Idempotent while
+        it runs; after stop(), or in a process forked from one where it ran (the thread did
+        not come along), it starts afresh."""
+        if self._thread is not None and self._thread.is_alive():
             return
+        self._stop.clear()
+        self._wake.clear()
         try:
             self._refresh(force=True)
         except Exception:
@@ -402,6 +406,7 @@ class SnapshotKeeper:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+            self._thread = None
         self._write_touches()
 
     def _refresh(self, force: bool = False) -> None:

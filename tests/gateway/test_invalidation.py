@@ -8,6 +8,7 @@ import pytest
 from accesspolicies.models import ChangeCounter
 from jobs.lifecycle import Observed, record_status
 from tests.gateway.support import make_app
+from tests.helpers import wait_for
 
 
 def test_application_changes_bump_the_counter_unrelated_saves_do_not(org):
@@ -73,6 +74,32 @@ def test_the_console_app_mounts_the_gateway_at_v1():
     (status, body), (page_status, _) = asyncio.run(run())
     assert status == 401 and b'"authentication_error"' in body  # the gateway answered
     assert page_status == 200  # Django answered
+
+
+@pytest.mark.django_db  # the keeper closes stale connections around each load
+def test_a_keeper_started_again_after_stop_loads_and_follows_the_counter():
+    """The console's gateway is shut down and started again (a lifespan restart, or a process
+    forked from one whose keeper ran): it must load again and keep following changes. It used
+    to stay on its old snapshot forever: a key made afterwards was never accepted."""
+    from jobs.gateway.snapshot import Snapshot, SnapshotKeeper
+
+    version = [1]
+    keeper = SnapshotKeeper(
+        loader=lambda v: Snapshot(version=v),
+        counter=lambda: version[0],
+        touch_writer=lambda ids: None,
+        interval=0.01,
+    )
+    keeper.start()
+    keeper.stop()
+    version[0] = 2
+    keeper.start()
+    try:
+        assert keeper.current.version == 2  # loaded again at start
+        version[0] = 3
+        wait_for(lambda: keeper.current.version == 3, "the restarted keeper never reloaded")
+    finally:
+        keeper.stop()
 
 
 def test_a_database_not_ready_at_start_is_retried():
