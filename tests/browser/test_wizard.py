@@ -61,6 +61,18 @@ def log_in(page: Page, username: str) -> None:
     expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
 
 
+# A step's answer runs a dry run; on a busy CI machine that can take several seconds.
+STEP_TIMEOUT = 20_000
+
+
+def press_next(page: Page) -> None:
+    """Enter on the step's Next once the swapped-in step has settled (focus kept on it)."""
+    next_button = page.locator(".wizard-nav button.primary")
+    next_button.focus()
+    expect(next_button).to_be_focused()
+    page.keyboard.press("Enter")
+
+
 def step_heading(page: Page):
     return page.locator("#step-title")
 
@@ -129,7 +141,7 @@ def test_chat_model_on_a_gpu(page: Page, people, shoot):
     tile(page, "t4").click()
     expect(page.get_by_label("GPUs per replica")).to_have_value("2")
     page.locator(".wizard-nav").get_by_role("button", name="Next: Access").click()
-    expect(step_heading(page)).to_have_text("Compute")
+    expect(step_heading(page)).to_have_text("Compute", timeout=STEP_TIMEOUT)
     expect(page.locator(".error").first).to_contain_text("this machine has 1")
     expect(page.locator(".stepper li.attention")).to_have_count(1)
     shoot(page, "06-compute-refused")
@@ -149,10 +161,10 @@ def test_chat_model_on_a_gpu(page: Page, people, shoot):
 
     # Back keeps what was saved, and the draft survives a reload.
     page.locator(".wizard-nav").get_by_role("button", name="Back").click()
-    expect(step_heading(page)).to_have_text("Compute")
+    expect(step_heading(page)).to_have_text("Compute", timeout=STEP_TIMEOUT)
     expect(page.locator("input[name=gpu_kind]:checked")).to_have_value("l4")
     page.reload()
-    expect(step_heading(page)).to_have_text("Compute")
+    expect(step_heading(page)).to_have_text("Compute", timeout=STEP_TIMEOUT)
     expect(page.locator("input[name=gpu_kind]:checked")).to_have_value("l4")
     expect(page.get_by_label("Context window (tokens)")).to_have_value("8192")
     next_step(page, "Access")
@@ -220,7 +232,7 @@ def test_embedding_model_on_the_cpu_keyboard_only_on_a_phone(page: Page, people,
     while page.evaluate("document.activeElement.textContent.trim()") != "Next: Compute":
         page.keyboard.press("Tab")
     page.keyboard.press("Enter")
-    expect(step_heading(page)).to_have_text("Compute")
+    expect(step_heading(page)).to_have_text("Compute", timeout=STEP_TIMEOUT)
     # Arrow keys move through the tiles: ServeDeck's choice, a t4, then up to the CPU.
     chosen = page.locator("input[name=gpu_kind]:checked")
     expect(chosen).to_have_value("t4")
@@ -238,19 +250,16 @@ def test_embedding_model_on_the_cpu_keyboard_only_on_a_phone(page: Page, people,
     expect(page.locator("#memory-needed")).to_contain_text("at 4096 tokens")
     shoot(page, "03-compute-cpu-phone")
     page.keyboard.press("Enter")
-    expect(step_heading(page)).to_have_text("Access")
+    expect(step_heading(page)).to_have_text("Access", timeout=STEP_TIMEOUT)
     page.keyboard.press("Enter")
-    expect(step_heading(page)).to_have_text("Access")  # the heading has focus, not a field
-    page.locator(".wizard-nav button.primary").focus()
-    page.keyboard.press("Enter")
-    expect(step_heading(page)).to_have_text("API")
+    # The heading has focus, not a field: Enter there goes nowhere.
+    expect(step_heading(page)).to_have_text("Access", timeout=STEP_TIMEOUT)
+    press_next(page)
+    expect(step_heading(page)).to_have_text("API", timeout=STEP_TIMEOUT)
     expect(page.locator("#wizard")).to_contain_text("/v1/embeddings")
-    next_button = page.locator(".wizard-nav button.primary")
-    next_button.focus()
-    expect(next_button).to_be_focused()  # the swapped-in step has settled before Enter
-    page.keyboard.press("Enter")
+    press_next(page)
     # Review runs the whole dry run (Check model included): slower than a step on a busy CI.
-    expect(step_heading(page)).to_have_text("Review", timeout=20_000)
+    expect(step_heading(page)).to_have_text("Review", timeout=STEP_TIMEOUT)
     manifest = yaml.safe_load(page.locator("#review-yaml").inner_text())
     assert "accelerator" not in manifest["spec"]["source"]["model"]["resources"]
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
@@ -316,7 +325,8 @@ def test_drafts_resume_and_discard_and_a_running_model_is_edited(page: Page, peo
     shoot(page, "01-drafts")
 
     drafts.get_by_role("link", name="smol-chat").click()
-    expect(step_heading(page)).to_have_text("Review")  # nothing to fix: straight to Review
+    # Nothing to fix: straight to Review.
+    expect(step_heading(page)).to_have_text("Review", timeout=STEP_TIMEOUT)
     page.goto("/deploy/")
     drafts = page.get_by_role("region", name="Your drafts")
     drafts.locator("summary").click()
