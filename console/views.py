@@ -8,6 +8,7 @@ from django.templatetags.static import static
 from django.views.decorators.http import require_POST, require_safe
 
 from accesspolicies.access import ORG_SESSION_KEY, membership_for
+from jobs.first_models import first_models_panel
 from jobs.tables import ApplicationTable, applications_for_table
 
 
@@ -15,8 +16,12 @@ from jobs.tables import ApplicationTable, applications_for_table
 def home(request):
     table = ApplicationTable(applications_for_table(request.membership), request=request)
     _paginate(table, request.GET.get("page", 1), per_page=50)
-    template = "console/_applications.html" if request.htmx else "console/home.html"
-    return render(request, template, {"table": table})
+    if request.htmx:
+        return render(request, "console/_applications.html", {"table": table})
+    # Nothing deployed yet: small models to start with (and, offline, how to serve a folder).
+    empty = table.paginator.count == 0
+    first = first_models_panel(request.membership) if empty else None
+    return render(request, "console/home.html", {"table": table, "first_models": first})
 
 
 def _paginate(table, page, per_page: int) -> None:

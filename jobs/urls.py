@@ -1,7 +1,7 @@
 from django.urls import path
 
 import jobs.views.wizard as wizard
-from jobs.views import applications, clusters
+from jobs.views import applications, clusters, first_models
 
 app_name = "jobs"
 urlpatterns = [
@@ -17,6 +17,7 @@ urlpatterns = [
     path("deploy/yaml/apply/", applications.deploy_from_yaml_apply, name="deploy-yaml-apply"),
     path("models/<slug:name>/edit/", wizard.edit, name="application-edit"),
     path("deploy/", wizard.start, name="wizard"),
+    path("deploy/first/<slug:key>/", first_models.deploy, name="first-model-deploy"),
     path("deploy/name/", wizard.name_status, name="wizard-name"),
     path("deploy/hub/", wizard.hub_search, name="wizard-hub"),
     path("deploy/hub/pick/", wizard.hub_pick, name="wizard-hub-pick"),

@@ -1,7 +1,10 @@
 """ServeDeck's recommended serving parameters for well-known models: starting points a model
 master is made from. Parser names and flags are vLLM's; sizes assume 80 GB-class GPUs where a
-model needs more than one.
+model needs more than one. Also the first models offered to an organisation with nothing
+deployed yet (FIRST_MODELS).
 """
+
+from dataclasses import dataclass
 
 VLLM_IMAGE = "vllm/vllm-openai:v0.13.0"
 
@@ -132,3 +135,43 @@ RECOMMENDED = [
 ]
 
 BY_MODEL_ID = {entry["model_id"]: entry for entry in RECOMMENDED}
+
+
+# ---- first models: what an organisation with nothing deployed is offered ----
+
+
+@dataclass(frozen=True)
+class FirstModel:
+    """A small model the dashboard offers as a one-click deploy from the Hub: it loads in a
+    minute on a CPU, so a newcomer sees an answer before deciding anything."""
+
+    key: str  # in the deploy button's URL
+    label: str
+    uri: str
+    task: str  # what it answers, in the product's words
+    route: str  # the gateway route it answers
+    size: str  # roughly, for the card
+
+
+# Whisper tiny.en (hf://Systran/faster-whisper-tiny.en) would be the speech model: the
+# faster-whisper runtime serves it, but Check model reads a Hub repository's architecture from
+# config.json, which a CTranslate2 checkpoint lacks, so it is refused from the Hub for now.
+FIRST_MODELS = (
+    FirstModel(
+        "smollm2-135m-instruct",
+        "SmolLM2-135M-Instruct",
+        "hf://HuggingFaceTB/SmolLM2-135M-Instruct",
+        "Chat",
+        "/v1/chat/completions",
+        "135M parameters, 270 MB",
+    ),
+    FirstModel(
+        "all-minilm-l6-v2",
+        "all-MiniLM-L6-v2",
+        "hf://sentence-transformers/all-MiniLM-L6-v2",
+        "Embeddings",
+        "/v1/embeddings",
+        "23M parameters, 90 MB",
+    ),
+)
+FIRST_MODELS_BY_KEY = {model.key: model for model in FIRST_MODELS}

@@ -3,7 +3,8 @@
 # virtualenv per runtime under $SERVEDECK_RUNTIMES_DIR (default var/runtimes, in
 # $SERVEDECK_VAR_DIR when that is set: where the console looks), because their pins
 # clash (infinity-emb wants numpy<2). Each venv is reinstalled only when its requirement file
-# changes, so running this again is quick.
+# changes, so running this again is quick. A runtime whose install fails does not stop the
+# others; the script then exits 1 naming each one and the command that retries it.
 #
 # Usage: scripts/cpu_runtimes.sh [RUNTIME...]   (default: all of transformers infinity faster-whisper)
 set -euo pipefail
@@ -15,6 +16,7 @@ if [ $# -gt 0 ]; then wanted=("$@"); else wanted=("${ALL[@]}"); fi
 
 total=${#wanted[@]}
 index=0
+failed=()
 for runtime in "${wanted[@]}"; do
   index=$((index + 1))
   requirements=requirements/cpu/$runtime.txt
@@ -32,25 +34,33 @@ for runtime in "${wanted[@]}"; do
   started=$SECONDS
   if [ ! -x "$venv/bin/python" ]; then
     echo "[$index/$total] $runtime: creating the virtualenv in $venv ..."
-    mkdir -p "$RUNTIMES_DIR"
-    "$PYTHON" -m venv "$venv"
+    if ! { mkdir -p "$RUNTIMES_DIR" && "$PYTHON" -m venv "$venv"; }; then
+      echo "[$index/$total] $runtime: could not create the virtualenv with $PYTHON" >&2
+      failed+=("$runtime")
+      continue
+    fi
   fi
   # The stamp goes only after a complete install: an interrupted one is redone next time.
   rm -f "$stamp"
   echo "[$index/$total] $runtime: installing $requirements (this can take a few minutes) ..."
-  "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
-    --quiet --upgrade pip
   log=$venv/install.log
   set +e
   "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
-    -r "$requirements" 2>&1 | tee "$log" | grep --line-buffered -E '^(Collecting|Successfully|ERROR)'
-  status=${PIPESTATUS[0]}
+    --quiet --upgrade pip >"$log" 2>&1 &&
+  "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
+    -r "$requirements" 2>&1 | tee -a "$log" | grep --line-buffered -E '^(Collecting|Successfully|ERROR)'
+  status=$(( PIPESTATUS[0] ))
   set -e
   if [ "$status" -ne 0 ]; then
-    echo "[$index/$total] $runtime: the install failed (pip's full output: $log); to retry:" >&2
-    echo "  scripts/cpu_runtimes.sh $runtime" >&2
-    exit 1
+    echo "[$index/$total] $runtime: the install failed (pip's full output: $log)" >&2
+    failed+=("$runtime")
+    continue
   fi
   echo "$want" > "$stamp"
   echo "[$index/$total] $runtime: installed in $((SECONDS - started)) s ($(du -sh "$venv" | cut -f1))"
 done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "cpu_runtimes: not installed: ${failed[*]}; to retry:" >&2
+  echo "  SERVEDECK_RUNTIMES_DIR=$RUNTIMES_DIR scripts/cpu_runtimes.sh ${failed[*]}" >&2
+  exit 1
+fi

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Set up and start ServeDeck on its embedded defaults: SQLite, the in-memory channel layer and
-# the local backend, on http://127.0.0.1:8000 (HOST and PORT change that).
+# the local backend, on http://127.0.0.1:8000 (HOST and PORT change that). It installs the CPU
+# runtimes first (scripts/setup_cpu_runtimes.sh; SERVEDECK_CPU_RUNTIMES=0 skips them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
 mkdir -p var
+scripts/setup_cpu_runtimes.sh
 # The embedded admin's password is generated once and kept beside the database.
 if [ -z "${SERVEDECK_ADMIN_PASSWORD:-}" ]; then
   if [ ! -s var/admin-password ]; then

@@ -93,6 +93,10 @@ PAGES = {
     "deploy/yaml/dry-run/": {"GET": "login 405 405 405 405", "POST": "login 400 400 403 400"},
     "deploy/yaml/apply/": {"GET": "login 405 405 405 405", "POST": "login 400 400 403 400"},
     "deploy/": {"GET": "login 200 200 403 200", "POST": "login 400 400 403 400"},
+    "deploy/first/<slug:key>/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 404 404 403 404",
+    },
     "deploy/name/": {"GET": "login 200 200 403 200", "POST": "login 405 405 405 405"},
     "deploy/hub/": {"GET": "login 200 200 403 200", "POST": "login 405 405 405 405"},
     "deploy/hub/pick/": {"GET": "login 200 200 403 200", "POST": "login 405 405 405 405"},

@@ -1,0 +1,189 @@
+"""The dashboard of an organisation with nothing deployed: the first models it suggests, the
+one-click deploy (POST with CSRF, a free name, the model's page), who sees the button, and the
+hint to serve a folder from disk when the Hub does not answer."""
+
+from __future__ import annotations
+
+import html
+import socket
+import threading
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from jobs.deploy import apply, dry_run
+from jobs.first_models import first_manifest
+from jobs.models import Application
+from jobs.wizard.drafts import unsaved_draft
+from models_catalog import hub_reach
+from models_catalog.recommended import FIRST_MODELS
+from tests.helpers import SHORTEST, client_for
+
+CHAT = "smollm2-135m-instruct"
+DEPLOY_CHAT = reverse("jobs:first-model-deploy", args=[CHAT])
+
+
+@pytest.fixture(autouse=True)
+def fresh_reach():
+    hub_reach.clear()
+    yield
+    hub_reach.clear()
+
+
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound once to learn a free one, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def hub_down(monkeypatch, closed_port):
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port}")
+
+
+def first_models_section(response) -> str:
+    html = response.content.decode()
+    start = html.find('id="first-models"')
+    return html[start : html.find("</section>", start)] if start >= 0 else ""
+
+
+@pytest.mark.parametrize("persona", ["as_admin", "as_deployer"])
+def test_members_who_deploy_see_a_deploy_button_for_each_first_model(persona, request):
+    section = first_models_section(request.getfixturevalue(persona).get("/"))
+    for model in FIRST_MODELS:
+        assert model.label in section and model.uri in section
+        assert f'action="{reverse("jobs:first-model-deploy", args=[model.key])}"' in section
+    assert 'id="hub-offline"' not in section
+
+
+def test_a_viewer_sees_the_first_models_without_the_button(as_viewer):
+    section = first_models_section(as_viewer.get("/"))
+    assert all(model.label in section for model in FIRST_MODELS)
+    assert "<form" not in section and "jobs:first-model-deploy" not in section
+    assert "an organisation member who deploys models can start one" in section
+
+
+def test_an_organisation_with_an_application_is_not_offered_first_models(admin, as_admin):
+    apply(SHORTEST, admin)
+    assert first_models_section(as_admin.get("/")) == ""
+
+
+def test_one_click_deploys_under_a_free_name_and_opens_the_models_page(admin, as_admin, outsider):
+    response = as_admin.post(DEPLOY_CHAT)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("jobs:application-detail", args=[CHAT])
+    made = Application.objects.get(organization=admin.organization, name=CHAT)
+    model = made.manifest["spec"]["source"]["model"]
+    assert model["uri"].startswith("hf://HuggingFaceTB/SmolLM2-135M-Instruct:")  # pinned
+    assert made.manifest["spec"]["profileName"] == "local"
+    assert made.revisions.count() == 1  # through apply: a revision, handed to the backend
+
+    again = as_admin.post(DEPLOY_CHAT)
+    assert again["Location"] == reverse("jobs:application-detail", args=[f"{CHAT}-2"])
+    names = set(admin.organization.applications.values_list("name", flat=True))
+    assert names == {CHAT, f"{CHAT}-2"}
+    # The other organisation has nothing, and is still offered its first models.
+    assert not Application.objects.filter(organization=outsider.organization).exists()
+    assert CHAT in first_models_section(client_for(outsider).get("/"))
+
+
+def test_one_click_takes_a_name_no_draft_holds_either(deployer, as_deployer):
+    draft = unsaved_draft(deployer, {"spec": {"name": CHAT}})
+    draft.save()
+    response = as_deployer.post(DEPLOY_CHAT)
+    assert response["Location"] == reverse("jobs:application-detail", args=[f"{CHAT}-2"])
+
+
+def test_one_click_needs_post_and_the_csrf_token(admin):
+    browser = Client(enforce_csrf_checks=True, headers={"X-Page-Organization": "acme"})
+    browser.force_login(admin.user)
+    assert browser.get(DEPLOY_CHAT).status_code == 405
+    assert browser.post(DEPLOY_CHAT).status_code == 403
+    assert not Application.objects.exists()
+    page = browser.get("/")
+    token = page.cookies["csrftoken"].value
+    response = browser.post(DEPLOY_CHAT, {"csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    assert Application.objects.filter(name=CHAT).exists()
+
+
+def test_a_viewer_cannot_deploy_a_first_model(as_viewer):
+    assert as_viewer.post(DEPLOY_CHAT).status_code == 403
+    assert not Application.objects.exists()
+
+
+def test_an_unknown_first_model_is_not_found(as_deployer):
+    assert as_deployer.post(reverse("jobs:first-model-deploy", args=["gpt-5"])).status_code == 404
+
+
+@pytest.fixture
+def no_model_server(settings, tmp_path, monkeypatch):
+    """The real local command on a machine without vLLM and without the CPU runtimes."""
+    settings.SERVEDECK_LOCAL_COMMAND = ""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    settings.SERVEDECK_RUNTIMES_DIR = str(tmp_path / "runtimes")
+    settings.SERVEDECK_MODELS_DIR = str(tmp_path / "models")
+
+
+def test_a_refused_first_model_goes_back_to_the_dashboard_with_every_reason(
+    admin, as_admin, no_model_server
+):
+    expected = dry_run(first_manifest(FIRST_MODELS[0], CHAT, "local"), admin.organization)
+    assert expected.refusals, "the machine serves the model: this test shows nothing"
+    response = as_admin.post(DEPLOY_CHAT, follow=True)
+    assert response.redirect_chain == [(reverse("console:home"), 302)]
+    text = html.unescape(response.content.decode())
+    assert "The model was not deployed:" in text
+    assert all(problem.message in text for problem in expected.refusals), expected.refusals
+    assert not Application.objects.exists()
+
+
+# ---- the Hub does not answer ----
+
+
+def test_the_dashboard_says_how_to_serve_a_folder_when_the_hub_does_not_answer(
+    as_deployer, hub_down, closed_port, settings, tmp_path
+):
+    settings.SERVEDECK_MODELS_DIR = str(tmp_path / "models")
+    section = first_models_section(as_deployer.get("/"))
+    assert 'id="hub-offline"' in section
+    assert f"http://127.0.0.1:{closed_port}" in section and "refused" in section
+    assert "SERVEDECK_MODELS_DIR" in section and str(tmp_path / "models") in section
+    assert f"uri: file://{tmp_path / 'models'}/SmolLM2-135M-Instruct" in section
+    assert "apiVersion: servedeck.io/v1" in section  # the example manifest
+    assert reverse("jobs:wizard") in section
+    assert "jobs:first-model-deploy" not in section and "<form" not in section
+
+
+def test_the_hub_is_asked_once_in_a_few_minutes(as_admin, fake_hub_server):
+    fake_hub_server.reset_log()
+    as_admin.get("/")
+    as_admin.get("/")
+    asked = [r for r in fake_hub_server.requests if r.path.startswith("/api/models")]
+    assert len(asked) == 1, asked
+
+
+def test_reach_of_the_fake_hub_and_of_a_closed_port(fake_hub_server, closed_port):
+    assert hub_reach.hub_reach(fake_hub_server.url).reachable
+    down = hub_reach.hub_reach(f"http://127.0.0.1:{closed_port}")
+    assert not down.reachable and down.why == "the connection was refused"
+
+
+def test_a_hub_that_never_answers_is_given_up_on(closed_port):
+    """A listener that accepts and says nothing: the read times out (TIMEOUT), not the page."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        accepted = []
+        thread = threading.Thread(target=lambda: accepted.append(silent.accept()), daemon=True)
+        thread.start()
+        reach = hub_reach.hub_reach(f"http://127.0.0.1:{silent.getsockname()[1]}")
+        for connection, _ in accepted:
+            connection.close()
+    assert not reach.reachable
+    assert reach.why == f"no answer within {hub_reach.TIMEOUT:g} s"
