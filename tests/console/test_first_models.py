@@ -174,7 +174,7 @@ def test_reach_of_the_fake_hub_and_of_a_closed_port(fake_hub_server, closed_port
     assert not down.reachable and down.why == "the connection was refused"
 
 
-def test_a_hub_that_never_answers_is_given_up_on(closed_port):
+def test_a_hub_that_never_answers_is_given_up_on():
     """A listener that accepts and says nothing: the read times out (TIMEOUT), not the page."""
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
