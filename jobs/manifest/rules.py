@@ -314,6 +314,8 @@ def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
         and facts.multinode
         and facts.on_gpu  # on CPU nodesPerReplica itself is refused
         and uri.scheme not in MULTINODE_SCHEMES
+        # A virtual machine replica downloads into its own shared volume (jobs/render/kubevirt).
+        and facts.isolation != "VirtualMachine"
     ):
         out.refuse(
             f"{M}.uri",
