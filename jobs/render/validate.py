@@ -100,7 +100,8 @@ def _instance_references(spec: Mapping[str, Any]) -> list[str]:
             name = item.get("name") if isinstance(item, Mapping) else None
             if name not in known:
                 problems.append(
-                    f"domain.devices.{field}[{index}].name: {name!r} names no {what} of the instance"
+                    f"domain.devices.{field}[{index}].name: {name!r} names no {what} of the "
+                    "instance"
                 )
     return problems
 
