@@ -161,7 +161,7 @@ def _derive(machines, instances, pods, events, facts, desired, stopped, deleting
             )
         return status(
             Phase.STOPPED,
-            f"{facts.app} is stopped: its virtual machines are halted and their GPUs free; "
+            f"Application {facts.app} is stopped: its virtual machines are halted and their GPUs free; "
             "the machines, volumes, Services and settings are kept.",
             "Start it to serve again.",
         )
@@ -252,7 +252,14 @@ def _node(r, n, vms, vmis, launchers, events, facts: MachineFacts, now) -> _Node
     name = f"{facts.app}-r{r}-n{n}"
     vm, vmi = vms.get(name), vmis.get(name)
     if vm is None:
-        return _Node(r, n, name, "missing", f"VirtualMachine {name} is not on the cluster.")
+        return _Node(
+            r,
+            n,
+            name,
+            "missing",
+            f"VirtualMachine {name} is not on the cluster.",
+            "Deploy again from Deploy history; someone may have deleted it outside the console.",
+        )
     if as_str(dig(vm, "spec", "runStrategy")) == "Halted" and vmi is None:
         return _Node(r, n, name, "halted", f"VirtualMachine {name} is halted.")
     printable = as_str(dig(vm, "status", "printableStatus"))
@@ -300,10 +307,10 @@ def _node(r, n, vms, vmis, launchers, events, facts: MachineFacts, now) -> _Node
     took = duration(parse_time(_running_since(status)), now)
     agent = conditions.get("AgentConnected", NO_CONDITION).status == "True"
     detail = (
-        f"Loading the model on instance {name} on node {host or '?'}: the guest has run"
-        + (f" for {took}" if took else "")
-        + (" and" if agent else ", its guest agent is not connected yet, and")
-        + " its model server is not ready (GET /v1/models)."
+        f"Loading the model on instance {name} on node {host or '?'}: the guest runs"
+        + (f" (for {took})" if took else "")
+        + ("" if agent else " without its guest agent connected yet")
+        + " and its model server does not answer GET /v1/models yet."
     )
     return _Node(r, n, name, "loading", detail, host=host)
 
