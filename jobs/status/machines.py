@@ -161,8 +161,8 @@ def _derive(machines, instances, pods, events, facts, desired, stopped, deleting
             )
         return status(
             Phase.STOPPED,
-            f"Application {facts.app} is stopped: its virtual machines are halted and their GPUs free; "
-            "the machines, volumes, Services and settings are kept.",
+            f"Application {facts.app} is stopped: its virtual machines are halted and their "
+            "GPUs free; the machines, volumes, Services and settings are kept.",
             "Start it to serve again.",
         )
     if not vms:
