@@ -39,6 +39,8 @@ from .kinds import (
     POD,
     RENDERED,
     SERVING_RUNTIME,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
     Kind,
     kind_of,
 )
@@ -400,6 +402,23 @@ class KServeClient:
     def list_pods(self, namespace: str | None = None) -> Listing:
         """The pods of ServeDeck's applications, in one namespace or all."""
         return _listing(self.api.list(POD, namespace, OURS))
+
+    def list_virtual_machines(self, namespace: str | None = None) -> Listing:
+        """ServeDeck's KubeVirt VirtualMachines (every application's)."""
+        return _listing(self.api.list(VIRTUAL_MACHINE, namespace, OURS))
+
+    def list_virtual_machine_instances(self, namespace: str | None = None) -> Listing:
+        """The instances of ServeDeck's VirtualMachines (they carry the template's labels)."""
+        return _listing(self.api.list(VIRTUAL_MACHINE_INSTANCE, namespace, OURS))
+
+    def watch_virtual_machines(self, namespace=None, resource_version=None, timeout_seconds=60):
+        return self._watch(VIRTUAL_MACHINE, namespace, OURS, resource_version, timeout_seconds)
+
+    def watch_virtual_machine_instances(
+        self, namespace=None, resource_version=None, timeout_seconds=60
+    ):
+        kind = VIRTUAL_MACHINE_INSTANCE
+        return self._watch(kind, namespace, OURS, resource_version, timeout_seconds)
 
     def list_events(self, namespace: str | None = None) -> Listing:
         """Every event of the namespace (events carry no labels: match involvedObject)."""
