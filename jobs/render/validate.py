@@ -2,8 +2,10 @@
 
 Each KServe object is checked against the openAPIV3Schema of its real CRD (strict: unknown
 fields are errors, as with kubectl's default field validation) and against the rules KServe's
-webhook and controller add; every object's metadata against Kubernetes' rules. Objects of
-other APIs (HTTPRoute) get the metadata check only. CEL rules (x-kubernetes-validations) are
+webhook and controller add; each KubeVirt object against KubeVirt's OpenAPI definitions (strict
+as well) and the references its webhook checks; every object's metadata against Kubernetes'
+rules. Objects of other APIs (HTTPRoute, Service, PersistentVolumeClaim, NetworkPolicy) get the
+metadata check only. CEL rules (x-kubernetes-validations) are
 not evaluated: the one KServe has (an immutable sourceModelUri) only concerns updates.
 """
 

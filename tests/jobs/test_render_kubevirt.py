@@ -15,11 +15,14 @@ from dataclasses import replace
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
+from jobs.manifest import parse
 from jobs.render import APP_LABEL, MANAGED_BY_LABEL, RenderError, render, validate
 from jobs.render.cloud_init import LAUNCHER, PLAN_PATH, UNIT, StartPlan, read_plan, user_data
 from jobs.render.common import ORGANIZATION_LABEL
-from tests.jobs.test_render import GPU_KINDS, TARGETS, build, filled, gpu
+from tests.jobs.test_render import CTX, GPU_KINDS, TARGETS, build, document, filled, gpu
 
 VM = {"runtime.isolation": "VirtualMachine"}
 PARAKEET_URI = "hf://nvidia/parakeet-tdt-0.6b-v3:0123456789abcdef0123456789abcdef01234567"
@@ -362,3 +365,42 @@ def test_the_emulators_kubevirt_objects_are_real_shapes():
     (vm,) = machines(vm_build(gpu("l4")))
     assert validate([instance_of(vm)]) == []
     assert validate([kubevirt_cr("nvidia.com/AD104GL_L4")]) == []
+
+
+@st.composite
+def vm_manifests(draw: st.DrawFn) -> dict:
+    changes: dict = dict(VM)
+    if draw(st.booleans()):
+        kind = draw(st.sampled_from([k for k in GPU_KINDS if k != "b200"]))
+        capacity = draw(st.sampled_from([None, "OnDemand", "Spot", "Any"]))
+        changes |= gpu(kind, draw(st.integers(1, 8)), capacity)
+        changes["resources.nodesPerReplica"] = draw(st.integers(1, 4))
+    low = draw(st.integers(1, 3))
+    changes["scaling"] = {"minReplicas": low, "maxReplicas": low}
+    if draw(st.booleans()):
+        changes["uri"] = draw(st.sampled_from([PARAKEET_URI, "pvc://store/models/m"]))
+        if changes["uri"].startswith("pvc://"):
+            changes["format"] = "vLLM"
+    if draw(st.booleans()):
+        changes["serving.maxContextTokens"] = draw(st.integers(256, 32768))
+    if draw(st.booleans()):
+        changes["engine.extraArgs"] = draw(
+            st.lists(st.sampled_from(["--enforce-eager", "--seed=1", "--response-role=$(id)"]))
+        )
+    if draw(st.booleans()):
+        changes["spec.access"] = CASES["domain"]["spec.access"]
+    return changes
+
+
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(vm_manifests())
+def test_every_accepted_virtual_machine_manifest_renders_to_valid_objects(changes):
+    result = parse(document(changes), CTX)
+    assume(result.ok)
+    objects = render(result.manifest, ORG_TARGET, revision=1)
+    assert validate(objects) == []
+    nodes = result.manifest["spec"]["source"]["model"]["resources"].get("nodesPerReplica", 1)
+    replicas = result.manifest["spec"]["source"]["model"]["scaling"]["minReplicas"]
+    assert len(machines(objects)) == nodes * replicas
+    for vm in machines(objects):
+        assert plan_of(vm)["exec"]  # every machine starts something, from its plan
