@@ -4,8 +4,9 @@ Each KServe object is checked against the openAPIV3Schema of its real CRD (stric
 fields are errors, as with kubectl's default field validation) and against the rules KServe's
 webhook and controller add; each KubeVirt object against KubeVirt's OpenAPI definitions (strict
 as well) and the references its webhook checks; every object's metadata against Kubernetes'
-rules. Objects of other APIs (HTTPRoute, Service, PersistentVolumeClaim, NetworkPolicy) get the
-metadata check only. CEL rules (x-kubernetes-validations) are
+rules. Service, PersistentVolumeClaim and NetworkPolicy are checked against the Kubernetes
+client's models of them (core_schema.py); objects of other APIs (HTTPRoute) get the metadata
+check only. CEL rules (x-kubernetes-validations) are
 not evaluated: the one KServe has (an immutable sourceModelUri) only concerns updates.
 """
 
@@ -21,6 +22,7 @@ from .admission import (
     inference_service_problems,
     metadata_problems,
 )
+from .core_schema import core_problems, is_core
 from .kubevirt_schema import is_kubevirt, kubevirt_errors
 from .schemas import crd_dir, crd_for
 
@@ -50,6 +52,8 @@ def _problems(obj: Any, directory: Path, runtimes: RuntimeIndex) -> list[str]:
     group, _, version = api_version.rpartition("/")
     if is_kubevirt(obj):
         return _kubevirt_problems(obj)
+    if is_core(obj):
+        return metadata_problems(obj, True) + core_problems(obj)
     crd = crd_for(directory, api_version, kind)
     if crd is None:
         if group == KSERVE_GROUP:

@@ -405,3 +405,19 @@ def test_every_accepted_virtual_machine_manifest_renders_to_valid_objects(change
     assert len(machines(objects)) == nodes * replicas
     for vm in machines(objects):
         assert plan_of(vm)["exec"]  # every machine starts something, from its plan
+
+
+def test_services_volumes_and_the_network_policy_are_checked_against_kubernetes_models():
+    broken = copy.deepcopy(vm_build(CASES["multinode-2"]))
+    by_name = {o["metadata"]["name"]: o for o in broken}
+    by_name["app"]["spec"]["ingress"][0]["ports"][0]["bogus"] = 1
+    by_name["app-predictor"]["spec"]["ports"][0]["port"] = "eighty"
+    by_name["app-weights-r0"]["spec"]["accessMode"] = ["ReadWriteOnce"]
+    problems = validate(broken)
+    assert problems == [
+        "PersistentVolumeClaim ml-serving/app-weights-r0: spec.accessMode: unknown field (not "
+        "in V1PersistentVolumeClaimSpec)",
+        "Service ml-serving/app-predictor: port: Input should be a valid integer",
+        "NetworkPolicy ml-serving/app: spec.ingress[0].ports[0].bogus: unknown field (not in "
+        "V1NetworkPolicyPort)",
+    ]
