@@ -182,7 +182,7 @@ def _derive(machines, instances, pods, events, facts, desired, stopped, deleting
         return status(
             Phase.RUNNING,
             f"Serving at {facts.endpoint} with {ready} of {desired} replicas ready"
-            + (f", each on {nodes} virtual machines." if nodes > 1 else "."),
+            + (f", each on {nodes} virtual machines: {_placement(grid)}." if nodes > 1 else "."),
             f'Nothing to do: send requests with model "{facts.app}".',
             facts.endpoint,
         )
@@ -196,6 +196,19 @@ def _derive(machines, instances, pods, events, facts, desired, stopped, deleting
             facts.endpoint,
         )
     return status(phase, reason, step or NOTHING)
+
+
+SHOWN_REPLICAS = 4
+
+
+def _placement(grid: list[list[_Node]]) -> str:
+    """Which node each machine of the first replicas runs on: every VMI, shown."""
+    said = [
+        f"replica {replica[0].replica} on {', '.join(n.host or '?' for n in replica)}"
+        for replica in grid[:SHOWN_REPLICAS]
+    ]
+    more = len(grid) - SHOWN_REPLICAS
+    return "; ".join(said) + (f"; and {plural(more, 'more replica')}" if more > 0 else "")
 
 
 def _replica_words(replica: list[_Node], nodes: int, facts: MachineFacts):

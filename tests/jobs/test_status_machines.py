@@ -285,12 +285,13 @@ CASES = [
     (
         "multinode-all-ready",
         TRIPLE,
-        [running(vm) for vm in TRIPLE],
+        [running(vm, node=f"gpu-{i}") for i, vm in enumerate(TRIPLE)],
         [],
         THREE,
         {},
         Phase.RUNNING,
-        "with 2 of 2 replicas ready, each on 3 virtual machines",
+        "with 2 of 2 replicas ready, each on 3 virtual machines: replica 0 on gpu-0, gpu-1, "
+        "gpu-2; replica 1 on gpu-3, gpu-4, gpu-5.",
         "",
     ),
     (
