@@ -271,3 +271,34 @@ def test_the_follower_watches_kubevirt_only_where_it_is_installed(vm_cluster, or
     assert ClusterFollower(vm_cluster).kinds == KINDS + VM_KINDS
     vm_cluster.addons = ["kserve"]
     assert ClusterFollower(vm_cluster).kinds == KINDS
+
+
+def test_restart_and_stop_leave_another_organisations_machines_alone(vm_cluster, deployer, kube):
+    labels = {"servedeck.io/application": "llama", "servedeck.io/organization": "other"}
+    theirs = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "llama-elsewhere", "namespace": NS, "labels": labels},
+        "spec": {
+            "runStrategy": "Always",
+            "template": {"metadata": {"labels": labels}, "spec": {"domain": {"devices": {}}}},
+        },
+    }
+    kube.put(theirs)
+    kube.put(instance_of(kube.get("VirtualMachine", "llama-elsewhere", NS)))
+    their_instance = kube.get("VirtualMachineInstance", "llama-elsewhere", NS)["metadata"]["uid"]
+    app = verbs.apply(manifest(), deployer).application
+    boot(kube, "llama-r0-n0")
+    verbs.restart(app, deployer)
+    verbs.stop(app, deployer)
+    assert kube.get("VirtualMachine", "llama-elsewhere", NS)["spec"]["runStrategy"] == "Always"
+    after = kube.get("VirtualMachineInstance", "llama-elsewhere", NS)["metadata"]["uid"]
+    assert after == their_instance
+    assert kube.get("VirtualMachine", "llama-r0-n0", NS)["spec"]["runStrategy"] == "Halted"
+
+
+def test_restart_without_machines_says_to_deploy(vm_cluster, deployer, kube):
+    app = verbs.apply(manifest(), deployer).application
+    kube.emit("DELETED", kube.get("VirtualMachine", "llama-r0-n0", NS))
+    with pytest.raises(verbs.ActionError, match="has no VirtualMachine in namespace models"):
+        verbs.restart(app, deployer)
