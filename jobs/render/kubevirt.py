@@ -135,6 +135,12 @@ class _Layout:
                 "reads hf:// (downloaded once into the replica's volume) or pvc://<claim>/<path>. "
                 "Copy the weights to a PersistentVolumeClaim, or set isolation to Container."
             )
+        if dig(model, "cache", "enabled"):
+            raise RenderError(
+                f"{M}.cache.enabled: true with isolation VirtualMachine; a virtual machine keeps "
+                "the weights on its replica's own volume, not in KServe's weight cache, so it "
+                "accepts false. Remove the cache block."
+            )
         self.downloads = self.uri.scheme == "hf"
         self.device = None
         if self.gpu is not None:
@@ -192,11 +198,8 @@ class _Layout:
         }
 
     def _weights_size(self) -> str:
-        """The artifact's size on disk when the manifest says it (cache.size), else the memory
-        that must hold the weights: they cannot be larger than it."""
-        size = dig(self.model, "cache", "size")
-        if size is not None:
-            return quantity_text(size)
+        """The memory that must hold the weights (the replica's GPUs, else its memory): the
+        weights cannot be larger, so they always fit."""
         if self.gpu is not None:
             kind = self.target.gpu_kind(self.gpu.get("model")) or {}
             per_gpu = parse_bytes(kind.get("gpuMemory") or "80Gi")

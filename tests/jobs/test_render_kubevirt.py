@@ -139,6 +139,18 @@ def test_one_machine_per_node_of_each_replica_the_first_leads():
         assert spec["subdomain"] == "app-nodes"
     pvc = next(o for o in objects if o["kind"] == "PersistentVolumeClaim")
     assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    # Sized by the memory that holds the weights: 3 nodes x 4 GPUs x 80 GiB.
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "960Gi"
+
+
+def test_a_single_node_cpu_replica_has_a_volume_of_its_memory():
+    objects = vm_build(CASES["cpu-sized"])
+    pvc = next(o for o in objects if o["kind"] == "PersistentVolumeClaim")
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "16Gi"
+    target = replace(ORG_TARGET, weights_storage_class="fast-rwx")
+    pvc = next(o for o in vm_build({}, target) if o["kind"] == "PersistentVolumeClaim")
+    assert pvc["spec"]["storageClassName"] == "fast-rwx"
 
 
 def test_gpus_pass_through_with_the_catalogs_device_name_and_placement():
@@ -336,6 +348,11 @@ def test_the_user_data_holds_any_value_as_data(value):
         ({"scaling.minReplicas": 1, "scaling.maxReplicas": 3}, "maxReplicas", "fixed number"),
         ({"uri": "pvc://w/m", "format": "SKLearn"}, "runtime.engine", "vllm or parakeet"),
         (gpu("b200"), "gpu.model", "kubevirtDeviceName"),
+        (
+            {**gpu("l4"), "cache": {"enabled": True, "size": "20Gi", "nodeGroup": "gpu-l4"}},
+            "cache.enabled",
+            "own volume",
+        ),
     ],
 )
 def test_what_a_virtual_machine_cannot_run_is_a_render_error_naming_the_field(changes, field, says):
