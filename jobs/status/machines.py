@@ -27,6 +27,7 @@ from jobs.status.readers import (
     aware,
     dig,
     duration,
+    explain_quota,
     last_line,
     parse_time,
     plural,
@@ -289,6 +290,9 @@ def _node(r, n, vms, vmis, launchers, events, facts: MachineFacts, now) -> _Node
     host = as_str(status.get("nodeName"))
     if phase == "Failed" or printable in FAILED_PRINTABLE:
         return _failed(r, n, name, printable or phase, vm, conditions)
+    refused = _refused_pod(r, n, name, conditions.get("Synchronized", NO_CONDITION), facts)
+    if refused is not None:
+        return refused
     scheduled = conditions.get("PodScheduled", NO_CONDITION)
     pod_scheduled = _pod_scheduled(launchers.get(name))
     for c in (scheduled, pod_scheduled):
@@ -383,6 +387,33 @@ def _unschedulable(r, n, name, message, facts: MachineFacts) -> _Node:
     nodes = f" ({counted.group(1)} of {counted.group(2)} nodes have it)" if counted else ""
     short = f"waits for a node with {need}{nodes}"
     return _Node(r, n, name, "unschedulable", f"{name} {short}.", step, short=short)
+
+
+def _refused_pod(r, n, name, synced: Condition, facts: MachineFacts) -> _Node | None:
+    """virt-controller could not create the instance's pod: a full ResourceQuota (it waits) or
+    a policy or webhook refusing it (it fails)."""
+    if synced.status != "False" or synced.reason != "FailedCreate":
+        return None
+    said = synced.message
+    quota = explain_quota(said, facts.gpu_device or "nvidia.com/gpu")
+    if quota is not None:
+        return _Node(r, n, name, "unschedulable", quota[0], quota[1], short="waits for quota")
+    return _Node(
+        r,
+        n,
+        name,
+        "failed",
+        _said(
+            f"Kubernetes refuses to create the pod of instance {name}", last_line(synced.message)
+        ),
+        "A policy or admission webhook of the namespace rejects the pod: fix what the message "
+        "names, or ask an admin about the policy.",
+    )
+
+
+def _said(text: str, detail: str) -> str:
+    text = f"{text}: {detail}" if detail else text
+    return text if text.endswith(".") else f"{text}."
 
 
 def _failed(r, n, name, why, vm, conditions=None) -> _Node:

@@ -205,6 +205,55 @@ CASES = [
         "roll back from Deploy history",
     ),
     (
+        "quota-full",
+        SINGLE,
+        [
+            instance_of(
+                SINGLE[0],
+                "Pending",
+                conditions=[
+                    {
+                        "type": "Synchronized",
+                        "status": "False",
+                        "reason": "FailedCreate",
+                        "message": f'pods "virt-launcher-app-r0-n0-x" is forbidden: exceeded quota: gpus, '
+                        f"requested: requests.{H100}=8, used: requests.{H100}=8, limited: requests.{H100}=8",
+                    }
+                ],
+            )
+        ],
+        [],
+        ONE,
+        {},
+        Phase.SCHEDULING,
+        "The namespace's ResourceQuota gpus refuses new replicas",
+        "raise ResourceQuota gpus",
+    ),  # fmt: skip
+    (
+        "pod-refused-by-policy",
+        SINGLE,
+        [
+            instance_of(
+                SINGLE[0],
+                "Pending",
+                conditions=[
+                    {
+                        "type": "Synchronized",
+                        "status": "False",
+                        "reason": "FailedCreate",
+                        "message": 'admission webhook "policy.example.com" denied the request: no GPUs here',
+                    }
+                ],
+            )
+        ],
+        [],
+        ONE,
+        {},
+        Phase.FAILED,
+        "Kubernetes refuses to create the pod of instance app-r0-n0: admission webhook",
+        "ask an admin about the policy",
+    ),  # fmt: skip
+    (
         "stopped",
         [halted(SINGLE[0])],
         [],
