@@ -34,6 +34,20 @@ UNSCHEDULABLE = {
     "Pod's node affinity/selector.",
 }
 
+QUOTA_FULL = {
+    "type": "Synchronized",
+    "status": "False",
+    "reason": "FailedCreate",
+    "message": 'pods "virt-launcher-app-r0-n0-x" is forbidden: exceeded quota: gpus, requested: '
+    f"requests.{H100}=8, used: requests.{H100}=8, limited: requests.{H100}=8",
+}
+POLICY_DENIED = {
+    "type": "Synchronized",
+    "status": "False",
+    "reason": "FailedCreate",
+    "message": 'admission webhook "policy.example.com" denied the request: no GPUs here',
+}
+
 
 def running(vm, ready=True, **kw):
     return instance_of(vm, "Running", ready=ready, **kw)
@@ -207,52 +221,25 @@ CASES = [
     (
         "quota-full",
         SINGLE,
-        [
-            instance_of(
-                SINGLE[0],
-                "Pending",
-                conditions=[
-                    {
-                        "type": "Synchronized",
-                        "status": "False",
-                        "reason": "FailedCreate",
-                        "message": f'pods "virt-launcher-app-r0-n0-x" is forbidden: exceeded quota: gpus, '
-                        f"requested: requests.{H100}=8, used: requests.{H100}=8, limited: requests.{H100}=8",
-                    }
-                ],
-            )
-        ],
+        [instance_of(SINGLE[0], "Pending", conditions=[QUOTA_FULL])],
         [],
         ONE,
         {},
         Phase.SCHEDULING,
         "The namespace's ResourceQuota gpus refuses new replicas",
         "raise ResourceQuota gpus",
-    ),  # fmt: skip
+    ),
     (
         "pod-refused-by-policy",
         SINGLE,
-        [
-            instance_of(
-                SINGLE[0],
-                "Pending",
-                conditions=[
-                    {
-                        "type": "Synchronized",
-                        "status": "False",
-                        "reason": "FailedCreate",
-                        "message": 'admission webhook "policy.example.com" denied the request: no GPUs here',
-                    }
-                ],
-            )
-        ],
+        [instance_of(SINGLE[0], "Pending", conditions=[POLICY_DENIED])],
         [],
         ONE,
         {},
         Phase.FAILED,
         "Kubernetes refuses to create the pod of instance app-r0-n0: admission webhook",
         "ask an admin about the policy",
-    ),  # fmt: skip
+    ),
     (
         "stopped",
         [halted(SINGLE[0])],
