@@ -13,6 +13,8 @@ DNS names for the workers); NetworkPolicy llama.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -42,6 +44,7 @@ KUBEVIRT_API = "kubevirt.io/v1"
 REPLICA_LABEL = "servedeck.io/replica"
 NODE_LABEL = "servedeck.io/node"
 ROLE_LABEL = "servedeck.io/role"
+TEMPLATE_HASH = "servedeck.io/template-hash"
 LEADER, WORKER = "leader", "worker"
 VLLM_PORT = 8000
 SERVICE_PORT = 80  # as KServe's predictor Service: the gateway's upstream is the same URL
@@ -80,6 +83,13 @@ def vm_objects(
         for node in range(plan.nodes):
             objects.append(plan.virtual_machine(replica, node, base))
     return objects
+
+
+def template_hash(labels: Mapping[str, str], spec: Mapping[str, Any]) -> str:
+    """What an instance was made from: KubeVirt does not restart a running instance when its
+    machine's template changes, so the backend replaces the instances whose hash differs."""
+    text = json.dumps({"labels": labels, "spec": spec}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def vm_name(app: str, replica: int, node: int) -> str:
@@ -260,6 +270,7 @@ class _Layout:
     def virtual_machine(self, replica: int, node: int, base: dict[str, str]) -> dict[str, Any]:
         labels = self._replica_labels(base, replica, node)
         name = vm_name(self.name, replica, node)
+        spec = self._instance_spec(replica, node, base)
         return {
             "apiVersion": KUBEVIRT_API,
             "kind": "VirtualMachine",
@@ -267,8 +278,11 @@ class _Layout:
             "spec": {
                 "runStrategy": "Always",
                 "template": {
-                    "metadata": {"labels": dict(labels)},
-                    "spec": self._instance_spec(replica, node, base),
+                    "metadata": {
+                        "labels": dict(labels),
+                        "annotations": {TEMPLATE_HASH: template_hash(labels, spec)},
+                    },
+                    "spec": spec,
                 },
             },
         }

@@ -671,6 +671,9 @@ class KubeEmulator:
                 "name": meta["name"],
                 "namespace": meta["namespace"],
                 "labels": copy.deepcopy((template.get("metadata") or {}).get("labels") or {}),
+                "annotations": copy.deepcopy(
+                    (template.get("metadata") or {}).get("annotations") or {}
+                ),
                 "ownerReferences": copy.deepcopy(meta.get("ownerReferences") or []),
             },
             "spec": copy.deepcopy(template.get("spec") or {}),

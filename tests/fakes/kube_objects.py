@@ -134,6 +134,7 @@ def instance_of(
             "name": meta["name"],
             "namespace": meta["namespace"],
             "labels": copy.deepcopy(template["metadata"]["labels"]),
+            "annotations": copy.deepcopy(template["metadata"].get("annotations") or {}),
             "ownerReferences": [
                 {
                     "apiVersion": "kubevirt.io/v1",

@@ -267,6 +267,35 @@ def test_rollback_applies_the_earlier_render(vm_cluster, deployer, kube):
     )
 
 
+def test_a_new_revision_or_a_rollback_replaces_the_instances_an_unchanged_one_does_not(
+    vm_cluster, deployer, kube
+):
+    app = verbs.apply(manifest(memory="64Gi"), deployer).application
+
+    def uid():
+        return kube.get("VirtualMachineInstance", "llama-r0-n0", NS)["metadata"]["uid"]
+
+    boot(kube, "llama-r0-n0")
+    first = uid()
+    verbs.apply(manifest(memory="64Gi"), deployer)  # nothing changed: nothing restarts
+    assert uid() == first
+    verbs.apply(manifest(memory="96Gi"), deployer)
+    second = uid()
+    assert second != first
+    fresh = kube.get("VirtualMachineInstance", "llama-r0-n0", NS)
+    assert fresh["spec"]["domain"]["resources"]["limits"]["memory"] == "96Gi"
+    boot(kube, "llama-r0-n0")
+    third = uid()
+    verbs.rollback(app, 1, deployer)
+    assert uid() != third
+    assert (
+        kube.get("VirtualMachineInstance", "llama-r0-n0", NS)["spec"]["domain"]["resources"][
+            "limits"
+        ]["memory"]
+        == "64Gi"
+    )
+
+
 def test_the_follower_watches_kubevirt_only_where_it_is_installed(vm_cluster, org, kube):
     assert ClusterFollower(vm_cluster).kinds == KINDS + VM_KINDS
     vm_cluster.addons = ["kserve"]

@@ -111,6 +111,10 @@ class ClusterBackend:
                 where = (*_where(application), _org(application))
                 objects = Machines(self.client).keep_halted(objects, *where)
             self.client.apply(objects, prune_kinds=self._prune_kinds())
+            if is_virtual_machine_app(revision.manifest):
+                Machines(self.client).replace_outdated(
+                    *_where(application), organization=_org(application)
+                )
         except BackendError as error:
             raise self._fail(error) from None
         return Observed(

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.render.kubevirt import TEMPLATE_HASH
+
 from .errors import BackendError, NotFound
 from .kinds import EVENT, POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, VM_RENDERED
 from .kserve_client import KServeClient, _about, _name, _selector
@@ -89,6 +91,27 @@ class Machines:
             patch = {"metadata": meta, "spec": {"runStrategy": strategy}}
             self.api.merge_patch(VIRTUAL_MACHINE, _name(machine), namespace, patch)
 
+    def replace_outdated(self, app: str, namespace: str, *, organization: str) -> int:
+        """After an apply: delete each instance made from an older template of its running
+        machine (KubeVirt only marks those RestartRequired), so a new revision, or a rollback,
+        runs as a container's would. Returns how many were replaced."""
+        machines = {
+            _name(m): m
+            for m in self._listed(VIRTUAL_MACHINE, app, namespace, organization)
+            if (m.get("spec") or {}).get("runStrategy") == ALWAYS
+        }
+        replaced = 0
+        for instance in self._listed(VIRTUAL_MACHINE_INSTANCE, app, namespace, organization):
+            machine = machines.get(_name(instance))
+            if machine is None:
+                continue
+            wanted = _template_hash((machine.get("spec") or {}).get("template"))
+            if wanted and _template_hash(instance) != wanted:
+                with contextlib.suppress(NotFound):
+                    self.api.delete(VIRTUAL_MACHINE_INSTANCE, _name(instance), namespace)
+                replaced += 1
+        return replaced
+
     def keep_halted(
         self, objects: list[dict], app: str, namespace: str, organization: str
     ) -> list[dict]:
@@ -128,6 +151,11 @@ class Machines:
             if error.status == 404:  # KubeVirt is not installed (any more): none
                 return []
             raise
+
+
+def _template_hash(obj: Any) -> str:
+    annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(TEMPLATE_HASH) or "")
 
 
 def _about_instance(event: Mapping[str, Any], names: set[str]) -> bool:
