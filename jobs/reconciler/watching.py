@@ -332,7 +332,9 @@ class ClusterFollower:
     def _drain_machines(self, application, namespace: str, pods: list, events: list) -> int:
         """As drain does for containers, for an application in virtual machines."""
         vms, vmis = self.machines_of(namespace, application.name, application.organization.slug)
-        listed = all(self.versions.get((kind, namespace)) for kind in VM_KINDS)
+        # Without KubeVirt (not followed) there are no machines to wait for.
+        followed = [kind for kind in VM_KINDS if kind in self.kinds]
+        listed = all(self.versions.get((kind, namespace)) for kind in followed)
         if application.phase == Phase.DELETING and listed and not vms and not vmis:
             record_deleted(application)
             return 1
