@@ -77,10 +77,12 @@ class ClusterBackend:
     def _vm(self, application) -> bool:
         return is_virtual_machine_app(application.manifest)
 
-    def _prune_kinds(self) -> tuple:
+    def _prune_kinds(self, manifest: dict) -> tuple:
         # Where KubeVirt is installed an application may have been rendered as machines before
-        # (isolation can change until it has served): apply and delete look for those too.
-        return VM_RENDERED if "kubevirt" in (self.profile.cluster.addons or ()) else ()
+        # (isolation can change until it has served): apply and delete look for those too, and
+        # always for an application in machines (its Services and volumes outlive KubeVirt).
+        kubevirt = "kubevirt" in (self.profile.cluster.addons or ())
+        return VM_RENDERED if kubevirt or is_virtual_machine_app(manifest) else ()
 
     def preflight(self, manifest: dict, objects: list) -> Preflight:
         """The cluster's server-side dry run of the rendered objects. Its answers are about the
@@ -110,7 +112,7 @@ class ClusterBackend:
             if is_virtual_machine_app(revision.manifest):
                 where = (*_where(application), _org(application))
                 objects = Machines(self.client).keep_halted(objects, *where)
-            self.client.apply(objects, prune_kinds=self._prune_kinds())
+            self.client.apply(objects, prune_kinds=self._prune_kinds(revision.manifest))
             if is_virtual_machine_app(revision.manifest):
                 Machines(self.client).replace_outdated(
                     *_where(application), organization=_org(application)
@@ -145,7 +147,9 @@ class ClusterBackend:
         the Deleting status: the reconciler removes the row once they are gone."""
         try:
             self.client.delete(
-                *_where(application), organization=_org(application), kinds=self._prune_kinds()
+                *_where(application),
+                organization=_org(application),
+                kinds=self._prune_kinds(application.manifest),
             )
         except BackendError as error:
             raise self._fail(error) from None
