@@ -331,3 +331,31 @@ def test_restart_without_machines_says_to_deploy(vm_cluster, deployer, kube):
     kube.emit("DELETED", kube.get("VirtualMachine", "llama-r0-n0", NS))
     with pytest.raises(verbs.ActionError, match="has no VirtualMachine in namespace models"):
         verbs.restart(app, deployer)
+
+
+def test_a_container_application_beside_kubevirt_keeps_what_kserve_made(vm_cluster, deployer, kube):
+    """Where KubeVirt is installed apply prunes Services too: KServe's own predictor Service
+    (labelled like the application, owned by the InferenceService) is not ServeDeck's to prune."""
+    containers = manifest(gpu="h100", count=1).replace(
+        "        isolation: VirtualMachine\n", "        isolation: Container\n"
+    )
+    verbs.apply(containers, deployer)
+    labels = {"servedeck.io/application": "llama", "servedeck.io/organization": "acme"}
+    owner = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+             "name": "llama", "uid": "1", "controller": True}  # fmt: skip
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": "llama-predictor",
+                "namespace": NS,
+                "labels": labels,
+                "ownerReferences": [owner],
+            },
+            "spec": {"ports": [{"port": 80}]},
+        }
+    )
+    verbs.apply(containers.replace("memory: 64Gi", "memory: 96Gi"), deployer)
+    assert names(kube, "Service") == ["llama-predictor"]
+    assert names(kube, "VirtualMachine") == []
