@@ -48,6 +48,34 @@ DEFAULT_MACHINE_CATALOG = [
 ]
 
 
+# The PCI device each GPU product is passed through to a KubeVirt virtual machine as: the
+# resource name NVIDIA's sandbox device plugin (GPU Operator, vm-passthrough) advertises, which
+# the KubeVirt CR's permittedHostDevices must list. A catalog entry's own
+# `kubevirtDeviceName` wins (a cluster whose plugin names them otherwise).
+KUBEVIRT_DEVICE_KEY = "kubevirtDeviceName"
+KUBEVIRT_GPU_DEVICES = {
+    "Tesla-T4": "nvidia.com/TU104GL_Tesla_T4",
+    "NVIDIA-L4": "nvidia.com/AD104GL_L4",
+    "NVIDIA-A10G": "nvidia.com/GA102GL_A10G",
+    "NVIDIA-L40S": "nvidia.com/AD102GL_L40S",
+    "NVIDIA-A100-SXM4-40GB": "nvidia.com/GA100_A100_SXM4_40GB",
+    "NVIDIA-A100-SXM4-80GB": "nvidia.com/GA100_A100_SXM4_80GB",
+    "NVIDIA-H100-80GB-HBM3": "nvidia.com/GH100_H100_SXM5_80GB",
+    "NVIDIA-H200": "nvidia.com/GH100_H200_SXM_141GB",
+}
+
+
+def kubevirt_device_name(kind: Mapping[str, Any]) -> str | None:
+    """The device name a GPU kind is passed through to a virtual machine as, or None when the
+    catalog entry names none and its product is not one of the known ones."""
+    own = kind.get(KUBEVIRT_DEVICE_KEY)
+    if isinstance(own, str) and own.strip():
+        return own.strip()
+    labels = kind.get("nodeLabels")
+    product = labels.get(GPU_PRODUCT_LABEL) if isinstance(labels, Mapping) else None
+    return KUBEVIRT_GPU_DEVICES.get(product) if isinstance(product, str) else None
+
+
 def default_machine_catalog() -> list[dict]:
     """A fresh copy, for model field defaults."""
     return [dict(kind, nodeLabels=dict(kind["nodeLabels"])) for kind in DEFAULT_MACHINE_CATALOG]

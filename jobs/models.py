@@ -79,6 +79,9 @@ class Cluster(models.Model):
     addons = models.JSONField(default=list, blank=True)
     queues = models.JSONField(default=list, blank=True)
     cache_node_groups = models.JSONField(default=dict, blank=True)
+    # The device names KubeVirt's CR permits to pass through (permittedHostDevices), as
+    # discovered; a VirtualMachine application's GPUs must be among them.
+    kubevirt_devices = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     # Why the reconciler cannot follow the cluster (a refused watch names the rule to grant);
     # empty while it follows it.

@@ -314,6 +314,8 @@ def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
         and facts.multinode
         and facts.on_gpu  # on CPU nodesPerReplica itself is refused
         and uri.scheme not in MULTINODE_SCHEMES
+        # A virtual machine replica downloads into its own shared volume (jobs/render/kubevirt).
+        and facts.isolation != "VirtualMachine"
     ):
         out.refuse(
             f"{M}.uri",
@@ -338,8 +340,9 @@ def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
         out.refuse(
             f"{M}.runtime.isolation",
             f"VirtualMachine needs the KubeVirt add-on, which profile {profile.name} does not "
-            "have; accepts Container there. Set isolation to Container, or pick a profile "
-            "with KubeVirt.",
+            "have (its cluster's discovery found no kubevirt.io API); accepts Container there. "
+            "Set isolation to Container, pick a profile with KubeVirt, or ask an admin to "
+            "install KubeVirt and discover the cluster again.",
         )
 
 

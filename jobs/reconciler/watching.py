@@ -20,8 +20,9 @@ from collections import Counter
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from jobs.backends.kubernetes.backend import client_for, status_of
+from jobs.backends.kubernetes.backend import client_for, machine_status_of, status_of
 from jobs.backends.kubernetes.errors import BackendError, Gone, Unreachable
+from jobs.backends.kubernetes.kubevirt_client import is_virtual_machine_app
 from jobs.backends.kubernetes.owner import is_ours
 from jobs.lifecycle import Observed, record_deleted, record_status
 from jobs.models import Application, Cluster, Phase, Profile
@@ -30,6 +31,8 @@ from jobs.render import APP_LABEL
 logger = logging.getLogger(__name__)
 
 KINDS = ("inference_services", "pods", "events")
+# Followed too where the cluster has KubeVirt: applications in virtual machines.
+VM_KINDS = ("virtual_machines", "virtual_machine_instances")
 Stream = tuple[str, str]  # (kind, namespace)
 Key = tuple[str, str]  # (namespace, name)
 
@@ -57,8 +60,9 @@ class ClusterFollower:
         self.namespaces: set[str] = set()
         # The cluster's objects as the watches last told: kind -> (namespace, name) -> object,
         # and the indexes: (namespace, application or involved object's name) -> object keys.
-        self.seen: dict[str, dict[Key, dict]] = {kind: {} for kind in KINDS}
-        self.index: dict[str, dict[Key, set[Key]]] = {kind: {} for kind in KINDS}
+        self.kinds = KINDS + (VM_KINDS if "kubevirt" in (cluster.addons or ()) else ())
+        self.seen: dict[str, dict[Key, dict]] = {kind: {} for kind in KINDS + VM_KINDS}
+        self.index: dict[str, dict[Key, set[Key]]] = {kind: {} for kind in KINDS + VM_KINDS}
         self.lock = threading.Lock()
         self.wakeup = threading.Event()
         self.stopping = threading.Event()
@@ -208,7 +212,7 @@ class ClusterFollower:
             if event.type == "BOOKMARK":
                 continue
             self.remember(kind, event.type, event.object)
-            if kind == "inference_services" and event.type == "ADDED":
+            if kind in ("inference_services", "virtual_machines") and event.type == "ADDED":
                 self.refresh_known()
             key = self.application_of(kind, event.object)
             if key is not None:
@@ -301,6 +305,9 @@ class ClusterFollower:
                 isvc, pods, events = self.objects_of(
                     namespace, application.name, application.organization.slug
                 )
+                if is_virtual_machine_app(application.manifest):
+                    changed += self._drain_machines(application, namespace, pods, events)
+                    continue
                 if application.phase == Phase.DELETING and self._gone(namespace, isvc, pods):
                     record_deleted(application)
                     changed += 1
@@ -309,6 +316,30 @@ class ClusterFollower:
                 changed += record_status(application, Observed.of(status))
         self.counts["drained"] += len(keys)
         return changed
+
+    def machines_of(self, namespace: str, app: str, organization: str) -> tuple[list, list]:
+        """The VirtualMachines and instances of one application, from the copy."""
+        with self.lock:
+            return tuple(  # type: ignore[return-value]
+                [
+                    obj
+                    for key in self.index[kind].get((namespace, app), ())
+                    if is_ours(obj := self.seen[kind][key], app, organization)
+                ]
+                for kind in VM_KINDS
+            )
+
+    def _drain_machines(self, application, namespace: str, pods: list, events: list) -> int:
+        """As drain does for containers, for an application in virtual machines."""
+        vms, vmis = self.machines_of(namespace, application.name, application.organization.slug)
+        # Without KubeVirt (not followed) there are no machines to wait for.
+        followed = [kind for kind in VM_KINDS if kind in self.kinds]
+        listed = all(self.versions.get((kind, namespace)) for kind in followed)
+        if application.phase == Phase.DELETING and listed and not vms and not vmis:
+            record_deleted(application)
+            return 1
+        status = machine_status_of(application, vms, vmis, pods, events)
+        return record_status(application, Observed.of(status))
 
     def _gone(self, namespace: str, isvc: dict | None, pods: list) -> bool:
         """Nothing of the application left, as far as lists of both kinds have told."""
@@ -328,7 +359,7 @@ class ClusterFollower:
         """A stream for each kind in each namespace in use; the streams of namespaces no longer
         used are stopped and their objects forgotten. Returns the threads it started."""
         self.refresh_known()
-        wanted = {(kind, ns) for kind in KINDS for ns in self.namespaces}
+        wanted = {(kind, ns) for kind in self.kinds for ns in self.namespaces}
         for stream in [s for s in self.streams if s not in wanted]:
             self.streams.pop(stream).set()
             self.versions.pop(stream, None)
@@ -392,7 +423,7 @@ def _name_prefixes(name: str) -> list[str]:
 def _index_entries(kind: str, obj: dict) -> list[Key]:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace") or ""
-    if kind == "pods":
+    if kind == "pods" or kind in VM_KINDS:
         app = (meta.get("labels") or {}).get(APP_LABEL)
         return [(namespace, app)] if app else []
     if kind == "events":

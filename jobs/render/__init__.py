@@ -1,11 +1,13 @@
-"""Kubernetes objects from a filled-in Application manifest (KServe renderer), and the check
-of those objects against KServe's real CRD schemas before the cluster sees them.
+"""Kubernetes objects from a filled-in Application manifest (the KServe renderer; the KubeVirt
+one, kubevirt.py, for runtime.isolation VirtualMachine), and the check of those objects against
+KServe's real CRD schemas and KubeVirt's OpenAPI definitions before the cluster sees them.
 
     objects = render(parse(doc, ctx).manifest, RenderTarget.from_profile(profile), revision=3)
     problems = validate(objects)        # [] when the cluster would take them
     text = to_yaml(objects)             # multi-document YAML for kubectl apply -f
 
-render() is pure and deterministic; validate() reads the CRDs from KSERVE_CRD_DIR.
+render() is pure and deterministic; validate() reads the CRDs from KSERVE_CRD_DIR and KubeVirt's
+definitions from KUBEVIRT_OPENAPI.
 """
 
 from __future__ import annotations

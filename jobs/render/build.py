@@ -21,6 +21,7 @@ from .common import (
 )
 from .extras import http_route, local_model_cache
 from .inference import model_inference_service, yaml_inference_service
+from .kubevirt import vm_objects
 from .runtimes import HUGGINGFACE_OPENAI_PREFIX, parakeet_serving_runtime
 from .target import RenderTarget, service_ref
 
@@ -106,10 +107,7 @@ def _model_objects(
     target: RenderTarget,
 ) -> list[dict[str, Any]]:
     if dig(model, "runtime", "isolation") == "VirtualMachine":
-        raise RenderError(
-            "spec.source.model.runtime.isolation: VirtualMachine is rendered by the KubeVirt "
-            "renderer, not the KServe one; render it there, or set isolation to Container"
-        )
+        return vm_objects(model, name, namespace, labels, target)
     isvc, runtime = model_inference_service(name, namespace, labels, model, target)
     objects: list[dict[str, Any]] = []
     if runtime.kind == "parakeet":

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.catalog import gpu_kinds
+from jobs.catalog import gpu_kinds, newest_known_vllm_version
 
 DEFAULT_NAMESPACE = "default"
 # Karpenter's well-known label; EKS managed node groups use eks.amazonaws.com/capacityType and
@@ -26,6 +26,12 @@ PARAKEET_IMAGE_REPOSITORY = "ghcr.io/servedeck/parakeet-server"
 PARAKEET_VERSION = "0.1.0"
 PARAKEET_IMAGE = f"{PARAKEET_IMAGE_REPOSITORY}:{PARAKEET_VERSION}"
 
+# The container disks a KubeVirt virtual machine boots: a guest image with the runtime
+# installed (vLLM with Ray and huggingface_hub; or the parakeet server), python3 and the NVIDIA
+# driver. The vLLM one is tagged with the profile's vLLM version.
+VLLM_VM_IMAGE_REPOSITORY = "ghcr.io/servedeck/vllm-vm"
+PARAKEET_VM_IMAGE = f"ghcr.io/servedeck/parakeet-vm:{PARAKEET_VERSION}"
+
 SECRET_PREFIX = "secret/"
 
 # The keys of Profile.defaults that tune rendering, and the RenderTarget field each sets.
@@ -35,6 +41,9 @@ PROFILE_DEFAULT_KEYS = {
     "gatewayNamespace": "gateway_namespace",
     "prometheusUrl": "prometheus_url",
     "parakeetImage": "parakeet_image",
+    "vmImage": "vm_image",
+    "parakeetVmImage": "parakeet_vm_image",
+    "weightsStorageClass": "weights_storage_class",
 }
 
 
@@ -59,6 +68,12 @@ class RenderTarget:
     # (a preview outside any organisation), which the Kubernetes backend will not apply.
     organization: str = ""
     organization_name: str = ""
+    # KubeVirt: the container disk images (empty: the defaults above), the storage class of the
+    # weight volumes (empty: the cluster's default), the profile's vLLM version for the tag.
+    vm_image: str = ""
+    parakeet_vm_image: str = PARAKEET_VM_IMAGE
+    weights_storage_class: str = ""
+    vllm_version: str = ""
 
     @classmethod
     def from_profile(cls, profile: Any) -> RenderTarget:
@@ -82,6 +97,7 @@ class RenderTarget:
             hf_token_ref=profile.hf_token_ref or "",
             organization=profile.organization.slug,
             organization_name=profile.organization.name,
+            vllm_version=getattr(profile, "vllm_version", "") or "",
             **overrides,
         )
 
@@ -92,6 +108,13 @@ class RenderTarget:
         if ref.startswith(SECRET_PREFIX):
             return ref[len(SECRET_PREFIX) :].strip() or None
         return None
+
+    @property
+    def vllm_vm_image(self) -> str:
+        """The vLLM container disk: the profile's own, else the default for its vLLM version."""
+        if self.vm_image:
+            return self.vm_image
+        return f"{VLLM_VM_IMAGE_REPOSITORY}:v{self.vllm_version or newest_known_vllm_version()}"
 
     def gpu_kind(self, name: Any) -> Mapping[str, Any] | None:
         """The machine catalog entry of a GPU model, or None (any GPU, or not in the catalog)."""

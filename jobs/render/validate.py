@@ -2,8 +2,11 @@
 
 Each KServe object is checked against the openAPIV3Schema of its real CRD (strict: unknown
 fields are errors, as with kubectl's default field validation) and against the rules KServe's
-webhook and controller add; every object's metadata against Kubernetes' rules. Objects of
-other APIs (HTTPRoute) get the metadata check only. CEL rules (x-kubernetes-validations) are
+webhook and controller add; each KubeVirt object against KubeVirt's OpenAPI definitions (strict
+as well) and the references its webhook checks; every object's metadata against Kubernetes'
+rules. Service, PersistentVolumeClaim and NetworkPolicy are checked against the Kubernetes
+client's models of them (core_schema.py); objects of other APIs (HTTPRoute) get the metadata
+check only. CEL rules (x-kubernetes-validations) are
 not evaluated: the one KServe has (an immutable sourceModelUri) only concerns updates.
 """
 
@@ -19,6 +22,8 @@ from .admission import (
     inference_service_problems,
     metadata_problems,
 )
+from .core_schema import core_problems, is_core
+from .kubevirt_schema import is_kubevirt, kubevirt_errors
 from .schemas import crd_dir, crd_for
 
 KSERVE_GROUP = "serving.kserve.io"
@@ -45,6 +50,10 @@ def _problems(obj: Any, directory: Path, runtimes: RuntimeIndex) -> list[str]:
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return ["apiVersion and kind: both required, as text"]
     group, _, version = api_version.rpartition("/")
+    if is_kubevirt(obj):
+        return _kubevirt_problems(obj)
+    if is_core(obj):
+        return metadata_problems(obj, True) + core_problems(obj)
     crd = crd_for(directory, api_version, kind)
     if crd is None:
         if group == KSERVE_GROUP:
@@ -58,6 +67,48 @@ def _problems(obj: Any, directory: Path, runtimes: RuntimeIndex) -> list[str]:
     problems.extend(f"{_path(e.absolute_path)}: {_short(e.message)}" for e in errors)
     if kind == "InferenceService":
         problems.extend(inference_service_problems(obj, runtimes))
+    return problems
+
+
+def _kubevirt_problems(obj: Mapping[str, Any]) -> list[str]:
+    """Against KubeVirt's OpenAPI definitions, and what its webhook checks between fields: each
+    disk and filesystem names a volume, each interface a network."""
+    errors = kubevirt_errors(obj)
+    if errors is None:
+        return [
+            f"no {obj.get('kind')} in KubeVirt's OpenAPI definitions; check apiVersion and kind"
+        ]
+    problems = metadata_problems(obj, True)
+    found = sorted(errors, key=lambda e: list(map(str, e.absolute_path)))
+    problems.extend(f"{_path(e.absolute_path)}: {_short(e.message)}" for e in found)
+    spec = obj.get("spec") or {}
+    instance = (
+        (spec.get("template") or {}).get("spec")
+        if obj.get("kind") != "VirtualMachineInstance"
+        else spec
+    )
+    if isinstance(instance, Mapping):
+        problems.extend(_instance_references(instance))
+    return problems
+
+
+def _instance_references(spec: Mapping[str, Any]) -> list[str]:
+    devices = (spec.get("domain") or {}).get("devices") or {}
+    volumes = {v.get("name") for v in spec.get("volumes") or [] if isinstance(v, Mapping)}
+    networks = {n.get("name") for n in spec.get("networks") or [] if isinstance(n, Mapping)}
+    problems = []
+    for field, known, what in (
+        ("disks", volumes, "volume"),
+        ("filesystems", volumes, "volume"),
+        ("interfaces", networks, "network"),
+    ):
+        for index, item in enumerate(devices.get(field) or []):
+            name = item.get("name") if isinstance(item, Mapping) else None
+            if name not in known:
+                problems.append(
+                    f"domain.devices.{field}[{index}].name: {name!r} names no {what} of the "
+                    "instance"
+                )
     return problems
 
 

@@ -61,7 +61,13 @@ class Resource:
 
 
 KSERVE, KSERVE_ALPHA = "serving.kserve.io/v1beta1", "serving.kserve.io/v1alpha1"
-CORE = (Resource("", "v1", "pods", "Pod"), Resource("", "v1", "events", "Event"))
+CORE = (
+    Resource("", "v1", "pods", "Pod"),
+    Resource("", "v1", "events", "Event"),
+    Resource("", "v1", "services", "Service"),
+    Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
+)
 # What installing each add-on (jobs.models.ADDONS keys) adds to the API, as its CRDs do.
 ADDONS: dict[str, tuple[Resource, ...]] = {
     "kserve": (
@@ -98,6 +104,13 @@ ADDONS: dict[str, tuple[Resource, ...]] = {
     "kubevirt": (
         Resource("kubevirt.io", "v1", "virtualmachines", "VirtualMachine"),
         Resource("kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance"),
+        Resource(
+            "kubevirt.io",
+            "v1",
+            "virtualmachineinstancereplicasets",
+            "VirtualMachineInstanceReplicaSet",
+        ),
+        Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt"),
     ),
 }
 ALL_ADDONS = tuple(ADDONS)
@@ -275,6 +288,9 @@ class KubeEmulator:
             self._requests: list[Request] = []
             self._rbac_namespaces: frozenset[str] | None = None
             self.replace_deleted_pods = True
+            # KubeVirt's stand-in: a deleted instance of a VirtualMachine that runs Always
+            # comes back (Pending) under the same name, as virt-controller starts a new one.
+            self.replace_deleted_instances = True
             self._resources: dict[tuple[str, str, str], Resource] = {}
             self.install(*addons)
 
@@ -636,7 +652,34 @@ class KubeEmulator:
             gone = self._remove(t.res, self._key_of(t))
             if t.res.kind == "Pod" and self.replace_deleted_pods:
                 self._replace_pod(gone)
+            if t.res.kind == "VirtualMachineInstance" and self.replace_deleted_instances:
+                self._replace_instance(gone)
             return gone
+
+    def _replace_instance(self, instance: dict) -> None:
+        meta = instance["metadata"]
+        machine = self._store.get(
+            self._key(self._resource_named("VirtualMachine"), meta["namespace"], meta["name"])
+        )
+        if machine is None or (machine.get("spec") or {}).get("runStrategy") != "Always":
+            return
+        template = (machine.get("spec") or {}).get("template") or {}
+        fresh = {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachineInstance",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "labels": copy.deepcopy((template.get("metadata") or {}).get("labels") or {}),
+                "annotations": copy.deepcopy(
+                    (template.get("metadata") or {}).get("annotations") or {}
+                ),
+                "ownerReferences": copy.deepcopy(meta.get("ownerReferences") or []),
+            },
+            "spec": copy.deepcopy(template.get("spec") or {}),
+            "status": {"phase": "Pending"},
+        }
+        self.emit("ADDED", fresh)
 
     def _replace_pod(self, pod: dict) -> None:
         """A ReplicaSet's stand-in: a deleted pod it owns comes back under a new name."""

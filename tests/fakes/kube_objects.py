@@ -105,6 +105,108 @@ def predictor_pod(
     }
 
 
+def instance_of(
+    machine: dict[str, Any],
+    phase: str = "Running",
+    *,
+    ready: bool = True,
+    node: str = "gpu-node-1",
+    conditions: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The VirtualMachineInstance KubeVirt makes from a VirtualMachine (its template's labels
+    and spec, owned by the machine), with the status virt-controller writes in `phase`."""
+    meta = machine["metadata"]
+    template = machine["spec"]["template"]
+    status: dict[str, Any] = {"phase": phase}
+    if phase not in ("Pending", "Scheduling"):
+        status["nodeName"] = node
+    status["conditions"] = conditions or [
+        {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": now()}
+    ]
+    if phase == "Running":
+        status["phaseTransitionTimestamps"] = [
+            {"phase": "Running", "phaseTransitionTimestamp": now()}
+        ]
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": copy.deepcopy(template["metadata"]["labels"]),
+            "annotations": copy.deepcopy(template["metadata"].get("annotations") or {}),
+            "ownerReferences": [
+                {
+                    "apiVersion": "kubevirt.io/v1",
+                    "kind": "VirtualMachine",
+                    "name": meta["name"],
+                    "uid": meta.get("uid", "0"),
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": copy.deepcopy(template["spec"]),
+        "status": status,
+    }
+
+
+def launcher_pod(
+    instance: dict[str, Any], *, ready: bool = True, pull_error: str = ""
+) -> dict[str, Any]:
+    """The virt-launcher pod of an instance (its labels, KubeVirt's vm.kubevirt.io/name); with
+    `pull_error` (ErrImagePull, ImagePullBackOff) its container disk cannot be pulled."""
+    meta = instance["metadata"]
+    disk = next(v for v in instance["spec"]["volumes"] if "containerDisk" in v)
+    container: dict[str, Any] = {"name": "volumerootdisk", "ready": ready and not pull_error}
+    if pull_error:
+        container["state"] = {
+            "waiting": {
+                "reason": pull_error,
+                "message": f'Back-off pulling image "{disk["containerDisk"]["image"]}": not found',
+            }
+        }
+    else:
+        container["state"] = {"running": {"startedAt": now()}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"virt-launcher-{meta['name']}-abcde",
+            "namespace": meta["namespace"],
+            "labels": {**meta["labels"], "vm.kubevirt.io/name": meta["name"]},
+        },
+        "spec": {
+            "containers": [
+                {"name": "compute"},
+                {"name": "volumerootdisk", "image": disk["containerDisk"]["image"]},
+            ]
+        },
+        "status": {
+            "phase": "Pending" if pull_error else "Running",
+            "containerStatuses": [container],
+        },
+    }
+
+
+def kubevirt_cr(*devices: str) -> dict[str, Any]:
+    """The KubeVirt CR of the cluster, permitting these PCI devices to pass through."""
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "KubeVirt",
+        "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+        "spec": {
+            "configuration": {
+                "permittedHostDevices": {
+                    "pciHostDevices": [
+                        {"pciVendorSelector": "10DE:2330", "resourceName": device}
+                        for device in devices
+                    ]
+                }
+            }
+        },
+    }
+
+
 def emulator_profile(organization, kube, name: str = "prod", namespace: str = PROD_NAMESPACE):
     """A Kubernetes cluster `name` of the organization on the emulator (`kube`: anything with a
     kubeconfig_path whose context "emulator" reaches it; KServe discovered), and a profile of the
@@ -134,6 +236,9 @@ def prod_fixture(org, kube) -> Iterator[Cluster]:
 __all__ = [
     "PROD_NAMESPACE",
     "emulator_profile",
+    "instance_of",
+    "kubevirt_cr",
+    "launcher_pod",
     "now",
     "predictor_pod",
     "prod_fixture",

@@ -209,3 +209,43 @@ def test_a_namespaced_rbac_refuses_cluster_wide_lists_and_watches(kube):
     assert status == 403 and 'in the namespace "elsewhere"' in body["message"]
     kube.namespaced_rbac()
     assert json_call(kube, "GET", "/api/v1/pods")[0] == 200
+
+
+VMS = "/apis/kubevirt.io/v1/namespaces/models/virtualmachines"
+VMIS = "/apis/kubevirt.io/v1/namespaces/models/virtualmachineinstances"
+
+
+@pytest.mark.parametrize(("strategy", "comes_back"), [("Always", True), ("Halted", False)])
+def test_a_deleted_instance_of_a_running_machine_comes_back(kube, strategy, comes_back):
+    machine = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "m", "namespace": "models"},
+        "spec": {
+            "runStrategy": strategy,
+            "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"domain": {}}},
+        },
+    }
+    kube.put(machine)
+    kube.put({**machine, "kind": "VirtualMachineInstance", "spec": {"domain": {}}})
+    old = kube.get("VirtualMachineInstance", "m", "models")["metadata"]["uid"]
+    status, _ = call(kube, "DELETE", f"{VMIS}/m")
+    assert status == 200
+    fresh = kube.get("VirtualMachineInstance", "m", "models")
+    assert (fresh is not None) is comes_back
+    if comes_back:
+        assert fresh["metadata"]["uid"] != old
+        assert fresh["metadata"]["labels"] == {"a": "b"}
+        assert fresh["status"] == {"phase": "Pending"}
+
+
+def test_services_claims_and_policies_are_served(kube):
+    for path in (
+        "/api/v1/namespaces/models/services",
+        "/api/v1/namespaces/models/persistentvolumeclaims",
+        "/apis/networking.k8s.io/v1/namespaces/models/networkpolicies",
+        VMS,
+        "/apis/kubevirt.io/v1/kubevirts",
+    ):
+        status, body = json_call(kube, "GET", path)
+        assert (status, body["items"]) == (200, []), path

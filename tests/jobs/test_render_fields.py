@@ -548,9 +548,11 @@ def test_a_bad_revision_is_refused(revision):
         build({}, revision=revision)
 
 
-def test_virtual_machine_isolation_belongs_to_the_kubevirt_renderer():
-    with pytest.raises(RenderError, match="KubeVirt"):
-        build({"runtime.isolation": "VirtualMachine"})
+def test_virtual_machine_isolation_is_rendered_by_the_kubevirt_renderer():
+    """One field changes containers into virtual machines (test_render_kubevirt.py says more)."""
+    kinds = [o["kind"] for o in build({"runtime.isolation": "VirtualMachine"})]
+    assert "InferenceService" not in kinds
+    assert kinds.count("VirtualMachine") == 1
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,14 @@ import threading
 
 from jobs.backends.base import BackendFailed, Preflight, target_answer
 from jobs.backends.kubernetes.errors import BackendError, Unreachable
+from jobs.backends.kubernetes.kinds import VM_RENDERED
 from jobs.backends.kubernetes.kserve_client import KServeClient
+from jobs.backends.kubernetes.kubevirt_client import Machines, is_virtual_machine_app
+from jobs.catalog import kubevirt_device_name
 from jobs.lifecycle import Observed
 from jobs.models import Phase
 from jobs.render import render_for_profile
-from jobs.status import derive_status
+from jobs.status import MachineFacts, derive_status, derive_vm_status
 
 _clients: dict[tuple, KServeClient] = {}
 _clients_lock = threading.Lock()
@@ -71,9 +74,22 @@ class ClusterBackend:
             "console (an admin can check its connection under Clusters), then try again."
         )
 
+    def _vm(self, application) -> bool:
+        return is_virtual_machine_app(application.manifest)
+
+    def _prune_kinds(self, manifest: dict) -> tuple:
+        # Where KubeVirt is installed an application may have been rendered as machines before
+        # (isolation can change until it has served): apply and delete look for those too, and
+        # always for an application in machines (its Services and volumes outlive KubeVirt).
+        kubevirt = "kubevirt" in (self.profile.cluster.addons or ())
+        return VM_RENDERED if kubevirt or is_virtual_machine_app(manifest) else ()
+
     def preflight(self, manifest: dict, objects: list) -> Preflight:
         """The cluster's server-side dry run of the rendered objects. Its answers are about the
         objects, not a manifest field: said at the profile, shown at Review."""
+        device = _device_refusal(self.profile, manifest)
+        if device is not None:
+            return Preflight(refusals=[device])
         try:
             refused = self.client.dry_run(objects)
         except Unreachable as error:
@@ -93,7 +109,14 @@ class ClusterBackend:
     def apply(self, application, revision) -> Observed:
         objects = render_for_profile(revision.manifest, self.profile, revision=revision.number)
         try:
-            self.client.apply(objects)
+            if is_virtual_machine_app(revision.manifest):
+                where = (*_where(application), _org(application))
+                objects = Machines(self.client).keep_halted(objects, *where)
+            self.client.apply(objects, prune_kinds=self._prune_kinds(revision.manifest))
+            if is_virtual_machine_app(revision.manifest):
+                Machines(self.client).replace_outdated(
+                    *_where(application), organization=_org(application)
+                )
         except BackendError as error:
             raise self._fail(error) from None
         return Observed(
@@ -103,8 +126,9 @@ class ClusterBackend:
         )
 
     def _then_observe(self, verb: str, application) -> Observed:
+        target = Machines(self.client) if self._vm(application) else self.client
         try:
-            getattr(self.client, verb)(*_where(application), organization=_org(application))
+            getattr(target, verb)(*_where(application), organization=_org(application))
         except BackendError as error:
             raise self._fail(error) from None
         return self.observe(application)
@@ -122,9 +146,15 @@ class ClusterBackend:
         """Delete its objects; None when the cluster has none left (the row may go now), else
         the Deleting status: the reconciler removes the row once they are gone."""
         try:
-            self.client.delete(*_where(application), organization=_org(application))
+            self.client.delete(
+                *_where(application),
+                organization=_org(application),
+                kinds=self._prune_kinds(application.manifest),
+            )
         except BackendError as error:
             raise self._fail(error) from None
+        if self._vm(application):
+            return self._observe_machines(application, deleting=True, gone_is_none=True)
         try:
             seen = self.client.observe(*_where(application), organization=_org(application))
         except BackendError as error:
@@ -138,7 +168,32 @@ class ClusterBackend:
             return None
         return Observed.of(status_of(application, seen.isvc, seen.pods, seen.events, True))
 
+    def _observe_machines(
+        self, application, deleting: bool | None = None, gone_is_none: bool = False
+    ) -> Observed | None:
+        try:
+            seen = Machines(self.client).observe(
+                *_where(application), organization=_org(application)
+            )
+        except BackendError as error:
+            return Observed(
+                phase=Phase.DELETING if deleting else application.phase,
+                reason=f"{error.reason} (status as last seen)",
+                next_step=self._next_step(error),
+                endpoint=application.endpoint,
+                ready_replicas=application.ready_replicas,
+                desired_replicas=application.desired_replicas,
+            )
+        if gone_is_none and not seen.machines and not seen.instances:
+            return None
+        status = machine_status_of(
+            application, seen.machines, seen.instances, seen.pods, seen.events, deleting
+        )
+        return Observed.of(status)
+
     def observe(self, application) -> Observed:
+        if self._vm(application):
+            return self._observe_machines(application)
         try:
             seen = self.client.observe(*_where(application), organization=_org(application))
         except BackendError as error:
@@ -165,6 +220,65 @@ def status_of(application, isvc, pods, events, deleting: bool | None = None):
     )
 
 
+def machine_status_of(application, machines, instances, pods, events, deleting=None):
+    """derive_vm_status for one application in virtual machines."""
+    return derive_vm_status(
+        machines,
+        instances,
+        pods,
+        events,
+        machine_facts(application),
+        deleting=application.phase == Phase.DELETING if deleting is None else deleting,
+    )
+
+
+def machine_facts(application) -> MachineFacts:
+    manifest = application.manifest
+    model = manifest["spec"]["source"].get("model") or {}
+    resources = model.get("resources") or {}
+    gpu = (resources.get("accelerator") or {}).get("gpu") or {}
+    kind = next(
+        (k for k in application.profile.machine_catalog or () if k.get("name") == gpu.get("model")),
+        None,
+    )
+    return MachineFacts(
+        app=application.name,
+        namespace=manifest["spec"]["namespace"],
+        desired=_desired(manifest),
+        nodes=resources.get("nodesPerReplica") or 1,
+        gpu_count=gpu.get("countPerReplica") or 0,
+        gpu_model=gpu.get("model") or "",
+        gpu_device=(kubevirt_device_name(kind) or "") if kind else "",
+    )
+
+
+def _device_refusal(profile, manifest: dict):
+    """A VirtualMachine application's GPU device that the cluster's KubeVirt does not permit
+    (as discovered): refused at the dry run, naming what it permits."""
+    if not is_virtual_machine_app(manifest):
+        return None
+    model = manifest["spec"]["source"].get("model") or {}
+    gpu = ((model.get("resources") or {}).get("accelerator") or {}).get("gpu") or {}
+    cluster = profile.cluster
+    kind = next(
+        (k for k in profile.machine_catalog or () if k.get("name") == gpu.get("model")), None
+    )
+    device = kubevirt_device_name(kind) if kind else None
+    if not gpu or device is None or "kubevirt" not in (cluster.addons or ()):
+        return None  # no GPU, or the renderer already refused; no KubeVirt: the rules refuse
+    permitted = list(cluster.kubevirt_devices or ())
+    if device in permitted:
+        return None
+    listed = ", ".join(permitted) or "none"
+    return target_answer(
+        f"KubeVirt on cluster {cluster.name} does not permit passing through {device} (the "
+        f"device of GPU model {gpu.get('model')}); it permits {listed}. Ask an admin to add "
+        f"{device} to the KubeVirt CR's spec.configuration.permittedHostDevices.pciHostDevices "
+        "and discover the cluster again, or pick a GPU model whose device it permits.",
+        "spec.source.model.resources.accelerator.gpu.model",
+    )
+
+
 def _gpu_resource(manifest: dict) -> str:
     model = manifest["spec"]["source"].get("model") or {}
     gpu = ((model.get("resources") or {}).get("accelerator") or {}).get("gpu") or {}
@@ -177,7 +291,8 @@ def discover(cluster) -> None:
     cluster.addons = sorted(found.addons)
     cluster.queues = list(found.queues)
     cluster.cache_node_groups = dict(found.cache_node_groups)
-    cluster.save(update_fields=["addons", "queues", "cache_node_groups"])
+    cluster.kubevirt_devices = list(found.kubevirt_devices)
+    cluster.save(update_fields=["addons", "queues", "cache_node_groups", "kubevirt_devices"])
 
 
 def discovered_vllm_version(cluster, namespace: str) -> str | None:
@@ -195,4 +310,8 @@ def discovered_vllm_version(cluster, namespace: str) -> str | None:
 
 def describe_addons(cluster) -> str:
     addons = ", ".join(cluster.addons) or "none"
-    return f"add-ons {addons}; queues {', '.join(cluster.queues) or 'none'}"
+    said = f"add-ons {addons}; queues {', '.join(cluster.queues) or 'none'}"
+    if "kubevirt" in (cluster.addons or ()):
+        devices = ", ".join(cluster.kubevirt_devices or ()) or "none"
+        said += f"; KubeVirt devices {devices}"
+    return said

@@ -77,10 +77,50 @@ HTTP_ROUTE = Kind(
 CLUSTER_QUEUE = Kind("ClusterQueue", "kueue.x-k8s.io", "v1beta1", "clusterqueues", False, "Kueue")
 POD = Kind("Pod", "", "v1", "pods", True, "Kubernetes", singular="pod")
 EVENT = Kind("Event", "", "v1", "events", True, "Kubernetes", singular="event")
+SERVICE = Kind("Service", "", "v1", "services", True, "Kubernetes", singular="service")
+PERSISTENT_VOLUME_CLAIM = Kind(
+    "PersistentVolumeClaim",
+    "",
+    "v1",
+    "persistentvolumeclaims",
+    True,
+    "Kubernetes",
+    singular="persistent_volume_claim",
+)
+NETWORK_POLICY = Kind(
+    "NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", True, "Kubernetes"
+)
+KUBEVIRT_PROVIDER = "KubeVirt"
+VIRTUAL_MACHINE = Kind(
+    "VirtualMachine", "kubevirt.io", "v1", "virtualmachines", True, KUBEVIRT_PROVIDER
+)
+VIRTUAL_MACHINE_INSTANCE = Kind(
+    "VirtualMachineInstance",
+    "kubevirt.io",
+    "v1",
+    "virtualmachineinstances",
+    True,
+    KUBEVIRT_PROVIDER,
+)
+KUBEVIRT = Kind("KubeVirt", "kubevirt.io", "v1", "kubevirts", True, KUBEVIRT_PROVIDER)
 
 # What render() makes, in the order they are applied; deleted in the reverse order, so the
-# route stops sending traffic before its InferenceService goes.
-RENDERED = (LOCAL_MODEL_CACHE, SERVING_RUNTIME, INFERENCE_SERVICE, HTTP_ROUTE)
+# route stops sending traffic before its InferenceService (or its machines) goes, and the
+# machines go before the volumes they use.
+RENDERED = (
+    LOCAL_MODEL_CACHE,
+    SERVING_RUNTIME,
+    PERSISTENT_VOLUME_CLAIM,
+    SERVICE,
+    NETWORK_POLICY,
+    INFERENCE_SERVICE,
+    VIRTUAL_MACHINE,
+    HTTP_ROUTE,
+)
+# What an application in containers has (all ServeDeck looks for unless told more): listing
+# the KubeVirt application's kinds too would need rights a KServe-only console lacks.
+CONTAINER_RENDERED = (LOCAL_MODEL_CACHE, SERVING_RUNTIME, INFERENCE_SERVICE, HTTP_ROUTE)
+VM_RENDERED = RENDERED
 _BY_TYPE = {(k.api_version, k.kind): k for k in RENDERED}
 
 

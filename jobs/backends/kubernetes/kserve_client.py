@@ -30,13 +30,17 @@ from .errors import BackendError, Gone, NotFound, Unreachable
 from .kinds import (
     CLUSTER_QUEUE,
     CLUSTER_SERVING_RUNTIME,
+    CONTAINER_RENDERED,
     EVENT,
     INFERENCE_SERVICE,
+    KUBEVIRT,
     LOCAL_MODEL_CACHE,
     LOCAL_MODEL_NODE_GROUP,
     POD,
     RENDERED,
     SERVING_RUNTIME,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
     Kind,
     kind_of,
 )
@@ -85,6 +89,8 @@ class Discovery:
     addons: frozenset[str]
     queues: tuple[str, ...] = ()
     cache_node_groups: dict[str, int] = field(default_factory=dict)
+    # KubeVirt's permittedHostDevices: the resource names a virtual machine may pass through.
+    kubevirt_devices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,7 +165,29 @@ class KServeClient:
             queue_kind = _at_version(CLUSTER_QUEUE, groups["kueue.x-k8s.io"])
             queues = tuple(sorted(_name(q) for q in self.api.list(queue_kind).get("items") or []))
         node_groups = self._cache_node_groups() if cache else {}
-        return Discovery(version, frozenset(addons), queues, node_groups)
+        devices = self._kubevirt_devices() if "kubevirt" in addons else ()
+        return Discovery(version, frozenset(addons), queues, node_groups, devices)
+
+    def _kubevirt_devices(self) -> tuple[str, ...]:
+        """The PCI and mediated device names every KubeVirt CR of the cluster permits (there is
+        one, in KubeVirt's namespace); none when the CR cannot be read."""
+        names: set[str] = set()
+        try:
+            crs = self._list_if_served(KUBEVIRT, None, "")
+        except BackendError as error:
+            if error.status != 403:  # no right to read it: the dry run cannot check devices
+                raise
+            crs = []
+        for cr in crs:
+            config = ((cr.get("spec") or {}).get("configuration") or {}).get(
+                "permittedHostDevices"
+            ) or {}
+            for key in ("pciHostDevices", "mediatedDevices"):
+                for device in config.get(key) or []:
+                    name = device.get("resourceName") if isinstance(device, Mapping) else None
+                    if isinstance(name, str) and name:
+                        names.add(name)
+        return tuple(sorted(names))
 
     def runtime_vllm_version(self, namespace: str) -> str | None:
         """The vLLM version of the cluster's vLLM serving runtime, from its image's tag: the
@@ -222,9 +250,10 @@ class KServeClient:
                 refusals.append(_refusal(_describe(kind, obj), error))
         return refusals
 
-    def apply(self, objects: Iterable[Mapping[str, Any]]) -> None:
+    def apply(self, objects: Iterable[Mapping[str, Any]], prune_kinds: Iterable[Kind] = ()) -> None:
         """Server-side apply each object in order (fieldManager servedeck, force: ServeDeck
-        owns what it renders), then delete the application's objects the set no longer has."""
+        owns what it renders), then delete the application's objects the set no longer has
+        (of the container kinds, the kinds applied, and `prune_kinds`)."""
         typed = [(_rendered_kind(obj), obj) for obj in objects]
         if not typed:
             return
@@ -236,15 +265,19 @@ class KServeClient:
         for kind, obj in typed:
             self.api.apply(kind, _applicable(obj))
         keep = {_identity(kind, obj) for kind, obj in typed}
-        for kind, obj in reversed(self._ours(app, namespace, organization)):
+        kinds = (*(kind for kind, _ in typed), *prune_kinds)
+        for kind, obj in reversed(self._ours(app, namespace, organization, kinds)):
             if _identity(kind, obj) not in keep:
                 self._delete_quietly(kind, obj)
 
-    def delete(self, app: str, namespace: str, *, organization: str) -> None:
+    def delete(
+        self, app: str, namespace: str, *, organization: str, kinds: Iterable[Kind] = ()
+    ) -> None:
         """Delete everything rendered for the organisation's application (its cluster-scoped
-        weight cache too); Kubernetes' garbage collector then removes the Deployments and
-        pods. Objects of the same name that are not this application's stay."""
-        for kind, obj in reversed(self._ours(app, namespace, organization)):
+        weight cache too; of the container kinds and `kinds`); Kubernetes' garbage collector
+        then removes the Deployments and pods (KubeVirt's the instances). Objects of the same
+        name that are not this application's stay."""
+        for kind, obj in reversed(self._ours(app, namespace, organization, tuple(kinds))):
             self._delete_quietly(kind, obj)
 
     def restart(self, app: str, namespace: str, *, organization: str) -> int:
@@ -307,18 +340,26 @@ class KServeClient:
         where = f"-n {namespace} {kind.plural} {name}" if namespace else f"{kind.plural} {name}"
         return not_ours(kind.describe(namespace, name), live, app, organization, where)
 
-    def _ours(self, app: str, namespace: str, organization: str) -> list[tuple[Kind, dict]]:
-        """The application's objects on the cluster, kind by kind in apply order; a kind the
-        cluster does not serve has none."""
+    def _ours(
+        self, app: str, namespace: str, organization: str, kinds: Iterable[Kind] = ()
+    ) -> list[tuple[Kind, dict]]:
+        """The application's objects on the cluster of the container kinds and `kinds`, kind
+        by kind in apply order; a kind the cluster does not serve has none. An object a
+        controller owns (KServe's Service, KubeVirt's instances) is its owner's, not ours."""
+        wanted = {*CONTAINER_RENDERED, *kinds}
         found = []
-        for kind in RENDERED:
+        for kind in (k for k in RENDERED if k in wanted):
             if kind.namespaced:
                 selector = _selector(app, organization=organization)
                 listed = self._list_if_served(kind, namespace, selector)
             else:
                 selector = _selector(app, namespace, organization)
                 listed = self._list_if_served(kind, None, selector)
-            found += [(kind, obj) for obj in listed if is_ours(obj, app, organization)]
+            found += [
+                (kind, obj)
+                for obj in listed
+                if is_ours(obj, app, organization) and not _controlled(obj)
+            ]
         return found
 
     def _list_if_served(self, kind: Kind, namespace: str | None, selector: str) -> list[dict]:
@@ -361,6 +402,23 @@ class KServeClient:
     def list_pods(self, namespace: str | None = None) -> Listing:
         """The pods of ServeDeck's applications, in one namespace or all."""
         return _listing(self.api.list(POD, namespace, OURS))
+
+    def list_virtual_machines(self, namespace: str | None = None) -> Listing:
+        """ServeDeck's KubeVirt VirtualMachines (every application's)."""
+        return _listing(self.api.list(VIRTUAL_MACHINE, namespace, OURS))
+
+    def list_virtual_machine_instances(self, namespace: str | None = None) -> Listing:
+        """The instances of ServeDeck's VirtualMachines (they carry the template's labels)."""
+        return _listing(self.api.list(VIRTUAL_MACHINE_INSTANCE, namespace, OURS))
+
+    def watch_virtual_machines(self, namespace=None, resource_version=None, timeout_seconds=60):
+        return self._watch(VIRTUAL_MACHINE, namespace, OURS, resource_version, timeout_seconds)
+
+    def watch_virtual_machine_instances(
+        self, namespace=None, resource_version=None, timeout_seconds=60
+    ):
+        kind = VIRTUAL_MACHINE_INSTANCE
+        return self._watch(kind, namespace, OURS, resource_version, timeout_seconds)
 
     def list_events(self, namespace: str | None = None) -> Listing:
         """Every event of the namespace (events carry no labels: match involvedObject)."""
@@ -423,9 +481,15 @@ def _rendered_kind(obj: Mapping[str, Any]) -> Kind:
         raise BackendError(
             f"ServeDeck does not apply {obj.get('apiVersion')} {obj.get('kind')} objects",
             "Apply only what jobs.render made: InferenceService, ServingRuntime, "
-            "LocalModelCache and HTTPRoute.",
+            "LocalModelCache and HTTPRoute; VirtualMachine, Service, PersistentVolumeClaim and "
+            "NetworkPolicy for virtual machines.",
         )
     return kind
+
+
+def _controlled(obj: Mapping[str, Any]) -> bool:
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(isinstance(o, Mapping) and o.get("controller") is True for o in owners)
 
 
 def _applicable(obj: Mapping[str, Any]) -> dict[str, Any]:

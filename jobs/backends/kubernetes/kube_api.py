@@ -154,6 +154,9 @@ class KubeApi:
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
         call = Call("get", kind, namespace, name)
+        if not kind.group:  # core: CoreV1Api's read_namespaced_service
+            method = getattr(self.core, f"read_namespaced_{kind.singular}")
+            return self.request(call, method, name, namespace)
         if kind.namespaced:
             method = self.custom.get_namespaced_custom_object
             return self.request(call, method, *_where(kind, namespace), name)
@@ -188,6 +191,9 @@ class KubeApi:
         }
         if dry_run:
             options["dry_run"] = "All"
+        if not kind.group:  # core: CoreV1Api's patch_namespaced_service
+            method = getattr(self.core, f"patch_namespaced_{kind.singular}")
+            return self.request(call, method, meta["name"], namespace, obj, **options)
         if kind.namespaced:
             method = self.custom.patch_namespaced_custom_object
             return self.request(

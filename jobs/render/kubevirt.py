@@ -1,0 +1,453 @@
+"""The KubeVirt renderer: an application with runtime.isolation VirtualMachine as KubeVirt
+VirtualMachines (one per node of each replica; the VirtualMachine keeps its instance running
+and is what stop halts), a weight volume per replica, the Services the gateway and the
+replica's nodes reach, and a NetworkPolicy that opens only the serving port (and the replica's
+nodes to each other, for Ray and the pipeline's traffic).
+
+Names, for application `llama` with 2 replicas of 2 nodes: VirtualMachines llama-r0-n0
+(replica 0's leader), llama-r0-n1, llama-r1-n0, llama-r1-n1; PersistentVolumeClaims
+llama-weights-r0, llama-weights-r1; Service llama-predictor (the ready leaders, as KServe
+names a predictor, so the gateway routes to it alike) and llama-nodes (headless: the leaders'
+DNS names for the workers); NetworkPolicy llama.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from jobs.catalog import kubevirt_device_name
+from jobs.manifest.quantity import parse_bytes
+from jobs.manifest.uri import UriError, parse_uri
+
+from .cloud_init import (
+    HF_TOKEN_DIR,
+    HF_TOKEN_SERIAL,
+    MODELS_DIR,
+    MODELS_TAG,
+    WEIGHTS_DIR,
+    WEIGHTS_TAG,
+    StartPlan,
+    user_data,
+)
+from .common import ORGANIZATION_LABEL, RenderError, dig, metadata, quantity_text
+from .engine import HF_TOKEN_KEY, _vllm_args
+from .extras import predictor_service
+from .placement import gpu_of, node_affinity
+from .runtimes import HUGGINGFACE_OPENAI_PREFIX, PARAKEET_PORT
+from .target import RenderTarget
+
+KUBEVIRT_API = "kubevirt.io/v1"
+REPLICA_LABEL = "servedeck.io/replica"
+NODE_LABEL = "servedeck.io/node"
+ROLE_LABEL = "servedeck.io/role"
+TEMPLATE_HASH = "servedeck.io/template-hash"
+LEADER, WORKER = "leader", "worker"
+VLLM_PORT = 8000
+SERVICE_PORT = 80  # as KServe's predictor Service: the gateway's upstream is the same URL
+RAY_PORT = 6379
+READINESS_PATH = "/v1/models"
+ENGINES = ("vllm", "parakeet")
+SCHEMES = ("hf", "pvc")
+HOSTNAME_MAX = 63
+GIB = 2**30
+M = "spec.source.model"
+
+
+def vm_objects(
+    model: Mapping[str, Any],
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    target: RenderTarget,
+) -> list[dict[str, Any]]:
+    """Every object of a VirtualMachine application, in apply order: volumes, Services and
+    the NetworkPolicy before the machines that use them."""
+    plan = _Layout(model, name, namespace, target)
+    base = dict(labels)
+    if target.organization:
+        # On the instance template too: KubeVirt copies it onto the instances and their
+        # virt-launcher pods, which the Services, the policy and the backend select by it.
+        base[ORGANIZATION_LABEL] = target.organization
+    objects: list[dict[str, Any]] = []
+    if plan.downloads:
+        objects += [plan.weights_claim(r, base) for r in range(plan.replicas)]
+    objects.append(plan.service(base))
+    if plan.nodes > 1:
+        objects.append(plan.peers_service(base))
+    objects.append(plan.network_policy(base))
+    for replica in range(plan.replicas):
+        for node in range(plan.nodes):
+            objects.append(plan.virtual_machine(replica, node, base))
+    return objects
+
+
+def template_hash(labels: Mapping[str, str], spec: Mapping[str, Any]) -> str:
+    """What an instance was made from: KubeVirt does not restart a running instance when its
+    machine's template changes, so the backend replaces the instances whose hash differs."""
+    text = json.dumps({"labels": labels, "spec": spec}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def vm_name(app: str, replica: int, node: int) -> str:
+    return f"{app}-r{replica}-n{node}"
+
+
+def weights_claim_name(app: str, replica: int) -> str:
+    return f"{app}-weights-r{replica}"
+
+
+def peers_service_name(app: str) -> str:
+    return f"{app}-nodes"
+
+
+class _Layout:
+    """The decisions for one application, made once: engine, artifact, hardware, replicas."""
+
+    def __init__(
+        self, model: Mapping[str, Any], name: str, namespace: str, target: RenderTarget
+    ) -> None:
+        self.model, self.name, self.namespace, self.target = model, name, namespace, target
+        self.engine = dig(model, "runtime", "engine")
+        if self.engine not in ENGINES:
+            raise RenderError(
+                f"{M}.runtime.engine: {self.engine!r} with isolation VirtualMachine; a virtual "
+                f"machine runs {' or '.join(ENGINES)}. Set isolation to Container for that runtime."
+            )
+        self.resources = model["resources"]
+        self.gpu = gpu_of(self.resources)
+        self.nodes = int(self.resources.get("nodesPerReplica") or 1)
+        scaling = model["scaling"]
+        low, high = scaling["minReplicas"], scaling.get("maxReplicas") or scaling["minReplicas"]
+        if high > low:
+            raise RenderError(
+                f"{M}.scaling.maxReplicas: {high} is above minReplicas {low}; virtual machines "
+                f"run a fixed number of replicas, accepts {low}. Set maxReplicas to minReplicas, "
+                "or set isolation to Container to autoscale."
+            )
+        self.replicas = int(low)
+        width = len(vm_name(name, self.replicas - 1, self.nodes - 1))
+        if width > HOSTNAME_MAX:
+            raise RenderError(
+                f"spec.name: {name!r} makes machine names of {width} characters (at most "
+                f"{HOSTNAME_MAX}, a host name); shorten the name or use fewer replicas."
+            )
+        try:
+            self.uri = parse_uri(model["uri"])
+        except UriError as error:
+            raise RenderError(f"{M}.uri: {error}") from None
+        if self.uri.scheme not in SCHEMES:
+            raise RenderError(
+                f"{M}.uri: {self.uri.scheme}:// with isolation VirtualMachine; a virtual machine "
+                "reads hf:// (downloaded once into the replica's volume) or pvc://<claim>/<path>. "
+                "Copy the weights to a PersistentVolumeClaim, or set isolation to Container."
+            )
+        if dig(model, "cache", "enabled"):
+            raise RenderError(
+                f"{M}.cache.enabled: true with isolation VirtualMachine; a virtual machine keeps "
+                "the weights on its replica's own volume, not in KServe's weight cache, so it "
+                "accepts false. Remove the cache block."
+            )
+        self.downloads = self.uri.scheme == "hf"
+        self.device = None
+        if self.gpu is not None:
+            kind = target.gpu_kind(self.gpu.get("model"))
+            if kind is None:
+                raise RenderError(
+                    f"{M}.resources.accelerator.gpu.model: {self.gpu.get('model')!r}; a GPU is "
+                    "passed through to a virtual machine by its device name, so it needs a GPU "
+                    "model of the profile's machine catalog. Set gpu.model."
+                )
+            self.device = kubevirt_device_name(kind)
+            if self.device is None:
+                raise RenderError(
+                    f"{M}.resources.accelerator.gpu.model: {kind['name']!r} has no KubeVirt "
+                    "device name in the profile's machine catalog; ask an admin to add "
+                    "kubevirtDeviceName (as the cluster's permittedHostDevices name it) to it."
+                )
+        self.port = VLLM_PORT if self.engine == "vllm" else PARAKEET_PORT
+        self.affinity = node_affinity(self.resources, target)
+
+    # --- labels and selectors ---------------------------------------------------------------
+
+    def _replica_labels(self, base: dict[str, str], replica: int, node: int) -> dict[str, str]:
+        role = LEADER if node == 0 else WORKER
+        return {
+            **base,
+            REPLICA_LABEL: str(replica),
+            NODE_LABEL: str(node),
+            ROLE_LABEL: role,
+        }
+
+    @staticmethod
+    def _selector(base: dict[str, str], **more: str) -> dict[str, str]:
+        keys = [k for k in base if k != "app.kubernetes.io/managed-by"]
+        return {**{k: base[k] for k in keys}, **more}
+
+    # --- objects ---------------------------------------------------------------------------
+
+    def weights_claim(self, replica: int, base: dict[str, str]) -> dict[str, Any]:
+        # Every node of a multi-node replica reads the same weights: shared, so ReadWriteMany.
+        access = "ReadWriteMany" if self.nodes > 1 else "ReadWriteOnce"
+        spec: dict[str, Any] = {
+            "accessModes": [access],
+            "volumeMode": "Filesystem",
+            "resources": {"requests": {"storage": self._weights_size()}},
+        }
+        if self.target.weights_storage_class:
+            spec["storageClassName"] = self.target.weights_storage_class
+        labels = {**base, REPLICA_LABEL: str(replica)}
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": metadata(weights_claim_name(self.name, replica), self.namespace, labels),
+            "spec": spec,
+        }
+
+    def _weights_size(self) -> str:
+        """The memory that must hold the weights (the replica's GPUs, else its memory): the
+        weights cannot be larger, so they always fit."""
+        if self.gpu is not None:
+            kind = self.target.gpu_kind(self.gpu.get("model")) or {}
+            per_gpu = parse_bytes(kind.get("gpuMemory") or "80Gi")
+            total = per_gpu * int(self.gpu["countPerReplica"]) * self.nodes
+        else:
+            total = parse_bytes(quantity_text(self.resources["memory"]))
+        return f"{max(1, math.ceil(total / GIB))}Gi"
+
+    def service(self, base: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": metadata(predictor_service(self.name), self.namespace, base),
+            "spec": {
+                # Ready leaders only: a leader is ready when its model server answers
+                # GET /v1/models (the readiness probe KubeVirt reports on its pod).
+                "selector": self._selector(base, **{ROLE_LABEL: LEADER}),
+                "ports": [
+                    {
+                        "name": "http",
+                        "port": SERVICE_PORT,
+                        "targetPort": self.port,
+                        "protocol": "TCP",
+                    }
+                ],
+            },
+        }
+
+    def peers_service(self, base: dict[str, str]) -> dict[str, Any]:
+        """Headless, so each machine's hostname.subdomain resolves before it is ready: the
+        workers reach their leader's Ray head while the model is still loading."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": metadata(peers_service_name(self.name), self.namespace, base),
+            "spec": {
+                "clusterIP": "None",
+                "publishNotReadyAddresses": True,
+                "selector": self._selector(base),
+                "ports": [{"name": "ray", "port": RAY_PORT, "protocol": "TCP"}],
+            },
+        }
+
+    def network_policy(self, base: dict[str, str]) -> dict[str, Any]:
+        selector = {"matchLabels": self._selector(base)}
+        ingress: list[dict[str, Any]] = [{"ports": [{"protocol": "TCP", "port": self.port}]}]
+        if self.nodes > 1:
+            # Ray and the pipeline stages' NCCL traffic use ports chosen at run time; they are
+            # open between this application's machines only.
+            ingress.append({"from": [{"podSelector": selector}]})
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": metadata(self.name, self.namespace, base),
+            "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": ingress},
+        }
+
+    def virtual_machine(self, replica: int, node: int, base: dict[str, str]) -> dict[str, Any]:
+        labels = self._replica_labels(base, replica, node)
+        name = vm_name(self.name, replica, node)
+        spec = self._instance_spec(replica, node, base)
+        return {
+            "apiVersion": KUBEVIRT_API,
+            "kind": "VirtualMachine",
+            "metadata": metadata(name, self.namespace, labels),
+            "spec": {
+                "runStrategy": "Always",
+                "template": {
+                    "metadata": {
+                        "labels": dict(labels),
+                        "annotations": {TEMPLATE_HASH: template_hash(labels, spec)},
+                    },
+                    "spec": spec,
+                },
+            },
+        }
+
+    def _instance_spec(self, replica: int, node: int, base: dict[str, str]) -> dict[str, Any]:
+        leader = node == 0
+        disks: list[dict[str, Any]] = [
+            {"name": "rootdisk", "disk": {"bus": "virtio"}},
+            {"name": "cloudinitdisk", "disk": {"bus": "virtio"}},
+        ]
+        image = (
+            self.target.vllm_vm_image if self.engine == "vllm" else self.target.parakeet_vm_image
+        )
+        volumes: list[dict[str, Any]] = [
+            {"name": "rootdisk", "containerDisk": {"image": image}},
+        ]
+        filesystems: list[dict[str, Any]] = []
+        secret = self.target.hf_secret_name if self.downloads else None
+        if self.downloads:
+            filesystems.append({"name": WEIGHTS_TAG, "virtiofs": {}})
+            claim = weights_claim_name(self.name, replica)
+            volumes.append({"name": WEIGHTS_TAG, "persistentVolumeClaim": {"claimName": claim}})
+        else:
+            filesystems.append({"name": MODELS_TAG, "virtiofs": {}})
+            claim = self.model["uri"][len("pvc://") :].split("/", 1)[0]
+            volumes.append(
+                {
+                    "name": MODELS_TAG,
+                    "persistentVolumeClaim": {"claimName": claim, "readOnly": True},
+                }
+            )
+        if secret and leader:
+            disks.append({"name": HF_TOKEN_SERIAL, "serial": HF_TOKEN_SERIAL, "disk": {}})
+            volumes.append({"name": HF_TOKEN_SERIAL, "secret": {"secretName": secret}})
+        plan = self._plan(replica) if leader else self._worker_plan(replica)
+        data = user_data(
+            plan,
+            weights=self.downloads,
+            models=not self.downloads,
+            hf_token=bool(secret and leader),
+        )
+        volumes.insert(1, {"name": "cloudinitdisk", "cloudInitNoCloud": {"userData": data}})
+        devices: dict[str, Any] = {
+            "disks": disks,
+            "filesystems": filesystems,
+            "interfaces": [{"name": "default", "masquerade": {}}],
+        }
+        if self.gpu is not None:
+            count = int(self.gpu["countPerReplica"])
+            devices["gpus"] = [{"name": f"gpu{i}", "deviceName": self.device} for i in range(count)]
+        amounts = {
+            "cpu": quantity_text(self.resources["cpu"]),
+            "memory": quantity_text(self.resources["memory"]),
+        }
+        spec: dict[str, Any] = {
+            "domain": {
+                "devices": devices,
+                "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+            },
+            "hostname": vm_name(self.name, replica, node),
+            "networks": [{"name": "default", "pod": {}}],
+            "volumes": volumes,
+            # Passed-through GPUs cannot move with a live migration: a drain stops it instead.
+            "evictionStrategy": "None",
+        }
+        if self.nodes > 1:
+            spec["subdomain"] = peers_service_name(self.name)
+        affinity = self._affinity(replica, base)
+        if affinity:
+            spec["affinity"] = affinity
+        if leader:
+            spec["readinessProbe"] = {
+                "httpGet": {"path": READINESS_PATH, "port": self.port},
+                "initialDelaySeconds": 30,
+                "periodSeconds": 10,
+                "timeoutSeconds": 5,
+                "failureThreshold": 6,
+            }
+        return spec
+
+    def _affinity(self, replica: int, base: dict[str, str]) -> dict[str, Any]:
+        affinity: dict[str, Any] = dict(self.affinity or {})
+        if self.nodes > 1:
+            # One machine per node: the replica's machines never share one.
+            selector = self._selector(base, **{REPLICA_LABEL: str(replica)})
+            affinity["podAntiAffinity"] = {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": selector},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        return affinity
+
+    # --- what each machine runs -------------------------------------------------------------
+
+    def _model_path(self) -> str:
+        if self.downloads:
+            return f"{WEIGHTS_DIR}/model"
+        inner = self.model["uri"][len("pvc://") :].split("/", 1)[1]
+        return f"{MODELS_DIR}/{inner}"
+
+    def _env(self, leader: bool) -> dict[str, str]:
+        env = {"HF_HOME": f"{WEIGHTS_DIR}/huggingface"} if self.downloads else {}
+        if self.downloads and leader and self.target.hf_secret_name:
+            # huggingface_hub reads the token from this file; its value never enters the plan.
+            env["HF_TOKEN_PATH"] = f"{HF_TOKEN_DIR}/{HF_TOKEN_KEY}"
+        return env
+
+    def _plan(self, replica: int) -> StartPlan:
+        path = self._model_path()
+        download = None
+        if self.downloads:
+            download = {"repo": self.uri.hf_repo or "", "to": path}
+            if self.uri.hf_revision:
+                download["revision"] = self.uri.hf_revision
+        extra = [str(a) for a in (dig(self.model, "engine", "extraArgs") or ())]
+        if self.engine == "parakeet":
+            argv = (
+                "parakeet-server",
+                f"--model_name={self.name}",
+                f"--model_dir={path}",
+                f"--http_port={PARAKEET_PORT}",
+                *extra,
+            )
+            return StartPlan(exec=argv, env=self._env(True), download=download)
+        on_gpu = self.gpu is not None
+        # One model copy spans the replica's nodes: pipeline parallel size = nodes per replica
+        # (manifest.parse refuses any other), tensor parallel size = the GPUs of one node.
+        engine = {**(self.model.get("engine") or {})}
+        engine["pipelineParallelSize"] = self.nodes
+        model = {**self.model, "engine": engine}
+        args = [a for a in _vllm_args(model, on_gpu, False) if a != "--backend=vllm"]
+        argv = [
+            "vllm",
+            "serve",
+            path,
+            "--host=0.0.0.0",
+            f"--port={VLLM_PORT}",
+            f"--served-model-name={self.name}",
+            # The gateway calls a vLLM application's predictor Service under KServe's /openai
+            # prefix; with it as the root path the server answers there and at /v1 alike
+            # (Starlette strips a root path that leads the request path), so the readiness
+            # probe and in-cluster callers keep /v1.
+            f"--root-path={HUGGINGFACE_OPENAI_PREFIX}",
+            *args,
+        ]
+        steps: tuple[tuple[str, ...], ...] = ()
+        if self.nodes > 1:
+            argv.append("--distributed-executor-backend=ray")
+            # `ray stop` first: after a restart of the unit the old head must not block the new.
+            steps = (
+                ("ray", "stop"),
+                ("ray", "start", "--head", f"--port={RAY_PORT}", "--disable-usage-stats"),
+            )
+        return StartPlan(exec=(*argv, *extra), steps=steps, env=self._env(True), download=download)
+
+    def _worker_plan(self, replica: int) -> StartPlan:
+        leader = f"{vm_name(self.name, replica, 0)}.{peers_service_name(self.name)}"
+        argv = (
+            "ray",
+            "start",
+            f"--address={leader}.{self.namespace}.svc.cluster.local:{RAY_PORT}",
+            "--block",
+            "--disable-usage-stats",
+        )
+        return StartPlan(exec=argv, env=self._env(False))
