@@ -3,6 +3,7 @@ between two revisions (htmx fragments), and what the overview page adds to its c
 
 from django.http import JsonResponse
 from django.shortcuts import render
+from django.views.decorators.http import require_GET
 
 from console.api_errors import error_body
 from jobs import charts, replica_logs
@@ -32,6 +33,7 @@ def page_context(application, revisions) -> dict:
     }
 
 
+@require_GET
 def chart_data(request, name):
     application = get_application(request.membership, name)
     try:
@@ -42,12 +44,13 @@ def chart_data(request, name):
     return JsonResponse(charts.chart_data(rows, window))
 
 
+@require_GET
 def logs(request, name):
     application = get_application(request.membership, name)
     context = {"application": application}
     try:
-        lines = replica_logs.bounded_lines(request.GET.get("lines"))
         context["replicas"] = replica_logs.replicas(application)
+        lines = replica_logs.bounded_lines(request.GET.get("lines"))
         context["tail"] = replica_logs.tail(application, request.GET.get("replica"), lines)
         context["lines"] = lines
     except replica_logs.LogsRefused as error:
@@ -70,6 +73,7 @@ def _revision_number(value: str | None, field: str, known: list[int]) -> int:
 DIFF = "jobs/_revision_diff.html"
 
 
+@require_GET
 def diff(request, name):
     application = get_application(request.membership, name)
     known = list(application.revisions.values_list("number", flat=True)[:1000])
