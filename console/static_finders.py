@@ -4,7 +4,9 @@ committed) as vendor/plotly.min.js."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import re
 from pathlib import Path
 
 from django.contrib.staticfiles.finders import BaseFinder
@@ -53,3 +55,18 @@ class PackagedFilesFinder(BaseFinder):
             # The storage lists the package's folder; only the one file is this static path.
             if file.name == name:
                 yield name, storage
+
+
+# Plotly's bundle injects the CSS of its map library as a <style> element when it loads, unless
+# an element with that style's id is in the page already; the Content-Security-Policy refuses
+# inline styles, so the page carries an empty element of that id (the id changes with Plotly's
+# version, hence read from the file itself).
+_STYLE_ID = re.compile(r'getElementById\("([0-9a-f]{32,64})"\)\)\{var \w+=document\.createElement\("style"\)')
+
+
+@functools.cache
+def plotly_style_ids() -> tuple[str, ...]:
+    file = packaged_file(*PACKAGED["vendor/plotly.min.js"])
+    if file is None:
+        return ()
+    return tuple(dict.fromkeys(_STYLE_ID.findall(file.read_text(encoding="utf-8", errors="replace"))))

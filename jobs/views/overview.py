@@ -6,6 +6,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from console.api_errors import error_body
+from console.static_finders import plotly_style_ids
 from jobs import charts, replica_logs
 from jobs.access import get_application
 from jobs.models import UsageMinute
@@ -27,6 +28,7 @@ def page_context(application, revisions) -> dict:
     return {
         "serving_facts": serving_facts(application, newest),
         "chart_windows": list(charts.WINDOWS.values()),
+        "plotly_style_ids": plotly_style_ids(),
         "cost": cost_summary(application),
         "diff_from": revisions[1].number if len(revisions) > 1 else newest,
         "diff_to": newest,

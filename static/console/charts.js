@@ -33,17 +33,17 @@
       { x: t, y: col("s5xx"), name: "5xx", type: "bar", marker: { color: "#d64545" } },
     ], layout({ barmode: "stack" }), config);
     Plotly.react(charts.latency, [
-      { x: t, y: col("p50"), name: "p50", type: "scatter", mode: "lines", connectgaps: false },
-      { x: t, y: col("p95"), name: "p95", type: "scatter", mode: "lines", connectgaps: false },
+      { x: t, y: col("p50"), name: "p50", type: "scatter", mode: "lines+markers", marker: { size: 4 } },
+      { x: t, y: col("p95"), name: "p95", type: "scatter", mode: "lines+markers", marker: { size: 4 } },
     ], layout(), config);
     Plotly.react(charts.tokens, [
       { x: t, y: col("tokensPerSecond"), name: "tokens/s", type: "scatter", mode: "lines", fill: "tozeroy" },
     ], layout({ showlegend: false }), config);
     const keys = data.keys;
     Plotly.react(charts.keys, [
-      { x: keys.map((k) => k.key), y: keys.map((k) => k.requests), name: "requests", type: "bar" },
-      { x: keys.map((k) => k.key), y: keys.map((k) => k.tokens), name: "tokens", type: "bar", yaxis: "y2" },
-    ], layout({ xaxis: { type: "category" }, barmode: "group",
+      { x: keys.map((k) => k.key), y: keys.map((k) => k.requests), name: "requests", type: "bar", offsetgroup: 1 },
+      { x: keys.map((k) => k.key), y: keys.map((k) => k.tokens), name: "tokens", type: "bar", yaxis: "y2", offsetgroup: 2 },
+    ], layout({ xaxis: { type: "category" }, barmode: "group", margin: { l: 48, r: 56, t: 8, b: 32 },
       yaxis2: { overlaying: "y", side: "right", rangemode: "tozero" } }), config);
     const total = pts.reduce((sum, p) => sum + p.requests, 0);
     status.textContent = `${total} requests over the last ${section.querySelector(`[data-chart-window="${windowName}"]`).textContent}.`;
