@@ -61,7 +61,9 @@ class PackagedFilesFinder(BaseFinder):
 # an element with that style's id is in the page already; the Content-Security-Policy refuses
 # inline styles, so the page carries an empty element of that id (the id changes with Plotly's
 # version, hence read from the file itself).
-_STYLE_ID = re.compile(r'getElementById\("([0-9a-f]{32,64})"\)\)\{var \w+=document\.createElement\("style"\)')
+_STYLE_ID = re.compile(
+    r'getElementById\("([0-9a-f]{32,64})"\)\)\{var \w+=document\.createElement\("style"\)'
+)
 
 
 @functools.cache
@@ -69,4 +71,6 @@ def plotly_style_ids() -> tuple[str, ...]:
     file = packaged_file(*PACKAGED["vendor/plotly.min.js"])
     if file is None:
         return ()
-    return tuple(dict.fromkeys(_STYLE_ID.findall(file.read_text(encoding="utf-8", errors="replace"))))
+    return tuple(
+        dict.fromkeys(_STYLE_ID.findall(file.read_text(encoding="utf-8", errors="replace")))
+    )

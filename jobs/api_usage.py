@@ -9,7 +9,7 @@ from pydantic import Field
 
 from console.api_errors import errors
 from jobs.access import get_api_key, get_application
-from jobs.charts import DEFAULT_WINDOW, WINDOWS, chart_data, window_named
+from jobs.charts import DEFAULT_WINDOW, WINDOWS, cache_key, chart_data, window_named
 from jobs.models import UsageMinute
 from jobs.usage import DEFAULT_MINUTES, MAX_MINUTES, report
 
@@ -118,4 +118,5 @@ class ChartWindow(Schema):
 def application_charts(request, name: str, query: Query[ChartWindow]):
     application = get_application(request.auth, name)
     window = window_named(query.window)
-    return chart_data(UsageMinute.objects.filter(application=application), window)
+    rows = UsageMinute.objects.filter(application=application)
+    return chart_data(rows, window, cache_key=cache_key(application))

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobs import cost
-from jobs.charts import WINDOWS, usage_per_key
+from jobs.charts import WINDOWS, cache_key, usage_per_key
 from jobs.manifest.view import FilledManifest
 from jobs.models import Application, UsageMinute
 from jobs.replica_time import replica_seconds_per_day
@@ -95,7 +95,7 @@ def cost_summary(application: Application, now: datetime | None = None) -> CostS
     week_cost = cost.total_cost(week) if week else (0.0 if unit.hourly_price is not None else None)
     rows = UsageMinute.objects.filter(application=application)
     window = WINDOWS["7d"]
-    keys = usage_per_key(rows, window, now)
+    keys = usage_per_key(rows, window, now, cache_key(application))
     tokens = sum(k["tokens"] for k in keys)
     for key, share in zip(keys, cost.share_per_key(week_cost, keys), strict=True):
         key["cost"] = share

@@ -43,7 +43,7 @@ def chart_data(request, name):
     except charts.BadWindow as error:
         return JsonResponse(error_body(400, str(error), [error.as_dict()]), status=400)
     rows = UsageMinute.objects.filter(application=application)
-    return JsonResponse(charts.chart_data(rows, window))
+    return JsonResponse(charts.chart_data(rows, window, cache_key=charts.cache_key(application)))
 
 
 @require_GET
