@@ -52,6 +52,10 @@ def serving_facts(application: Application, revision_number: int | None) -> list
         runtime += f", image {image}"
     elif cluster.backend == cluster.Backend.KUBERNETES:
         runtime += " (the cluster's serving runtime image; each pod's is under Logs)"
+    elif filled.engine in (None, "vllm"):
+        # Where vLLM is not installed the local backend serves with a CPU runtime instead.
+        runtime = "vLLM, or a CPU runtime where vLLM is not installed, as a process on this "
+        runtime += "machine (each replica's log starts with the command it runs)"
     else:
         runtime += " (a process on this machine)"
     return [

@@ -206,3 +206,21 @@ def test_only_admins_set_prices(as_deployer, as_viewer, gpu_app):
         assert post_catalog(client, gpu_app.profile, catalog).status_code == 403
     gpu_app.profile.refresh_from_db()
     assert gpu_app.profile.machine_catalog[0]["hourlyPrice"] == 0.8
+
+
+def test_the_serving_facts_come_from_the_filled_manifest(as_viewer, gpu_app):
+    gpu_app.manifest["spec"]["source"]["model"]["serving"] = {"maxContextTokens": 32768}
+    gpu_app.manifest["spec"]["source"]["model"]["scaling"] = {"minReplicas": 1, "maxReplicas": 3}
+    gpu_app.ready_replicas, gpu_app.desired_replicas = 1, 1
+    gpu_app.save()
+    html = as_viewer.get(reverse("jobs:application-detail", args=["qwen"])).content.decode()
+    facts = html[html.index('id="serving-facts-h"') : html.index('id="charts-h"')]
+    for said in (
+        "<dt>GPU</dt><dd>2 × l4 per replica</dd>",
+        "<dt>Context window</dt><dd>32,768 tokens</dd>",
+        "<dt>Replicas</dt><dd>1 ready of 1 (asks for 1 to 3)</dd>",
+        "<dt>Cluster</dt><dd>gpu (Kubernetes)</dd>",
+        "<dt>Profile</dt><dd>gpu (namespace ml)</dd>",
+        "the cluster&#x27;s serving runtime image",
+    ):
+        assert said in facts, said
