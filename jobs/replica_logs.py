@@ -34,6 +34,10 @@ class LogsRefused(ValueError):
     """A bad request for logs: the message names the parameter, the value and what is accepted."""
 
 
+class LogsUnavailable(RuntimeError):
+    """The cluster did not answer (or refused) the listing of the replicas: why, and what to do."""
+
+
 @dataclass(frozen=True)
 class ReplicaRef:
     """One replica to pick: `key` is what the picker sends back (an index, a pod name)."""
@@ -173,10 +177,20 @@ def _client(application):
 
 
 def _pods(application) -> list[dict]:
+    from jobs.backends.kubernetes.errors import BackendError
+
     namespace = application.manifest["spec"]["namespace"]
-    return _client(application).replica_pods(
-        application.name, namespace, organization=application.organization.slug
-    )
+    try:
+        return _client(application).replica_pods(
+            application.name, namespace, organization=application.organization.slug
+        )
+    except BackendError as error:
+        cluster = application.profile.cluster.name
+        raise LogsUnavailable(
+            f"The replicas of {application.name} cannot be listed on cluster {cluster}: "
+            f"{error.reason} Try again once the cluster answers; an admin can check its "
+            "connection under Clusters."
+        ) from None
 
 
 def _pod_name(pod: Mapping) -> str:

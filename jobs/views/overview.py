@@ -58,6 +58,9 @@ def logs(request, name):
     except replica_logs.LogsRefused as error:
         context["problem"] = str(error)
         return _part(request, "jobs/_logs.html", "Logs", "replica-logs", context, 400)
+    except replica_logs.LogsUnavailable as error:
+        context["problem"] = str(error)
+        return _part(request, "jobs/_logs.html", "Logs", "replica-logs", context, 503)
     return _part(request, "jobs/_logs.html", "Logs", "replica-logs", context)
 
 

@@ -17,7 +17,7 @@ MANIFEST = {"spec": {"namespace": "default", "source": {"model": {"uri": "hf://B
 
 
 def test_charts_draw_switch_window_and_take_live_points(
-    page: Page, channels_live_server, org, viewer, shoot
+    page: Page, channels_live_server, org, viewer, shoot, page_problems
 ):
     now = datetime.now(UTC).replace(second=0, microsecond=0)
 
@@ -69,3 +69,16 @@ def test_charts_draw_switch_window_and_take_live_points(
     )
     expect(charts).to_have_attribute("data-chart-requests", "19")  # 12 - 2 + 9
     shoot(page, "03-live-point")
+
+    # the logs section loads in place; a refused request says why there (htmx drops a 400's
+    # body unless the part is marked data-swap-errors). The form's own Lines field already
+    # keeps to 1-2000, so the request is made as a hand-edited URL would be.
+    logs = page.locator("#replica-logs")
+    expect(logs.get_by_label("Lines")).to_be_visible()
+    page_problems.expect(r"status of 400 .*/logs/\?lines=5000")
+    page.evaluate(
+        "() => htmx.ajax('GET', '/models/bge-embed/logs/?lines=5000', "
+        "{target: '#replica-logs', swap: 'innerHTML'})"
+    )
+    expect(logs).to_contain_text("lines: '5000' is not a whole number from 1 to 2000")
+    shoot(page, "04-logs-refused")

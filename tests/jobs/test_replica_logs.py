@@ -156,3 +156,14 @@ def test_a_pod_log_the_cluster_refuses_says_why(as_viewer, on_cluster, kube):
     kube.fail_next(403, "pods/log is forbidden", verb="get", resource="pods", name=POD)
     html = get(as_viewer).content.decode()
     assert f"The log of {POD} cannot be read" in html
+
+
+def test_a_cluster_that_is_down_says_so(as_viewer, on_cluster, kube):
+    with kube.down():
+        response = get(as_viewer)
+    assert response.status_code == 503
+    html = response.content.decode()
+    assert (
+        "cannot be listed on cluster prod" in html and "Try again once the cluster answers" in html
+    )
+    assert str(kube.kubeconfig_path) not in html  # a path on the console's host stays there

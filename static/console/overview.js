@@ -1,4 +1,8 @@
-// The model overview's charts: reads the chart data endpoint for the window picked (1 hour,
+// The model overview. Its log and revision-diff fragments answer 400 (a bad parameter) and 503
+// (the cluster did not answer) with the reason, which htmx would not swap in: parts marked
+// data-swap-errors show it in place.
+//
+// Its charts: reads the chart data endpoint for the window picked (1 hour,
 // 24 hours, 7 days) and draws it with Plotly (served from the plotly package, never a CDN).
 // Live points arrive as the DOM event `servedeck:chart-points` with detail {points: [...]}, in
 // the shape jobs/charts.py documents: a point whose "t" is already drawn replaces it, a newer
@@ -6,6 +10,14 @@
 // do not add up) a point makes the page read the window again, at most every 15 s.
 (() => {
   "use strict";
+  document.addEventListener("htmx:beforeSwap", (event) => {
+    const status = event.detail.xhr.status;
+    if (status !== 400 && status !== 503) return;
+    if (!event.detail.target || !event.detail.target.closest("[data-swap-errors]")) return;
+    event.detail.shouldSwap = true;
+    event.detail.isError = false;
+  });
+
   const section = document.querySelector("[data-charts]");
   if (!section || !window.Plotly) return;
   const url = section.dataset.chartsUrl;
