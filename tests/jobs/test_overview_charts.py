@@ -173,3 +173,42 @@ def test_settled_buckets_come_from_the_cache_and_open_ones_are_read(as_viewer, o
     assert total(as_viewer.get(URL).json()["points"]) == 1 + 3
     cache.clear()
     assert total(as_viewer.get(URL).json()["points"]) == 1 + 3 + 5
+
+
+def test_the_rest_api_takes_a_token(viewer, client, traffic):
+    from tests.helpers import bearer
+
+    response = client.get("/api/v1/applications/chat/charts?window=7d", **bearer(viewer))
+    assert response.status_code == 200
+    assert sum(p["requests"] for p in response.json()["points"]) == 17
+    assert client.get("/api/v1/applications/chat/charts").status_code == 401
+
+
+def test_the_overview_page_keeps_its_query_count_as_data_grows(as_viewer, org, deployer):
+    from jobs import deploy as verbs
+    from jobs.replica_time import replicas_changed
+    from tests.helpers import SHORTEST
+
+    app = verbs.apply(SHORTEST.replace("spec:\n", "spec:\n  syncType: Manual\n"), deployer)
+    app = app.application
+    key = make_key(org, "k")
+    UsageMinute.objects.bulk_create([row(app, key, minutes_ago(0))])
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as seen:
+            assert as_viewer.get("/models/bge-embed/").status_code == 200
+        return len(seen)
+
+    few = count()
+    UsageMinute.objects.bulk_create([row(app, key, minutes_ago(n)) for n in range(1, 9000, 5)])
+    others = [make_key(org, f"k{i}") for i in range(5)]
+    UsageMinute.objects.bulk_create([row(app, k, minutes_ago(3)) for k in others])
+    now = datetime.now(UTC)
+    for day in range(10, 0, -1):
+        replicas_changed(app, day % 3, now - timedelta(days=day))
+    manual = SHORTEST.replace("spec:\n", "spec:\n  syncType: Manual\n")
+    for n in range(3):
+        verbs.apply(manual + f"      resources:\n        memory: {n + 6}Gi\n", deployer)
+    assert app.revisions.count() == 4
+    cache.clear()
+    assert count() == few
