@@ -7,7 +7,9 @@ from datetime import datetime
 from ninja import Query, Router, Schema
 from pydantic import Field
 
+from console.api_errors import errors
 from jobs.access import get_api_key, get_application
+from jobs.charts import DEFAULT_WINDOW, WINDOWS, cache_key, chart_data, window_named
 from jobs.models import UsageMinute
 from jobs.usage import DEFAULT_MINUTES, MAX_MINUTES, report
 
@@ -97,3 +99,24 @@ def key_usage(request, name: str, span: Query[Span]):
     key = get_api_key(request.auth, name)
     rows = UsageMinute.objects.filter(api_key=key)
     return _usage(key.name, rows, span.minutes)
+
+
+class ChartWindow(Schema):
+    window: str = Field(
+        DEFAULT_WINDOW,
+        max_length=20,
+        description=f"The chart window: {', '.join(WINDOWS)} (buckets of 1 min, 5 min, 1 h).",
+    )
+
+
+@router.get(
+    "/applications/{name}/charts",
+    response={200: dict, **errors(400)},
+    summary="An application's chart data: points per bucket and usage per API key",
+    description="The points are in the shape jobs/charts.py documents (the live page's too).",
+)
+def application_charts(request, name: str, query: Query[ChartWindow]):
+    application = get_application(request.auth, name)
+    window = window_named(query.window)
+    rows = UsageMinute.objects.filter(application=application)
+    return chart_data(rows, window, cache_key=cache_key(application))

@@ -7,6 +7,7 @@ from django.conf import settings
 from console.form_fields import OrganizationScopedForm, load_yaml_field
 from jobs.backends.kubernetes.kubeconfig import KubeconfigRefused, resolve_kubeconfig
 from jobs.catalog import is_default_catalog, newest_known_vllm_version
+from jobs.cost import PRICE_KEY, price_problem
 from jobs.manifest.problems import listing, show
 from jobs.manifest.quantity import parse_quantity
 from jobs.models import ADDONS, Cluster, Profile, dns_label
@@ -15,6 +16,7 @@ from jobs.token_refs import allowed_variables, reference_problem
 MAX_EXTRA_NAMESPACES = 20
 CATALOG_KEYS = {
     "name", "vendor", "gpuMemory", "gpusPerNode", "nodes", "nodeCpu", "nodeMemory", "nodeLabels",
+    PRICE_KEY,
 }  # fmt: skip
 
 
@@ -174,6 +176,8 @@ def validate_catalog(catalog: list) -> list:
             )
         if kind.get("vendor", "nvidia") not in ("nvidia", "amd"):
             errors.append(f"{where}.vendor: {show(kind['vendor'])}; accepted nvidia, amd.")
+        if PRICE_KEY in kind and (problem := price_problem(kind[PRICE_KEY])):
+            errors.append(f"{where}.{PRICE_KEY}: {problem}")
         if not isinstance(kind.get("nodeLabels", {}), dict):
             errors.append(f"{where}.nodeLabels: must be a mapping of label to value.")
     if errors:
@@ -186,7 +190,8 @@ class ProfileForm(OrganizationScopedForm):
         "Machine catalog",
         "The machines this profile offers, as YAML: GPU kinds with name, gpuMemory, gpusPerNode, "
         "nodeCpu, nodeMemory, nodeLabels; a machine without GPUs has gpusPerNode 0 and no "
-        "gpuMemory.",
+        "gpuMemory. hourlyPrice (optional) is what one GPU (or, without GPUs, one CPU core) "
+        "costs an hour: the model pages' Cost is worked out from it.",
     )
     defaults_yaml = _yaml_field("Defaults", "Defaults for applications on this profile, as YAML.")
     extra_namespaces_text = forms.CharField(

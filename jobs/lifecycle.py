@@ -12,6 +12,7 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from jobs.models import Application, Event, Phase
+from jobs.replica_time import replicas_changed
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ def record_status(application: Application, observed: Observed) -> bool:
         application.served_at = application.updated_at
         fields.append("served_at")
     application.save(update_fields=fields)
+    if "ready_replicas" in changed:  # replica time, for its cost (jobs.replica_time)
+        replicas_changed(application, observed.ready_replicas, application.updated_at)
     if old_phase != observed.phase:
         kind = Event.Kind.WARNING if observed.phase in TROUBLE else Event.Kind.NORMAL
         message = observed.reason or f"{application.name} is {observed.phase}."

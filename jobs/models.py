@@ -384,3 +384,38 @@ class UsageMinute(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} at {self.minute:%Y-%m-%d %H:%M}: {self.requests} requests"
+
+
+class ReplicaDay(models.Model):
+    """Replica-seconds one application was served with on one UTC day (ready replicas times
+    time): what its cost is worked out from (jobs.cost). Closed spans only; the open one is
+    the application's ReplicaClock."""
+
+    application = models.ForeignKey(
+        Application, on_delete=models.CASCADE, related_name="replica_days"
+    )
+    day = models.DateField()
+    replica_seconds = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["application", "day"], name="replica_day_per_app")
+        ]
+        ordering = ["-day"]
+
+    def __str__(self) -> str:
+        return f"{self.application.name} on {self.day}: {self.replica_seconds:.0f} replica-s"
+
+
+class ReplicaClock(models.Model):
+    """How many replicas an application has had ready since when: the open span of replica
+    time, closed into ReplicaDay rows each time the count changes."""
+
+    application = models.OneToOneField(
+        Application, on_delete=models.CASCADE, related_name="replica_clock"
+    )
+    ready = models.PositiveIntegerField(default=0)
+    since = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.application.name}: {self.ready} ready since {self.since:%Y-%m-%d %H:%M}"

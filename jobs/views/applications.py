@@ -12,6 +12,7 @@ from jobs import snippets
 from jobs.access import get_application
 from jobs.models import Profile
 from jobs.phases import Phase
+from jobs.views import overview
 
 
 def to_yaml(manifest: dict) -> str:
@@ -20,10 +21,12 @@ def to_yaml(manifest: dict) -> str:
 
 def detail(request, name):
     application = get_application(request.membership, name)
+    revisions = list(application.revisions.select_related("created_by")[:50])
     context = {
         "application": application,
         "manifest_yaml": to_yaml(application.manifest),
-        "revisions": application.revisions.select_related("created_by")[:50],
+        "revisions": revisions,
+        **overview.page_context(application, revisions),
         "events": application.events.all()[:20],
         "may_deploy": request.membership.may("deploy"),
         "offer_delete_from_console": request.GET.get("delete") == "unavailable",

@@ -95,8 +95,10 @@ def profile_discover(request, name):
         )
         return redirect("jobs:profile-edit", name=name)
     from jobs.backends.local.machine_check import discovered_catalog
+    from jobs.cost import keep_prices
 
-    profile.machine_catalog, read = discovered_catalog()
+    catalog, read = discovered_catalog()
+    profile.machine_catalog = keep_prices(profile.machine_catalog, catalog)
     profile.save(update_fields=["machine_catalog"])
     messages.success(request, f"{name}: the machine catalog is this machine, {read}.")
     return redirect("jobs:profile-edit", name=name)

@@ -111,6 +111,11 @@ VISITS: dict[str, list[Visit]] = {
         Visit("application-failed", "/models/crashy/"),
     ],
     "models/<slug:name>/edit/": [Visit("application-edit", "/models/bge-embed/edit/")],
+    "models/<slug:name>/logs/": [Visit("application-logs", "/models/bge-embed/logs/")],
+    "models/<slug:name>/diff/": [
+        Visit("application-diff", "/models/bge-embed/diff/?from=1&to=1"),
+        Visit("application-diff-refused", "/models/bge-embed/diff/?from=9", status=400),
+    ],
     "deploy/yaml/": [
         Visit("deploy-yaml", "/deploy/yaml/"),
         Visit("deploy-yaml-dry-run-passed", "/deploy/yaml/", then=dry_run(DRY_RUN_PASSES)),
@@ -197,6 +202,7 @@ EXTRA_VISITS = [Visit("not-found", "/no-such-page/", status=404)]
 SKIPPED: dict[str, str] = {
     "api/v1/": "the API's root answers a JSON 404",
     "api/v1/openapi.json": "JSON, not a page",
+    "models/<slug:name>/charts/": "the overview's chart data, JSON: application-running draws it",
     "favicon.ico": "a redirect to the icon in static/console",
     "api/v1/docs": "django-ninja's packaged Swagger UI, markup not ours (test_hardening shows it)",
     "deploy/name/": "a fragment of the Model step: wizard-model-hub-results shows it there",

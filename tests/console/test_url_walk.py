@@ -88,6 +88,11 @@ PAGES = {
     "models/<slug:name>/stop/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
     "models/<slug:name>/start/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
     "models/<slug:name>/edit/": {"GET": "login 200 200 403 404", "POST": "login 302 302 403 404"},
+    # the overview's chart data (JSON), a replica's log, the diff of two revisions (no
+    # revisions named: 400 saying which to name)
+    "models/<slug:name>/charts/": {"GET": "login 200 200 200 404", "POST": "login 405 405 405 405"},
+    "models/<slug:name>/logs/": {"GET": "login 200 200 200 404", "POST": "login 405 405 405 405"},
+    "models/<slug:name>/diff/": {"GET": "login 400 400 400 404", "POST": "login 405 405 405 405"},
     # deploy model: from YAML, and the wizard (its drafts are their author's: dan's)
     "deploy/yaml/": {"GET": "login 200 200 403 200", "POST": "login 200 200 403 200"},
     "deploy/yaml/dry-run/": {"GET": "login 405 405 405 405", "POST": "login 400 400 403 400"},
@@ -252,6 +257,7 @@ API = {
     "/api/v1/models/check": {"GET": "401 422 422 422 422"},
     # the gateway's callers (admins only) and usage (every member)
     "/api/v1/applications/{name}/usage": {"GET": "401 200 200 200 404"},
+    "/api/v1/applications/{name}/charts": {"GET": "401 200 200 200 404"},
     "/api/v1/domains": {"GET": "401 200 403 403 200", "POST": "401 400 400 400 400"},
     "/api/v1/domains/{domain}": {"DELETE": "401 204 403 403 404"},
     "/api/v1/domains/{domain}/verify": {"POST": "401 200 403 403 404"},

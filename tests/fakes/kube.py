@@ -206,6 +206,13 @@ class _Stream:
     events: Iterator[dict]
 
 
+@dataclass
+class _Text:
+    """A plain-text answer (a pod's log)."""
+
+    body: bytes
+
+
 class KubeEmulator:
     """The API server. Thread-safe: the test thread and the server threads share one lock."""
 
@@ -287,6 +294,7 @@ class KubeEmulator:
             self._failures: list[Failure] = []
             self._requests: list[Request] = []
             self._rbac_namespaces: frozenset[str] | None = None
+            self._pod_logs: dict[tuple[str, str, str], str] = {}
             self.replace_deleted_pods = True
             # KubeVirt's stand-in: a deleted instance of a VirtualMachine that runs Always
             # comes back (Pending) under the same name, as virt-controller starts a new one.
@@ -304,6 +312,11 @@ class KubeEmulator:
         with self._cond:
             for res in (r for a in addons for r in ADDONS[a]):
                 self._resources.pop((res.group, res.version, res.plural), None)
+
+    def set_pod_log(self, namespace: str, pod: str, text: str, container: str = "") -> None:
+        """What GET .../pods/<pod>/log answers (for `container`, or the pod's only one)."""
+        with self._cond:
+            self._pod_logs[(namespace, pod, container)] = text
 
     def put(self, obj: dict) -> dict:
         """Create or replace an object as a controller would (metadata filled in); returns it."""
@@ -394,7 +407,7 @@ class KubeEmulator:
 
     def handle(
         self, method: str, path: str, query: dict[str, str], headers: Any, body: bytes
-    ) -> tuple[int, dict] | _Stream:
+    ) -> tuple[int, dict] | _Stream | _Text:
         content_type = headers.get("Content-Type", "") or ""
         with self._cond:
             self._requests.append(
@@ -418,7 +431,9 @@ class KubeEmulator:
 
     def _dispatch(
         self, method: str, verb: str, t: _Target, query: dict, content_type: str, body: bytes
-    ) -> tuple[int, dict] | _Stream:
+    ) -> tuple[int, dict] | _Stream | _Text:
+        if t.subresource == "log" and t.res.plural == "pods" and verb == "get":
+            return self._pod_log(t, query)
         if t.subresource is not None:
             raise ApiError(404, "the server could not find the requested resource")
         dry = query.get("dryRun") == "All"
@@ -702,6 +717,31 @@ class KubeEmulator:
         }
         self.emit("ADDED", fresh)
 
+    def _pod_log(self, t: _Target, query: dict) -> _Text:
+        """The pod's log as the kubelet serves it: tailLines first, then limitBytes."""
+        pod = self._get(t)
+        containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+        container = query.get("container", "")
+        if not container and len(containers) > 1:
+            raise ApiError(
+                400,
+                f"a container name must be specified for pod {t.name}, choose one of: {containers}",
+            )
+        if container and containers and container not in containers:
+            raise ApiError(400, f"container {container} is not valid for pod {t.name}")
+        with self._cond:
+            text = self._pod_logs.get((t.namespace, t.name, container))
+            if text is None:
+                text = self._pod_logs.get((t.namespace, t.name, ""), "")
+        lines = text.splitlines(keepends=True)
+        if "tailLines" in query:
+            tail = int(query["tailLines"])
+            lines = lines[-tail:] if tail > 0 else []
+        data = "".join(lines).encode()
+        if "limitBytes" in query:
+            data = data[: int(query["limitBytes"])]
+        return _Text(data)
+
     def _watch(self, t: _Target, query: dict) -> _Stream:
         match = self._matcher(t, query)
         timeout = min(float(query.get("timeoutSeconds") or 300), 1800)
@@ -886,6 +926,13 @@ class _Handler(BaseHTTPRequestHandler):
         reply = emulator.handle(method, split.path, query, self.headers, body)
         if isinstance(reply, _Stream):
             self._stream(reply.events)
+        elif isinstance(reply, _Text):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(reply.body)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(reply.body)
         else:
             self._send(*reply)
 

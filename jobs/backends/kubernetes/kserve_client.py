@@ -395,6 +395,20 @@ class KServeClient:
             return ClusterObjects(None, pods, [e for e in events if _about(e, "", names)])
         return ClusterObjects(isvc, pods, [e for e in events if _about(e, app, names)])
 
+    def replica_pods(self, app: str, namespace: str, *, organization: str) -> list[dict]:
+        """The application's pods (its replicas), oldest first."""
+        selector = _selector(app, organization=organization)
+        pods = self.api.list(POD, namespace, selector).get("items") or []
+        return sorted(
+            pods, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", _name(p))
+        )
+
+    def pod_log(
+        self, pod: str, namespace: str, container: str | None, tail_lines: int, limit_bytes: int
+    ) -> bytes:
+        """A pod's last log lines, bounded (the caller picked the pod from replica_pods)."""
+        return self.api.pod_log(pod, namespace, container, tail_lines, limit_bytes)
+
     def list_inference_services(self, namespace: str | None = None) -> Listing:
         """ServeDeck's InferenceServices (every application's), in one namespace or all."""
         return _listing(self.api.list(INFERENCE_SERVICE, namespace, OURS))

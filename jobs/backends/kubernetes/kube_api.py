@@ -20,7 +20,7 @@ from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
 from .errors import NETWORK_ERRORS, ApiTarget, BackendError, Call, from_status, translated
-from .kinds import Kind
+from .kinds import POD, Kind
 from .kubeconfig import KubeconfigRefused, resolve_kubeconfig
 
 FIELD_MANAGER = "servedeck"
@@ -136,6 +136,22 @@ class KubeApi:
                 *args, **kwargs, _preload_content=False, _request_timeout=self.timeout
             )
             return _json(response.data)
+
+    def pod_log(
+        self, name: str, namespace: str, container: str | None, tail_lines: int, limit_bytes: int
+    ) -> bytes:
+        """GET .../pods/<name>/log: the last tail_lines lines, at most limit_bytes of them."""
+        call = Call("get", POD, namespace, name)
+        options: dict[str, Any] = {"tail_lines": int(tail_lines), "limit_bytes": int(limit_bytes)}
+        if container:
+            options["container"] = container
+        with translated(call, self.target):
+            response = self.core.read_namespaced_pod_log(
+                name, namespace, **options, _preload_content=False, _request_timeout=self.timeout
+            )
+            # limitBytes bounds what the kubelet sends; read no more than that however much
+            # a server sends.
+            return response.read(int(limit_bytes) + 1)[: int(limit_bytes)]
 
     def version(self) -> dict[str, Any]:
         """GET /version: {"gitVersion": "v1.31.4", …}."""

@@ -1,0 +1,169 @@
+"""Logs per replica on the overview: the local backend's process log and a cluster's pod logs
+(the real `kubernetes` client against the emulator's pods/<name>/log route), bounded in lines
+and bytes, with secrets of the environment taken out, for members of the organisation only."""
+
+import time
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+
+from jobs import deploy as verbs
+from jobs import replica_logs
+from jobs.models import Application
+from jobs.reconciler import Reconciler
+from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
+from tests.fakes.kube_objects import PROD_NAMESPACE, predictor_pod, prod_fixture  # noqa: F401
+from tests.helpers import SHORTEST
+
+OPERATOR_TOKEN = "hf_operatorOwnTokenAbcdefghij0123456789"
+POD = "bge-embed-predictor-5d8f-x7k2p"
+
+
+def logs_url(name="bge-embed", **query):
+    return reverse("jobs:application-logs", args=[name]), query
+
+
+def get(client, **query):
+    url, query = logs_url(**query)
+    return client.get(url, query, HTTP_HX_REQUEST="true")
+
+
+@pytest.fixture
+def running(deployer) -> Application:
+    application = verbs.apply(SHORTEST, deployer).application
+    reconciler, deadline = Reconciler(), time.monotonic() + 15
+    while time.monotonic() < deadline:
+        reconciler.step_local()
+        application.refresh_from_db()
+        if application.phase == "Running":
+            return application
+        time.sleep(0.05)
+    pytest.fail(f"bge-embed is {application.phase}: {application.reason}")
+
+
+def local_log(lines: list[str]) -> None:
+    path = settings.SERVEDECK_LOCAL_STATE_DIR / "acme" / "bge-embed" / "replica-0.log"
+    with open(path, "a") as log:
+        log.write("".join(f"{line}\n" for line in lines))
+
+
+def test_local_replica_log_tail_with_secrets_taken_out(as_viewer, running, monkeypatch):
+    monkeypatch.setenv("OPERATOR_HF_TOKEN", OPERATOR_TOKEN)
+    local_log(
+        [
+            f"downloading with token {OPERATOR_TOKEN}",
+            "calling with Authorization: Bearer sdk_abcdefghijklmnop1234",
+            "the last line",
+        ]
+    )
+    response = get(as_viewer, replica="0", lines="100")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert OPERATOR_TOKEN not in html and "sdk_abcdefghijklmnop1234" not in html
+    assert html.count("[redacted]") == 2 and "the last line" in html
+    assert "replica 0 (ready" in html  # the picker names the replica and its state
+
+
+def test_local_log_lines_are_bounded(as_viewer, running):
+    local_log([f"line {n}" for n in range(3000)])
+    html = get(as_viewer, lines="50").content.decode()
+    # the server adds a line or two as the view asks whether it answers
+    assert "line 2999" in html and "line 2940" not in html
+    refused = get(as_viewer, lines="5000")
+    assert refused.status_code == 400
+    assert (
+        "lines: &#x27;5000&#x27; is not a whole number from 1 to 2000" in refused.content.decode()
+    )
+
+
+def test_a_replica_that_is_not_one_is_refused_by_name(as_viewer, running):
+    response = get(as_viewer, replica="../../etc/passwd")
+    assert response.status_code == 400
+    text = response.content.decode()
+    assert "replica: &#x27;../../etc/passwd&#x27; is not a replica" in text and "0" in text
+
+
+def test_outsiders_get_404(as_outsider, running):
+    assert get(as_outsider).status_code == 404
+
+
+def test_the_byte_bound_keeps_the_last_lines():
+    lines = ["x" * 1000] * 400
+    kept, cut = replica_logs.within_bytes(lines, 10_000)
+    assert cut and len(kept) == 9
+
+
+def test_redaction_takes_out_longest_values_first_and_token_shapes():
+    secrets = replica_logs.secret_values(
+        {"VLLM_API_KEY": "abcdef-long-secret", "PATH": "/usr/bin", "HF_TOKEN": "short"},
+        extra=["abcdef-long-secret-and-more", None],
+    )
+    assert secrets == {"abcdef-long-secret", "abcdef-long-secret-and-more"}  # 'short' is too short
+    got = replica_logs.redact(
+        ["key=abcdef-long-secret-and-more", "hf_ABCDEFGHIJKLMNOPQRSTUV in a url", "/usr/bin"],
+        secrets,
+    )
+    assert got == ["key=[redacted]", "[redacted] in a url", "/usr/bin"]
+
+
+# --- a Kubernetes cluster -------------------------------------------------------------------
+
+
+@pytest.fixture
+def on_cluster(prod, deployer, kube) -> Application:
+    manifest = SHORTEST.replace("profileName: local", "profileName: prod")
+    application = verbs.apply(manifest, deployer).application
+    pod = predictor_pod("bge-embed", PROD_NAMESPACE, name=POD)
+    pod["spec"]["containers"][0]["env"] = [
+        {"name": "STORAGE_ACCESS_KEY", "value": "s3-access-value-123"},
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "HF_TOKEN"}}},
+    ]
+    kube.put(pod)
+    other = predictor_pod("bge-embed", PROD_NAMESPACE, name="theirs", organization="globex")
+    kube.put(other)
+    kube.set_pod_log(PROD_NAMESPACE, "theirs", "globex's own log\n")
+    kube.set_pod_log(
+        PROD_NAMESPACE,
+        POD,
+        "".join(f"pod line {n}\n" for n in range(500)) + "key s3-access-value-123 used\n",
+    )
+    return application
+
+
+def test_pod_logs_through_the_kubernetes_api(as_viewer, on_cluster, kube):
+    response = get(as_viewer, lines="10")
+    assert response.status_code == 200, response.content
+    html = response.content.decode()
+    assert "pod line 499" in html and "pod line 489" not in html
+    assert "s3-access-value-123" not in html and "key [redacted] used" in html
+    assert POD in html and "theirs" not in html  # only this organisation's pods are replicas
+    assert "kserve/huggingfaceserver:v0.15.2" in html
+    asked = [r for r in kube.requests if r.path.endswith(f"/pods/{POD}/log")]
+    assert asked and asked[-1].query["tailLines"] == "10"
+    assert asked[-1].query["limitBytes"] == str(replica_logs.MAX_BYTES)
+    assert asked[-1].query["container"] == "kserve-container"
+
+
+def test_another_organisations_pod_is_not_a_replica(as_viewer, on_cluster, kube):
+    response = get(as_viewer, replica="theirs")
+    assert response.status_code == 400
+    assert "globex" not in response.content.decode()
+    assert not [r for r in kube.requests if r.path.endswith("/pods/theirs/log")]
+
+
+def test_a_pod_log_the_cluster_refuses_says_why(as_viewer, on_cluster, kube):
+    kube.fail_next(403, "pods/log is forbidden", verb="get", resource="pods", name=POD)
+    html = get(as_viewer).content.decode()
+    assert f"The log of {POD} cannot be read" in html
+
+
+def test_a_cluster_that_is_down_says_so(as_viewer, on_cluster, kube):
+    with kube.down():
+        response = get(as_viewer)
+    assert response.status_code == 503
+    html = response.content.decode()
+    assert (
+        "cannot be listed on cluster prod" in html and "Try again once the cluster answers" in html
+    )
+    assert str(kube.kubeconfig_path) not in html  # a path on the console's host stays there
