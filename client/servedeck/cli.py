@@ -408,6 +408,8 @@ def do_logs(args) -> int:
         show_json(answer)
         return EXIT_OK
     lines(answer["lines"])
+    if not answer["lines"]:
+        err(f"application/{args.name} replica {args.replica}: no log lines yet.")
     seen = answer["lines"]
     while args.follow:
         time.sleep(args.interval)
@@ -968,6 +970,9 @@ def main(argv: list[str] | None = None) -> int:
     args.timeout_given = hasattr(args, "timeout")
     if not args.timeout_given:
         args.timeout = 30.0
+    for name in ("console", "org"):  # the common options, wherever they stood (or not at all)
+        if not hasattr(args, name):
+            setattr(args, name, None)
     try:
         return args.func(args)
     except ClientError as error:
