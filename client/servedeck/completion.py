@@ -45,22 +45,22 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
         )
         return f"""# servedeck completion for bash: eval "$(servedeck completion bash)"
 _servedeck() {{
-    local cur path word i
+    local cur sd_path word i
     cur="${{COMP_WORDS[COMP_CWORD]}}"
-    path=""
+    sd_path=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         word="${{COMP_WORDS[i]}}"
         [[ $word == -* ]] && continue
-        case "${{path:+$path }}$word" in
+        case "${{sd_path:+$sd_path }}$word" in
 {_bash_known(table)}
         esac
     done
     local choices=""
-    case "$path" in
+    case "$sd_path" in
 {cases}
     esac
     if [[ $cur != -* ]]; then
-        case "$path" in
+        case "$sd_path" in
             "app apply"|"app render")
                 COMPREPLY=($(compgen -f -- "$cur"))
                 [[ -n $COMPREPLY ]] && return ;;
@@ -77,19 +77,20 @@ complete -o default -F _servedeck servedeck
 # servedeck completion for zsh: servedeck completion zsh > "${{fpath[1]}}/_servedeck"
 # (or, in ~/.zshrc after compinit: source <(servedeck completion zsh))
 _servedeck() {{
-    local path="" word i
+    local sd_path="" word i
     local -a choices
     for ((i = 2; i < CURRENT; i++)); do
         word="${{words[i]}}"
         [[ $word == -* ]] && continue
-        case "${{path:+$path }}$word" in
+        case "${{sd_path:+$sd_path }}$word" in
 {_zsh_known(table)}
         esac
     done
-    case "$path" in
+    case "$sd_path" in
 {cases}
     esac
-    if [[ ${{words[CURRENT]}} != -* && ( $path == "app apply" || $path == "app render" ) ]]; then
+    if [[ ${{words[CURRENT]}} != -* ]] && [[ $sd_path == "app apply" || $sd_path == "app render" ]]
+    then
         _files
         return
     fi
@@ -102,7 +103,7 @@ compdef _servedeck servedeck
 def _bash_known(table: dict[str, list[str]]) -> str:
     known = [path for path in table if path]
     pattern = "|".join(f'"{path}"' for path in known)
-    return f'            {pattern}) path="${{path:+$path }}$word" ;;'
+    return f'            {pattern}) sd_path="${{sd_path:+$sd_path }}$word" ;;'
 
 
 _zsh_known = _bash_known

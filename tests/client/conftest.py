@@ -21,13 +21,6 @@ from tests.conftest import STAND_IN
 from tests.helpers import STAND_IN_FLAGS, make_member, make_org
 
 
-@pytest.fixture(autouse=True)
-def local_model_servers():
-    """The module's console keeps its model servers from one test to the next (the project's
-    per-test fixture stops them); the `live` fixture stops them at the module's end."""
-    yield
-
-
 @dataclass
 class Live:
     url: str

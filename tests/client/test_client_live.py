@@ -34,6 +34,13 @@ STREAMING = SHORTEST.replace(
 )
 
 
+@pytest.fixture(autouse=True)
+def local_model_servers():
+    """The module's console keeps its model servers from one test to the next (the project's
+    per-test fixture stops them); the `live` fixture stops them at the module's end."""
+    yield
+
+
 def server_command(*args: str) -> tuple[str, str, int]:
     """`manage.py ARGS` in this process (on the live console's database): out, err, code."""
     from django.core.management.base import CommandError
@@ -153,9 +160,10 @@ def test_get_list_history_with_every_default_match_the_console(cli, deployed):
     assert spec["source"]["model"]["format"] == "vLLM"
 
     assert ok(cli.run("app", "list")) == server_command("app", "list")[0]
-    assert ok(cli.run("app", "history", "bge-embed")) == server_command(
-        "app", "history", "bge-embed"
-    )[0]
+    assert (
+        ok(cli.run("app", "history", "bge-embed"))
+        == server_command("app", "history", "bge-embed")[0]
+    )
     assert [a["name"] for a in json.loads(ok(cli.run("app", "list", "--json")))] == [
         "bge-embed",
         "speech",
@@ -250,7 +258,11 @@ def test_transcribe_in_openai_terms(cli, api_key, tmp_path):
     srt = ok(cli.run("transcribe", "speech", str(audio), "--format", "srt", "--key", api_key))
     assert "-->" in srt and "hello from the terminal" in srt
     verbose = json.loads(
-        ok(cli.run("transcribe", "speech", str(audio), "--format", "verbose_json", "--key", api_key))
+        ok(
+            cli.run(
+                "transcribe", "speech", str(audio), "--format", "verbose_json", "--key", api_key
+            )
+        )
     )
     assert verbose["text"] == "hello from the terminal client" and verbose["segments"]
     missing = cli.run("transcribe", "speech", str(tmp_path / "none.wav"), "--key", api_key)
