@@ -115,6 +115,10 @@ def test_login_keeps_the_token_private_and_whoami_says_who(cli):
     assert json.loads(ok(cli.run("whoami", "--json", "--console", "vera")))["user"] == "vera"
     assert "vera" in ok(cli.run("context", "list"))
     ok(cli.run("context", "use", name))
+    # --org picks among the logins to this console; an organisation without one is refused.
+    assert json.loads(ok(cli.run("whoami", "--json", "--org", "acme")))["organization"] == "acme"
+    elsewhere = cli.run("whoami", "--org", "globex")
+    assert elsewhere.returncode == 2 and "--org globex: no login to" in elsewhere.stderr
 
     wrong = cli.run("login", cli.url, "--name", "nobody", SERVEDECK_TOKEN="sdp_not-a-token")
     assert wrong.returncode == 1
