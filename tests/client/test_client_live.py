@@ -53,6 +53,20 @@ def server_command(*args: str) -> tuple[str, str, int]:
     return out.getvalue(), err.getvalue(), 0
 
 
+def read_for(process, seconds: float, until: str | None = None) -> str:
+    """What a running process printed within `seconds` (sooner once `until` shows)."""
+    seen, deadline = b"", time.monotonic() + seconds
+    fd = process.stdout.fileno()
+    while time.monotonic() < deadline and not (until and until.encode() in seen):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if ready:
+            piece = os.read(fd, 65536)
+            if not piece:
+                break
+            seen += piece
+    return seen.decode()
+
+
 def ok(result) -> str:
     assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
     return result.stdout
@@ -284,6 +298,24 @@ def test_status_logs_and_operations(cli, api_key):
     assert "POST /v1/embeddings" in logs, logs
     assert len(json.loads(ok(cli.run("app", "logs", "bge-embed", "--json")))["lines"]) > 0
 
+    # -f: the lines a new request writes appear while it follows.
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "servedeck", "app", "logs", "bge-embed", "-f", "--lines", "3"],
+        env=cli.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        read_for(follow, 1.5)  # what it printed first
+        ok(cli.run("embed", "bge-embed", "followed", SERVEDECK_API_KEY=api_key))
+        assert "POST /v1/embeddings" in read_for(follow, 10, until="POST /v1/embeddings")
+        assert follow.poll() is None, "it follows until stopped"
+    finally:
+        follow.terminate()
+        follow.wait(timeout=10)
+
+    restarted = ok(cli.run("app", "restart", "bge-embed"))
+    assert restarted.startswith("application/bge-embed restart: "), restarted
     stopped = ok(cli.run("app", "stop", "bge-embed"))
     assert stopped.startswith("application/bge-embed stop: "), stopped
     started = ok(cli.run("app", "start", "bge-embed"))
@@ -315,3 +347,13 @@ def test_check_model_reads_as_checkmodel_does(cli):
     assert answer["profile"] == "local" and "verdict" in answer
     cannot = cli.run("check", "hf://acme/colossus-12t", "--profile", "local")
     assert cannot.returncode == 1 and cannot.stderr.strip() == "error: cannot serve"
+
+
+def test_delete_reads_as_the_console_says_it(cli, deployed):
+    gone = ok(cli.run("app", "delete", "bge-embed"))
+    assert gone.strip() == "application/bge-embed deleted"
+    assert "bge-embed" not in ok(cli.run("app", "list"))
+    again = cli.run("app", "delete", "bge-embed")
+    server_out, server_err, server_code = server_command("app", "delete", "bge-embed")
+    assert again.returncode == 1 == server_code
+    assert again.stderr.removeprefix("error: ") == server_err, (again.stderr, server_err)
