@@ -409,7 +409,7 @@ def do_logs(args) -> int:
         return EXIT_OK
     lines(answer["lines"])
     if not answer["lines"]:
-        err(f"application/{args.name} replica {args.replica}: no log lines yet.")
+        err(present.no_log_lines(args.name, args.replica))
     seen = answer["lines"]
     while args.follow:
         time.sleep(args.interval)

@@ -167,6 +167,10 @@ def left_on_cluster_line(left: str) -> str:
     return f"warning: {left}"
 
 
+def no_log_lines(name: str, replica: int) -> str:
+    return f"application/{name} replica {replica}: no log lines yet."
+
+
 # --- status ------------------------------------------------------------------------------
 
 

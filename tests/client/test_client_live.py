@@ -296,6 +296,13 @@ def test_status_logs_and_operations(cli, api_key):
 
     logs = ok(cli.run("app", "logs", "bge-embed", "--lines", "50"))
     assert "POST /v1/embeddings" in logs, logs
+    server_lines = server_command("app", "logs", "bge-embed", "--lines", "50")[0].splitlines()
+    # The same log, the same lines (it may have grown in between: the overlap is the same).
+    from servedeck.cli import _new_lines
+
+    client_lines = logs.splitlines()
+    overlap = len(server_lines) - len(_new_lines(client_lines, server_lines))
+    assert overlap >= min(25, len(client_lines)) > 0, (client_lines, server_lines)
     assert len(json.loads(ok(cli.run("app", "logs", "bge-embed", "--json")))["lines"]) > 0
 
     # -f: the lines a new request writes appear while it follows.

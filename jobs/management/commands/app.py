@@ -50,6 +50,10 @@ class Command(BaseCommand):
         deploy.add_argument("name")
         for verb, text in OPERATIONS.items():
             add_verb(verbs_, verb, help=text).add_argument("name")
+        logs = add_verb(verbs_, "logs", help="the last lines of a replica's model server log")
+        logs.add_argument("name")
+        logs.add_argument("--lines", type=int, default=100, metavar="N", help="1 to 1000")
+        logs.add_argument("--replica", type=int, default=0, metavar="R", help="which replica")
         delete = add_verb(verbs_, "delete", help="delete an application and all it runs")
         delete.add_argument("name")
         delete.add_argument(
@@ -154,6 +158,12 @@ class Command(BaseCommand):
     def operate(self, verb: str, membership, name: str) -> None:
         observed = getattr(verbs, verb)(get_application(membership, name, "deploy"), membership)
         self._lines(present.operation_lines(verb, name, observed.phase, observed.reason))
+
+    def do_logs(self, membership, name, lines, replica, **_):
+        found = verbs.logs(get_application(membership, name, "deploy"), lines, replica)
+        self._lines(found)
+        if not found:
+            self.stderr.write(present.no_log_lines(name, replica))
 
     def do_delete(self, membership, name, keep_on_cluster=False, **_):
         application = get_application(membership, name, "deploy")
