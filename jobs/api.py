@@ -114,9 +114,8 @@ def _apply(request, dry_run: bool, expect_name=None, create_only=False):
             raise verbs.Refused(run)
         return Status(200, dry_run_body(run))
     applied = verbs.apply(body, membership, expect_name=expect_name, create_only=create_only)
-    action = "created" if applied.created else "updated" if applied.revision else "unchanged"
     body = {
-        "action": action,
+        "action": applied.action,
         "revision": applied.revision.number if applied.revision else None,
         "warnings": [p.as_dict() for p in applied.dry_run.warnings],
         "application": described(applied.application),

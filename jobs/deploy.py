@@ -48,6 +48,11 @@ class Applied:
     dry_run: DryRun
     created: bool
 
+    @property
+    def action(self) -> str:
+        """What the apply did, in the API's words (the command line says "configured")."""
+        return "created" if self.created else "updated" if self.revision else "unchanged"
+
 
 def apply(
     doc,

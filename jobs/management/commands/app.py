@@ -112,9 +112,8 @@ class Command(BaseCommand):
             return
         applied = verbs.apply(text, membership)
         self._report(applied.dry_run)
-        action = "created" if applied.created else "updated" if applied.revision else "unchanged"
         number = applied.revision.number if applied.revision else None
-        self.stdout.write(present.applied_line(applied.application.name, action, number))
+        self.stdout.write(present.applied_line(applied.application.name, applied.action, number))
         if output:
             self.stdout.write(dump(described(applied.application), output))
 
