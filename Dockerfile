@@ -4,9 +4,12 @@ FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /venv
 COPY requirements.txt /tmp/requirements.txt
-# Only the runtime part of requirements.txt: everything above the "Tests and tooling" line.
-RUN sed '/^# Tests and tooling/,$d' /tmp/requirements.txt > /tmp/runtime.txt \
- && /venv/bin/pip install -r /tmp/runtime.txt
+COPY client /tmp/client
+# Only the runtime part of requirements.txt: everything above the "Tests and tooling" line; the
+# client package (whose presenter the commands use) installed, not linked to the build's copy.
+RUN sed -e '/^# Tests and tooling/,$d' -e 's|^-e ./client$|./client|' /tmp/requirements.txt \
+      > /tmp/runtime.txt \
+ && cd /tmp && /venv/bin/pip install -r /tmp/runtime.txt
 
 FROM python:3.11-slim
 ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \

@@ -55,7 +55,8 @@ class RotateIn(Schema):
     graceMinutes: int = 60
 
 
-def _key(key: APIKey, usage: key_verbs.Usage | None = None, secret: str | None = None) -> dict:
+def key_body(key: APIKey, usage: key_verbs.Usage | None = None, secret: str | None = None) -> dict:
+    """A key as the API answers it and `apikey list` prints it (the secret only when made)."""
     usage = usage or key_verbs.Usage()
     out = {
         "name": key.name,
@@ -81,7 +82,7 @@ def _key(key: APIKey, usage: key_verbs.Usage | None = None, secret: str | None =
 @keys_router.get("", response=list[KeyOut], summary="List API keys, with a day's usage")
 def list_keys(request):
     found, usage = key_verbs.listing(request.auth.organization, actor=request.auth)
-    return [_key(k, usage.get(k.pk)) for k in found]
+    return [key_body(k, usage.get(k.pk)) for k in found]
 
 
 @keys_router.post(
@@ -98,21 +99,21 @@ def create_key(request, body: KeyIn):
         body.expiresInDays,
         actor=request.auth,
     )
-    return Status(201, _key(key, secret=plain))
+    return Status(201, key_body(key, secret=plain))
 
 
 @keys_router.get("/{name}", response=KeyOut, summary="Get an API key")
 def get_key(request, name: str):
     key = key_verbs.get_key(request.auth, name)
     usage = key_verbs.usage_by_key([key], key_verbs.timezone.now() - key_verbs.USAGE_WINDOW)
-    return _key(key, usage.get(key.pk))
+    return key_body(key, usage.get(key.pk))
 
 
 @keys_router.post("/{name}/revoke", response=KeyOut, summary="Revoke an API key")
 def revoke_key(request, name: str):
     key = key_verbs.get_key(request.auth, name)
     key_verbs.revoke(key, actor=request.auth)
-    return _key(key)
+    return key_body(key)
 
 
 ROTATE_BODY = {
@@ -143,7 +144,7 @@ def rotate_key(request, name: str):
                 'send {"graceMinutes": N} (0 to 10080) as JSON, or no body for 60.',
             ) from None
     key, plain = key_verbs.rotate(key, grace, actor=request.auth)
-    return _key(key, secret=plain)
+    return key_body(key, secret=plain)
 
 
 # --- access policies ---------------------------------------------------------------------
@@ -290,3 +291,26 @@ def verify_domain(request, domain: str):
 def remove_domain(request, domain: str):
     domain_verbs.delete(domain_verbs.get_domain(request.auth, domain), actor=request.auth)
     return Status(204, None)
+
+
+# --- who calls ---------------------------------------------------------------------------
+
+me_router = Router(tags=["me"])
+
+
+class MeOut(Schema):
+    user: str
+    organization: str  # its slug
+    organizationName: str
+    role: str
+
+
+@me_router.get("", response=MeOut, summary="Who these credentials act as, where, with what role")
+def me(request):
+    membership = request.auth
+    return {
+        "user": membership.user.get_username(),
+        "organization": membership.organization.slug,
+        "organizationName": membership.organization.name,
+        "role": membership.role,
+    }

@@ -6,7 +6,7 @@ in `message`. Routers added here get that shape for every error without doing an
 declares its own error statuses with `console.api_errors.errors(...)`.
 """
 
-from accesspolicies.api import domains_router, keys_router, policies_router
+from accesspolicies.api import domains_router, keys_router, me_router, policies_router
 from accesspolicies.api_auth import SessionMemberAuth, TokenAuth
 from accesspolicies.problems import Invalid
 from console.api_errors import ErrorShapedAPI, respond
@@ -33,6 +33,7 @@ api.add_router("/keys", keys_router)
 api.add_router("/policies", policies_router)
 api.add_router("/domains", domains_router)
 api.add_router("", usage_router)
+api.add_router("/me", me_router)
 
 
 @api.exception_handler(Refused)

@@ -6,14 +6,18 @@ nothing. The views only translate HTTP to the verbs in jobs.deploy.
 
 from datetime import datetime
 
-from ninja import Router, Schema, Status
+from ninja import Query, Router, Schema, Status
+from ninja.errors import HttpError
+from pydantic import Field
 
 from console.api_errors import errors
 from jobs import deploy as verbs
 from jobs.access import get_application
 from jobs.manifest.json_schema import manifest_json_schema
 from jobs.models import Application, Phase
-from jobs.present import described, dry_run_body, summary
+from jobs.present import described, dry_run_body, local_profile_note, summary
+from jobs.present import history as revision_history
+from jobs.render import RenderError, to_json, to_yaml
 
 router = Router(tags=["applications"])
 
@@ -110,9 +114,8 @@ def _apply(request, dry_run: bool, expect_name=None, create_only=False):
             raise verbs.Refused(run)
         return Status(200, dry_run_body(run))
     applied = verbs.apply(body, membership, expect_name=expect_name, create_only=create_only)
-    action = "created" if applied.created else "updated" if applied.revision else "unchanged"
     body = {
-        "action": action,
+        "action": applied.action,
         "revision": applied.revision.number if applied.revision else None,
         "warnings": [p.as_dict() for p in applied.dry_run.warnings],
         "application": described(applied.application),
@@ -134,6 +137,36 @@ def list_applications(request):
 )
 def create_application(request, dryRun: bool = False):  # noqa: N803 (the query name clients use)
     return _apply(request, dryRun, create_only=True)
+
+
+class RenderOut(Schema):
+    objects: list[dict]
+    text: str  # the objects as `app render -o yaml|json` prints them
+    warnings: list[Problem]
+    note: str | None  # what a profile on the local backend does with these objects
+
+
+@router.post(
+    "/render",
+    response={200: RenderOut, **errors(400)},
+    openapi_extra=MANIFEST_BODY,
+    summary="The Kubernetes objects a manifest renders into (saves nothing)",
+)
+def render(request, output: str = "yaml"):
+    if output not in ("yaml", "json"):
+        raise HttpError(422, f"output is {output[:20]!r}; accepts yaml or json.")
+    try:
+        rendered = verbs.render(request.body, request.auth)
+    except RenderError as error:
+        raise HttpError(400, f"cannot render: {error}") from None
+    profile = rendered.profile
+    local = profile.cluster.backend == profile.cluster.Backend.LOCAL
+    return {
+        "objects": rendered.objects,
+        "text": to_json(rendered.objects) if output == "json" else to_yaml(rendered.objects),
+        "warnings": [p.as_dict() for p in rendered.dry_run.warnings],
+        "note": local_profile_note(profile.name) if local else None,
+    }
 
 
 @router.get("/{name}", response=ApplicationOut, summary="Get an application, defaults filled in")
@@ -174,19 +207,7 @@ def delete_application(request, name: str, keepOnCluster: bool = False):  # noqa
 
 @router.get("/{name}/history", response=list[RevisionOut], summary="Deploy history")
 def history(request, name: str):
-    application = get_application(request.auth, name)
-    return [
-        {
-            "number": r.number,
-            "createdAt": r.created_at,
-            "createdBy": r.created_by.get_username() if r.created_by else None,
-            "outcome": r.outcome,
-            "message": r.message,
-            "rolledBackFrom": r.rolled_back_from,
-            "manifest": r.manifest,
-        }
-        for r in application.revisions.select_related("created_by")
-    ]
+    return revision_history(get_application(request.auth, name))
 
 
 @router.post(
@@ -230,3 +251,28 @@ def deploy(request, name: str):
     application = get_application(request.auth, name, "deploy")
     verbs.deploy_latest(application, request.auth)
     return described(application)
+
+
+class LogSpan(Schema):
+    lines: int = Field(100, ge=1, le=verbs.MAX_LOG_LINES, description="How many lines, last first.")
+    replica: int = Field(0, ge=0, description="Which replica's model server (0 is the first).")
+
+
+class LogsOut(Schema):
+    name: str
+    replica: int
+    lines: list[str]
+
+
+MAX_LINE = 4000  # characters of one log line sent back, never more
+
+
+@router.get(
+    "/{name}/logs",
+    response={200: LogsOut, **errors(400)},
+    summary="The last lines of a replica's model server log (profiles on this machine)",
+)
+def logs(request, name: str, span: Query[LogSpan]):
+    application = get_application(request.auth, name, "deploy")
+    found = verbs.logs(application, span.lines, span.replica)
+    return {"name": name, "replica": span.replica, "lines": [x[:MAX_LINE] for x in found]}

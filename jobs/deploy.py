@@ -48,6 +48,11 @@ class Applied:
     dry_run: DryRun
     created: bool
 
+    @property
+    def action(self) -> str:
+        """What the apply did, in the API's words (the command line says "configured")."""
+        return "created" if self.created else "updated" if self.revision else "unchanged"
+
 
 def apply(
     doc,
@@ -376,3 +381,49 @@ def left_on_cluster(application: Application) -> str:
         f"namespace {namespace} (and their storage). Delete them there when the cluster is "
         f"back: they carry the label {APP_LABEL}={application.name}."
     )
+
+
+@dataclass
+class Rendered:
+    dry_run: DryRun
+    profile: Profile
+    objects: list
+
+
+def render(doc, membership) -> Rendered:
+    """Like `helm template`: the objects a manifest renders into for its profile, on a
+    Kubernetes cluster with the same machine catalog even when the profile runs on the local
+    backend. A dry run, so a deployer's; raises Refused (its problems) or RenderError."""
+    from jobs.access import get_profile
+
+    Application.objects.for_member(membership, "deploy")
+    run = dry_run(doc, membership.organization)
+    if not run.ok:
+        raise Refused(run)
+    profile = get_profile(membership, run.manifest["spec"]["profileName"])
+    return Rendered(run, profile, render_for_profile(run.manifest, profile))
+
+
+MAX_LOG_LINES = 1000
+
+
+def logs(application: Application, lines: int = 100, replica: int = 0) -> list[str]:
+    """The last `lines` lines of one replica's model server log. The console keeps the logs of
+    the model servers it runs on this machine; a cluster's pods are read with kubectl."""
+    profile = application.profile
+    read = getattr(backend_for(profile), "logs", None)
+    if read is None:
+        namespace = application.manifest["spec"].get("namespace") or profile.namespace
+        raise ActionError(
+            application.name,
+            f"runs on cluster {profile.cluster.name}, whose pod logs the console does not "
+            f"read; read them with kubectl logs -n {namespace} -l "
+            f"{APP_LABEL}={application.name} --all-containers.",
+        )
+    if not 0 <= replica < max(application.desired_replicas, 1):
+        raise ActionError(
+            "replica",
+            f"{application.name} has {application.desired_replicas} replicas (0 to "
+            f"{max(application.desired_replicas - 1, 0)}); ask for one of those.",
+        )
+    return read(application, max(1, min(lines, MAX_LOG_LINES)), replica)

@@ -16,6 +16,22 @@ def summary(app: Application) -> dict:
     }
 
 
+def history(app: Application) -> list[dict]:
+    """The deploy history, newest first, as the API and `app history` show it."""
+    return [
+        {
+            "number": r.number,
+            "createdAt": r.created_at,
+            "createdBy": r.created_by.get_username() if r.created_by else None,
+            "outcome": r.outcome,
+            "message": r.message,
+            "rolledBackFrom": r.rolled_back_from,
+            "manifest": r.manifest,
+        }
+        for r in app.revisions.select_related("created_by")
+    ]
+
+
 def described(app: Application) -> dict:
     """The filled-in manifest with a read-only status block; applying it back changes nothing."""
     latest = app.revisions.order_by("-number").values_list("number", flat=True).first()

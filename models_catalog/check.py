@@ -124,6 +124,14 @@ class CheckResult:
         data["suggestion"] = self.suggestion.as_dict() if self.suggestion else None
         data["options"] = [option.as_dict() for option in self.options]
         data["unfit"] = [{"gpu_kind": kind, "reason": reason} for kind, reason in self.unfit]
+        # The sizing core's words for its figures, so a terminal prints them as the pages do.
+        data["weights_text"] = (
+            f"{human_bytes(self.weight_bytes)} ({self.weight_dtype})" if self.weight_bytes else None
+        )
+        data["kv_cache_text"] = (
+            f"{human_bytes(self.kv_bytes_per_token)} per token" if self.kv_bytes_per_token else None
+        )
+        data["memory_text"] = self.memory_text()
         return data
 
 

@@ -1,5 +1,5 @@
 # Sourced by the run and test scripts: a virtualenv in .venv with requirements.txt installed.
-# Reinstalls only when requirements.txt changes.
+# Reinstalls only when requirements.txt (or the client package's own requirements) changes.
 set -euo pipefail
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
@@ -7,7 +7,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.requirements.sha256
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$(cat requirements.txt client/pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "Installing requirements.txt into .venv ..."
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip

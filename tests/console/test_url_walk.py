@@ -253,6 +253,10 @@ API = {
     "/api/v1/applications/{name}/stop": {"POST": "401 400 400 403 404"},
     "/api/v1/applications/{name}/start": {"POST": "401 400 400 403 404"},
     "/api/v1/applications/{name}/deploy": {"POST": "401 200 200 403 404"},
+    # the terminal client's: render a manifest (a dry run), a replica's log, who calls
+    "/api/v1/applications/render": {"POST": "401 400 400 403 400"},
+    "/api/v1/applications/{name}/logs": {"GET": "401 200 200 403 404"},
+    "/api/v1/me": {"GET": "401 200 200 200 200"},
     "/api/v1/models/search": {"GET": "401 422 422 422 422"},
     "/api/v1/models/check": {"GET": "401 422 422 422 422"},
     # the gateway's callers (admins only) and usage (every member)

@@ -7,10 +7,12 @@ import json
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
+from servedeck import present
 
 from accesspolicies import audit
 from accesspolicies import keys as key_verbs
-from accesspolicies.cli import acting_membership, add_verb, table_lines, when
+from accesspolicies.api import key_body
+from accesspolicies.cli import acting_membership, add_verb
 from accesspolicies.problems import Invalid
 
 
@@ -55,7 +57,8 @@ class Command(BaseCommand):
             with audit.cli_origin():
                 getattr(self, f"do_{verb}")(membership, **options)
         except Invalid as error:
-            raise CommandError(f"{_flag(error.field)}: {error.message}", returncode=1) from None
+            flag = present.key_flag(error.field)
+            raise CommandError(f"{flag}: {error.message}", returncode=1) from None
         except (Http404, PermissionDenied) as error:
             raise CommandError(str(error), returncode=1) from None
 
@@ -65,7 +68,7 @@ class Command(BaseCommand):
             return
         self.stdout.write(said)
         self.stdout.write(plain)
-        self.stderr.write("Copy it now: it is shown once; ServeDeck keeps only a hash of it.")
+        self.stderr.write(present.SECRET_ONCE)
 
     def do_create(self, membership, name, apps, rpm, tpm, concurrency, expires_in, as_json, **_):
         key, plain = key_verbs.create(
@@ -78,7 +81,7 @@ class Command(BaseCommand):
             expires_in,
             actor=membership,
         )
-        self._secret(key, plain, as_json, f"apikey/{key.name} created; its key:")
+        self._secret(key, plain, as_json, present.key_created_line(key.name))
 
     def do_list(self, membership, as_json, **_):
         found, usage = key_verbs.listing(membership.organization, actor=membership)
@@ -89,29 +92,14 @@ class Command(BaseCommand):
             ]
             self.stdout.write(json.dumps(rows, default=str))
             return
-        rows = [("NAME", "KEY", "APPLICATIONS", "STATE", "EXPIRES", "LAST USED", "REQUESTS 24H")]
-        for key in found:
-            apps = "all" if key.all_applications else ",".join(key.applications)
-            rows.append(
-                (
-                    key.name,
-                    key.masked,
-                    apps,
-                    key_verbs.state(key),
-                    when(key.expires_at),
-                    when(key.last_used_at),
-                    str(usage.get(key.pk, key_verbs.Usage()).requests),
-                )
-            )
-        for line in table_lines(rows):
+        rows = present.key_rows(key_body(k, usage.get(k.pk)) for k in found)
+        for line in present.table_lines(rows):
             self.stdout.write(line)
 
     def do_revoke(self, membership, name, **_):
         key = key_verbs.get_key(membership, name)
-        if key_verbs.revoke(key, actor=membership):
-            self.stdout.write(f"apikey/{name} revoked")
-        else:
-            self.stdout.write(f"apikey/{name} was revoked already")
+        revoked = key_verbs.revoke(key, actor=membership)
+        self.stdout.write(present.key_revoked_line(name, already=not revoked))
 
     def do_rotate(self, membership, name, grace, as_json, **_):
         key, plain = key_verbs.rotate(key_verbs.get_key(membership, name), grace, actor=membership)
@@ -119,24 +107,8 @@ class Command(BaseCommand):
             key,
             plain,
             as_json,
-            f"apikey/{name} rotated; the old secret works until "
-            f"{when(key.previous_expires_at)} UTC. The new key:",
+            present.key_rotated_line(name, key.previous_expires_at),
         )
-
-
-FLAGS = {
-    "requestsPerMinute": "rpm",
-    "tokensPerMinute": "tpm",
-    "concurrentRequests": "concurrency",
-    "expiresInDays": "expires-in",
-    "graceMinutes": "grace",
-    "applications": "app",
-}
-
-
-def _flag(field: str) -> str:
-    """The option a verb's field came from (NAME is positional)."""
-    return f"--{FLAGS[field]}" if field in FLAGS else field.upper()
 
 
 def _described(key) -> dict:

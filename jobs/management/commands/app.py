@@ -4,35 +4,23 @@ The same verbs as the REST API. Refusals print every problem and exit 1; warning
 the word "warning" and exit 0.
 """
 
-import json
 import sys
 from pathlib import Path
 
-import yaml
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
+from servedeck import present
+from servedeck.present import OPERATIONS, dump
 
 from accesspolicies import audit
 from accesspolicies.cli import acting_membership, add_verb
 from jobs import deploy as verbs
-from jobs.access import get_application, get_profile
+from jobs.access import get_application
 from jobs.manifest.bounded import MANIFEST_LIMITS
 from jobs.models import Application
-from jobs.present import described, dry_run_body, local_profile_note
-from jobs.render import RenderError, render_for_profile, to_json, to_yaml
-
-OPERATIONS = {
-    "restart": "replace the replicas; storage, caches and settings stay",
-    "stop": "stop serving and free the GPUs; the configuration stays",
-    "start": "start a stopped application again",
-}
-
-
-def dump(data, output: str) -> str:
-    if output == "json":
-        return json.dumps(data, indent=2, default=str)
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+from jobs.present import described, dry_run_body, history, local_profile_note, summary
+from jobs.render import RenderError, to_json, to_yaml
 
 
 class Command(BaseCommand):
@@ -62,6 +50,10 @@ class Command(BaseCommand):
         deploy.add_argument("name")
         for verb, text in OPERATIONS.items():
             add_verb(verbs_, verb, help=text).add_argument("name")
+        logs = add_verb(verbs_, "logs", help="the last lines of a replica's model server log")
+        logs.add_argument("name")
+        logs.add_argument("--lines", type=int, default=100, metavar="N", help="1 to 1000")
+        logs.add_argument("--replica", type=int, default=0, metavar="R", help="which replica")
         delete = add_verb(verbs_, "delete", help="delete an application and all it runs")
         delete.add_argument("name")
         delete.add_argument(
@@ -80,18 +72,16 @@ class Command(BaseCommand):
                     getattr(self, f"do_{verb}")(membership, **options)
         except verbs.Refused as refused:
             self._report(refused.dry_run)
-            count = len(refused.dry_run.refusals)
-            raise CommandError(
-                f"refused: {count} problem{'s' * (count != 1)}", returncode=1
-            ) from None
+            summary_line = present.refused_summary(len(refused.dry_run.refusals))
+            raise CommandError(summary_line, returncode=1) from None
         except (verbs.ActionError, Http404, PermissionDenied) as error:
             raise CommandError(str(error), returncode=1) from None
 
     def _report(self, run) -> None:
         for problem in run.refusals:
-            self.stderr.write(f"error: {problem}")
+            self.stderr.write(present.problem_line(problem.as_dict()))
         for problem in run.warnings:
-            self.stderr.write(self.style.WARNING(f"warning: {problem}"))
+            self.stderr.write(self.style.WARNING(present.problem_line(problem.as_dict())))
 
     def _read(self, filename: str) -> str | bytes:
         """The file's bytes, at most one more than a manifest may hold (the dry run refuses
@@ -118,74 +108,44 @@ class Command(BaseCommand):
             if output:
                 self.stdout.write(dump(dry_run_body(run), output))
                 return
-            name = run.manifest["spec"]["name"]
-            action = ("update" if run.exists else "create") if run.changed else "unchanged"
-            self.stdout.write(f"dry run: application/{name} would be: {action}; nothing saved.")
-            self.stdout.write(f"  runtime: {run.runtime}\n  scaling: {run.scaling}")
-            if run.check is not None:
-                self.stdout.write(f"  check model: {run.check.verdict}")
-                if run.check.suggestion:
-                    self.stdout.write(f"  suggested size: {run.check.suggestion.describe()}")
+            self._lines(present.dry_run_lines(dry_run_body(run)))
             return
         applied = verbs.apply(text, membership)
         self._report(applied.dry_run)
-        name = applied.application.name
-        if applied.revision is None:
-            self.stdout.write(f"application/{name} unchanged")
-        else:
-            action = "created" if applied.created else "configured"
-            self.stdout.write(f"application/{name} {action} (revision {applied.revision.number})")
+        number = applied.revision.number if applied.revision else None
+        self.stdout.write(present.applied_line(applied.application.name, applied.action, number))
         if output:
             self.stdout.write(dump(described(applied.application), output))
 
     def do_render(self, membership, filename, output, **_):
-        """Like `helm template`: the objects for the manifest's profile, on a Kubernetes cluster
-        with the same machine catalog even when the profile runs on the local backend. It is a
-        dry run, so a deployer's, like `apply --dry-run`."""
-        Application.objects.for_member(membership, "deploy")
-        run = verbs.dry_run(self._read(filename), membership.organization)
-        if not run.ok:
-            raise verbs.Refused(run)
-        self._report(run)
-        profile = get_profile(membership, run.manifest["spec"]["profileName"])
+        """Like `helm template`: jobs.deploy.render, printed."""
         try:
-            objects = render_for_profile(run.manifest, profile)
+            rendered = verbs.render(self._read(filename), membership)
         except RenderError as error:
             raise CommandError(f"cannot render: {error}", returncode=1) from None
+        self._report(rendered.dry_run)
+        profile = rendered.profile
         if profile.cluster.backend == profile.cluster.Backend.LOCAL:
             self.stderr.write(local_profile_note(profile.name))
+        objects = rendered.objects
         self.stdout.write(to_json(objects) if output == "json" else to_yaml(objects))
 
     def do_get(self, membership, name, output, **_):
         self.stdout.write(dump(described(get_application(membership, name)), output))
 
     def do_list(self, membership, **_):
-        apps = Application.objects.for_member(membership)
-        rows = [("NAME", "PHASE", "PROFILE", "MODEL", "REPLICAS", "LAST DEPLOYED")]
-        for app in apps.select_related("profile"):
-            deployed = app.deployed_at.strftime("%Y-%m-%d %H:%M") if app.deployed_at else "never"
-            replicas = f"{app.ready_replicas}/{app.desired_replicas}"
-            rows.append((app.name, app.phase, app.profile.name, app.model_uri, replicas, deployed))
-        self._table(rows)
+        apps = Application.objects.for_member(membership).select_related("profile")
+        self._lines(present.table_lines(present.application_rows(summary(a) for a in apps)))
 
     def do_history(self, membership, name, **_):
-        application = get_application(membership, name)
-        rows = [("REVISION", "WHEN", "WHO", "OUTCOME", "NOTE")]
-        for r in application.revisions.select_related("created_by"):
-            note = f"rollback to {r.rolled_back_from}" if r.rolled_back_from else ""
-            who = r.created_by.get_username() if r.created_by else "-"
-            rows.append(
-                (str(r.number), r.created_at.strftime("%Y-%m-%d %H:%M"), who, r.outcome, note)
-            )
-        self._table(rows)
+        revisions = history(get_application(membership, name))
+        self._lines(present.table_lines(present.history_rows(revisions)))
 
     def do_rollback(self, membership, name, to, **_):
         application = get_application(membership, name, "deploy")
         applied = verbs.rollback(application, to, membership)
         self._report(applied.dry_run)
-        self.stdout.write(
-            f"application/{name} rolled back to revision {to} (revision {applied.revision.number})"
-        )
+        self.stdout.write(present.rolled_back_line(name, to, applied.revision.number))
 
     def do_deploy(self, membership, name, **_):
         application = get_application(membership, name, "deploy")
@@ -196,24 +156,24 @@ class Command(BaseCommand):
 
     def operate(self, verb: str, membership, name: str) -> None:
         observed = getattr(verbs, verb)(get_application(membership, name, "deploy"), membership)
-        self.stdout.write(f"application/{name} {verb}: {observed.phase}")
-        if observed.reason:
-            self.stdout.write(f"  {observed.reason}")
+        self._lines(present.operation_lines(verb, name, observed.phase, observed.reason))
+
+    def do_logs(self, membership, name, lines, replica, **_):
+        found = verbs.logs(get_application(membership, name, "deploy"), lines, replica)
+        self._lines(found)
+        if not found:
+            self.stderr.write(present.no_log_lines(name, replica))
 
     def do_delete(self, membership, name, keep_on_cluster=False, **_):
         application = get_application(membership, name, "deploy")
         left = verbs.delete(application, membership, keep_on_cluster=keep_on_cluster)
         if application.pk is not None:  # Deleting: the cluster removes its objects
-            self.stdout.write(f"application/{name} deleting")
-            self.stdout.write(f"  {application.reason}")
+            self._lines(present.deleting_lines(name, application.reason))
             return
-        self.stdout.write(f"application/{name} deleted")
+        self.stdout.write(present.deleted_line(name))
         if left:
-            self.stderr.write(self.style.WARNING(f"warning: {left}"))
+            self.stderr.write(self.style.WARNING(present.left_on_cluster_line(left)))
 
-    def _table(self, rows) -> None:
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            self.stdout.write(
-                "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-            )
+    def _lines(self, lines) -> None:
+        for line in lines:
+            self.stdout.write(line)

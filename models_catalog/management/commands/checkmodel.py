@@ -8,11 +8,11 @@ import json
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 from django.http import Http404
+from servedeck import present
 
 from accesspolicies.cli import acting_membership
 from jobs.access import ProfileNeeded, profile_or_only
 from jobs.check_inputs import check_for_profile
-from models_catalog.sizing import human_bytes
 
 
 class Command(BaseCommand):
@@ -51,32 +51,8 @@ class Command(BaseCommand):
             raise CommandError(result.verdict if as_json else "cannot serve", returncode=1)
 
     def _describe(self, r) -> None:
-        self.stdout.write(r.verdict)
-        if r.next_step:
-            self.stdout.write(f"  next step: {r.next_step}")
-        facts = [
-            ("runtime", r.runtime),
-            ("task", r.task),
-            ("architecture", r.architecture),
-            ("revision", r.revision),
-            ("parameters", f"{r.parameters:,}" if r.parameters else None),
-            (
-                "weights",
-                f"{human_bytes(r.weight_bytes)} ({r.weight_dtype})" if r.weight_bytes else None,
-            ),
-            ("max context", f"{r.max_context_tokens:,} tokens" if r.max_context_tokens else None),
-            (
-                "KV cache",
-                f"{human_bytes(r.kv_bytes_per_token)} per token" if r.kv_bytes_per_token else None,
-            ),
-            ("memory needed", r.memory_text()),
-            ("suggested", r.suggestion.describe() if r.suggestion else None),
-            ("weight cache", r.cache_size),
-        ]
-        for label, value in facts:
-            if value:
-                self.stdout.write(f"  {label + ':':15} {value}")
-        for kind, reason in r.unfit:
-            self.stdout.write(f"  not {kind}: {reason}")
-        for warning in r.warnings:
-            self.stdout.write(self.style.WARNING(f"warning: {warning}"))
+        for line in present.check_lines(r.as_dict()):
+            if line.startswith("warning: "):
+                self.stdout.write(self.style.WARNING(line))
+            else:
+                self.stdout.write(line)

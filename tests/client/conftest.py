@@ -1,0 +1,154 @@
+"""One live console for a module of client tests: Daphne serving the console (REST API and the
+gateway at /v1) on a file database, the local backend running the stand-in model server, a
+reconciler following it in a thread, and the `servedeck` client run as a subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import STAND_IN
+from tests.helpers import STAND_IN_FLAGS, make_member, make_org
+
+
+@dataclass
+class Live:
+    url: str
+    home: Path
+    admin_token: str
+    viewer_token: str
+    # The speech-to-text application on the parakeet stand-in (the gateway translates), made
+    # when the reconciler no longer follows: it was never started on this machine.
+    make_speech_app: Callable[[], object]
+
+    @contextlib.contextmanager
+    def reconciling(self) -> Iterator[None]:
+        """The reconciler's local step in a thread, as `manage.py reconcile` beside the
+        console, while the block runs."""
+        stop = threading.Event()
+        follower = threading.Thread(target=_follow, args=(stop,), daemon=True)
+        follower.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            follower.join(10)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SERVEDECK_")}
+        env.update(HOME=str(self.home), XDG_CONFIG_HOME=str(self.home / "config"))
+        env.update(extra)
+        return env
+
+    def run(self, *args: str, input: str | None = None, timeout: float = 60, **env: str):
+        """`servedeck ARGS` as a user runs it; its exit code, stdout and stderr."""
+        return subprocess.run(
+            [sys.executable, "-m", "servedeck", *args],
+            env=self.env(**env),
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+def _follow(stop: threading.Event) -> None:
+    """The reconciler's local step, as `manage.py reconcile` runs it beside the console."""
+    from django.db import connection
+
+    from jobs.reconciler import Reconciler
+
+    reconciler = Reconciler()
+    try:
+        while not stop.wait(0.2):
+            with contextlib.suppress(Exception):  # a busy SQLite file: the next step retries
+                reconciler.step_local()
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def live(django_db_setup, django_db_blocker, tmp_path_factory):
+    from channels.testing.live import make_application
+    from daphne.testing import DaphneProcess
+    from django.contrib.auth import get_user_model
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+    from django.core.management import call_command
+    from django.db import connections
+    from django.test import override_settings
+    from django.test.utils import setup_databases, teardown_databases
+
+    from accesspolicies.models import PersonalAccessToken, Role
+    from jobs.backends import forget_local_runner, local_runners_on_disk
+    from tests.gateway.support import StandIn, make_app
+
+    state = tmp_path_factory.mktemp("local-backend")
+    overrides = override_settings(
+        SERVEDECK_LOCAL_COMMAND=(
+            f"{shlex.quote(sys.executable)} {shlex.quote(str(STAND_IN))} --port {{port}} "
+            "--served-model-name {name} --startup-delay 0.1 {args}"
+        ),
+        SERVEDECK_EXTRA_ENGINE_FLAGS=STAND_IN_FLAGS,
+        SERVEDECK_LOCAL_STATE_DIR=state,
+        PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],
+    )
+    overrides.enable()
+    forget_local_runner()
+    speech = StandIn("speech", "--runtime", "parakeet")
+    server = own_databases = None
+    with django_db_blocker.unblock():
+        try:
+            default = connections["default"]
+            if default.settings_dict["NAME"] != default.creation._get_test_db_name():
+                # pytest-django sets up only the databases its `db` tests ask for; these tests
+                # reach the database through the live console, so they set up their own.
+                own_databases = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+            if default.vendor == "sqlite":
+                assert not default.is_in_memory_db(), "the live server needs a database file"
+            org = make_org("acme")
+            users = get_user_model()
+            admin = make_member(users, org, "ada", Role.ADMIN)
+            viewer = make_member(users, org, "vera", Role.VIEWER)
+            _, admin_token = PersonalAccessToken.issue(admin.user, org, "laptop")
+            _, viewer_token = PersonalAccessToken.issue(viewer.user, org, "laptop")
+            connections.close_all()  # never share a database handle across fork
+            server = DaphneProcess(
+                host="127.0.0.1",
+                get_application=partial(make_application, static_wrapper=ASGIStaticFilesHandler),
+            )
+            server.start()
+            if not server.ready.wait(timeout=30):
+                raise RuntimeError("Daphne did not start")
+            home = tmp_path_factory.mktemp("home")
+            yield Live(
+                f"http://127.0.0.1:{server.port.value}",
+                home,
+                admin_token,
+                viewer_token,
+                partial(make_app, org, "speech", speech.url, runtime="parakeet"),
+            )
+        finally:
+            if server is not None:
+                server.terminate()
+                server.join(10)
+                if server.is_alive():
+                    server.kill()
+                    server.join(10)
+            speech.stop()
+            local_runners_on_disk()  # the servers the console started, from their state folder
+            forget_local_runner()
+            if own_databases is not None:
+                teardown_databases(own_databases, verbosity=0)
+            else:
+                call_command("flush", "--no-input", verbosity=0)  # the next module starts empty
+            overrides.disable()

@@ -1,0 +1,366 @@
+"""The `servedeck` client as a user runs it: a subprocess against a live console (Daphne, the
+local backend's stand-in model server, the gateway at /v1). It logs in, applies a manifest
+(dry run, refusal, for real), watches it come up, manages a key, chats, embeds, transcribes,
+reads logs and status, and says so clearly when the console is down. Where the console's own
+`manage.py app|apikey` prints the same thing, the two outputs are compared whole."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+from django.core.management import call_command
+
+from tests.gateway.support import free_port
+from tests.helpers import SHORTEST
+
+pytestmark = pytest.mark.database_file  # the live server is another process: a database file
+
+# Two refusals at once: a name the platform refuses, and a profile the organisation lacks.
+REFUSED = SHORTEST.replace("name: bge-embed", "name: Bad_Name").replace(
+    "profileName: local", "profileName: nowhere"
+)
+# The stand-in streams with a pause between chunks, so arrival one by one can be seen.
+STREAMING = SHORTEST.replace(
+    "      uri: hf://BAAI/bge-m3\n",
+    "      uri: hf://BAAI/bge-m3\n      engine:\n        extraArgs: ['--stream-delay=0.4']\n",
+)
+
+
+@pytest.fixture(autouse=True)
+def local_model_servers():
+    """The module's console keeps its model servers from one test to the next (the project's
+    per-test fixture stops them); the `live` fixture stops them at the module's end."""
+    yield
+
+
+def server_command(*args: str) -> tuple[str, str, int]:
+    """`manage.py ARGS` in this process (on the live console's database): out, err, code."""
+    from django.core.management.base import CommandError
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command(*args, stdout=out, stderr=err)
+    except CommandError as error:
+        return out.getvalue(), err.getvalue() + f"{error}\n", error.returncode
+    return out.getvalue(), err.getvalue(), 0
+
+
+def read_for(process, seconds: float, until: str | None = None) -> str:
+    """What a running process printed within `seconds` (sooner once `until` shows)."""
+    seen, deadline = b"", time.monotonic() + seconds
+    fd = process.stdout.fileno()
+    while time.monotonic() < deadline and not (until and until.encode() in seen):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if ready:
+            piece = os.read(fd, 65536)
+            if not piece:
+                break
+            seen += piece
+    return seen.decode()
+
+
+def ok(result) -> str:
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def cli(live):
+    """Logged in as ada (an admin of acme) with SERVEDECK_TOKEN, as a laptop would be."""
+    result = live.run("login", live.url, SERVEDECK_TOKEN=live.admin_token)
+    assert result.returncode == 0, result.stderr
+    return live
+
+
+@pytest.fixture(scope="module")
+def deployed(cli, tmp_path_factory):
+    manifest = tmp_path_factory.mktemp("manifests") / "model.yaml"
+    manifest.write_text(STREAMING)
+    with cli.reconciling():
+        applied = cli.run("app", "apply", "-f", str(manifest))
+        assert ok(applied).strip() == "application/bge-embed created (revision 1)"
+        came_up = cli.run(
+            "status", "bge-embed", "--until", "Running", "--wait", "60", "--interval", "0.3"
+        )
+    assert "application/bge-embed: Running" in ok(came_up), came_up.stdout
+    cli.make_speech_app()
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def api_key(cli, deployed):
+    made = json.loads(ok(cli.run("key", "create", "laptop-bot", "--json")))
+    assert made["name"] == "laptop-bot" and made["key"].startswith("sdk_")
+    # The gateway reloads its keys once a second: wait until this one is accepted.
+    deadline = time.monotonic() + 10
+    while True:
+        tried = cli.run("embed", "bge-embed", "ready?", SERVEDECK_API_KEY=made["key"])
+        if tried.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert tried.returncode == 0, tried.stderr
+    return made["key"]
+
+
+def test_login_keeps_the_token_private_and_whoami_says_who(cli):
+    path = cli.home / "config" / "servedeck" / "config.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    saved = json.loads(path.read_text())
+    name = saved["current"]
+    assert name.startswith("acme@127.0.0.1:")
+    assert saved["contexts"][name]["token"] == cli.admin_token
+
+    me = json.loads(ok(cli.run("whoami", "--json")))
+    assert (me["user"], me["organization"], me["role"]) == ("ada", "acme", "admin")
+    assert ok(cli.run("whoami")).startswith("ada in acme (Acme), role admin, at http://127.0.0.1:")
+
+    # A second login, as the viewer, under its own context name; --console picks it.
+    viewer = cli.run("login", cli.url, "--name", "vera", input=cli.viewer_token + "\n")
+    assert "as vera in acme (viewer)" in ok(viewer)
+    assert json.loads(ok(cli.run("whoami", "--json", "--console", "vera")))["user"] == "vera"
+    assert "vera" in ok(cli.run("context", "list"))
+    ok(cli.run("context", "use", name))
+    # --org picks among the logins to this console; an organisation without one is refused.
+    assert json.loads(ok(cli.run("whoami", "--json", "--org", "acme")))["organization"] == "acme"
+    elsewhere = cli.run("whoami", "--org", "globex")
+    assert elsewhere.returncode == 2 and "--org globex: no login to" in elsewhere.stderr
+
+    wrong = cli.run("login", cli.url, "--name", "nobody", SERVEDECK_TOKEN="sdp_not-a-token")
+    assert wrong.returncode == 1
+    assert "Not authenticated: send a personal access token" in wrong.stderr
+    assert "nobody" not in json.loads(path.read_text())["contexts"]
+
+
+def test_apply_dry_run_and_refusal_read_as_the_console_says_them(cli, tmp_path):
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(SHORTEST.replace("bge-embed", "dry-one"))
+    bad.write_text(REFUSED)
+
+    dry = cli.run("app", "apply", "-f", str(good), "--dry-run")
+    server_out, _, _ = server_command("app", "apply", "-f", str(good), "--dry-run")
+    assert ok(dry).startswith("dry run: application/dry-one would be: create; nothing saved.")
+    assert dry.stdout == server_out  # one presenter
+
+    as_json = json.loads(ok(cli.run("app", "apply", "-f", str(good), "--dry-run", "-o", "json")))
+    assert as_json["ok"] is True and as_json["manifest"]["spec"]["name"] == "dry-one"
+    assert "dry-one" not in ok(cli.run("app", "list")), "a dry run saved nothing"
+
+    refused = cli.run("app", "apply", "-f", str(bad))
+    _, server_err, server_code = server_command("app", "apply", "-f", str(bad))
+    assert refused.returncode == 1 == server_code
+    problems = [line for line in refused.stderr.splitlines() if line.startswith("error: spec.")]
+    assert len(problems) >= 2, refused.stderr  # every problem, not only the first
+    assert any("spec.name" in line for line in problems), problems
+    assert any("spec.profileName" in line for line in problems), problems
+    assert refused.stderr.splitlines()[-1] == f"error: refused: {len(problems)} problems"
+    assert problems == [line for line in server_err.splitlines() if line.startswith("error: ")]
+
+    # A viewer may not even dry-run: the console's words, exit 1.
+    viewer = cli.run("app", "apply", "-f", str(good), "--dry-run", "--console", "vera")
+    assert viewer.returncode == 1 and viewer.stderr.startswith("error: "), viewer.stderr
+
+
+def test_get_list_history_with_every_default_match_the_console(cli, deployed):
+    got = ok(cli.run("app", "get", "bge-embed"))
+    server_out, _, _ = server_command("app", "get", "bge-embed")
+    assert got == server_out
+    spec = json.loads(ok(cli.run("app", "get", "bge-embed", "--json")))["spec"]
+    assert spec["name"] == "bge-embed" and len(spec) > 4, spec  # the defaults filled in
+    assert spec["source"]["model"]["format"] == "vLLM"
+
+    assert ok(cli.run("app", "list")) == server_command("app", "list")[0]
+    assert (
+        ok(cli.run("app", "history", "bge-embed"))
+        == server_command("app", "history", "bge-embed")[0]
+    )
+    assert [a["name"] for a in json.loads(ok(cli.run("app", "list", "--json")))] == [
+        "bge-embed",
+        "speech",
+    ]
+    missing = cli.run("app", "get", "nothing-here")
+    assert missing.returncode == 1 and "nothing-here" in missing.stderr, missing.stderr
+
+
+def test_render_prints_the_objects_and_says_what_local_does(cli, deployed):
+    rendered = cli.run("app", "render", "-f", str(deployed))
+    server_out, server_err, _ = server_command("app", "render", "-f", str(deployed))
+    assert ok(rendered) == server_out
+    assert "kind: InferenceService" in rendered.stdout
+    assert rendered.stderr.strip() == server_err.strip()
+
+
+def test_key_create_list_revoke_and_the_secret_once(cli, deployed):
+    made = cli.run("key", "create", "throwaway")
+    said, secret = ok(made).splitlines()
+    assert said == "apikey/throwaway created; its key:" and secret.startswith("sdk_")
+    assert "shown once" in made.stderr
+    listed = ok(cli.run("key", "list"))
+    assert "throwaway" in listed and secret not in listed
+    assert listed == server_command("apikey", "list")[0]
+
+    bad = cli.run("key", "create", "too-slow", "--rpm", "0")
+    _, server_err, _ = server_command("apikey", "create", "too-slow", "--rpm", "0")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: --rpm: "), bad.stderr
+    assert bad.stderr.removeprefix("error: ") == server_err, (bad.stderr, server_err)
+
+    assert ok(cli.run("key", "revoke", "throwaway")).strip() == "apikey/throwaway revoked"
+    again = ok(cli.run("key", "revoke", "throwaway")).strip()
+    assert again == "apikey/throwaway was revoked already"
+    # A viewer is no admin: refused in the console's words.
+    viewer = cli.run("key", "list", "--console", "vera")
+    assert viewer.returncode == 1 and "API keys" in viewer.stderr, viewer.stderr
+
+
+def test_chat_prints_each_chunk_as_it_arrives(cli, api_key):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "servedeck", "chat", "bge-embed", "Say", "three", "words"],
+        env=cli.env(SERVEDECK_API_KEY=api_key),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    pieces, running_when_read = [], []
+    fd = process.stdout.fileno()
+    try:
+        while True:
+            ready, _, _ = select.select([fd], [], [], 30)
+            assert ready, "no output for 30 s"
+            piece = os.read(fd, 4096)
+            if not piece:
+                break
+            pieces.append(piece)
+            running_when_read.append(process.poll() is None)
+    finally:
+        process.wait(timeout=30)
+    assert process.returncode == 0, process.stderr.read()
+    # The stand-in pauses between chunks: the first words were on the terminal while the
+    # answer was still coming, in more than one read.
+    assert len(pieces) >= 2 and running_when_read[0], pieces
+    assert b"".join(pieces).strip()
+
+    # Without a prompt: a session, each line a turn, the history sent along.
+    session = cli.run("chat", "bge-embed", input="Hello\nAnd again\n\n", SERVEDECK_API_KEY=api_key)
+    assert len([line for line in ok(session).splitlines() if line.strip()]) == 2
+
+
+def test_embed_and_complete(cli, api_key):
+    table = ok(cli.run("embed", "bge-embed", "eating bread", "a plane", SERVEDECK_API_KEY=api_key))
+    rows = table.splitlines()
+    assert rows[0].split() == ["INDEX", "DIMENSIONS", "FIRST", "VALUES", "TEXT"] and len(rows) == 3
+    vectors = json.loads(
+        ok(cli.run("embed", "bge-embed", "one", "two", "--json", SERVEDECK_API_KEY=api_key))
+    )
+    assert [v["text"] for v in vectors] == ["one", "two"] and len(vectors[0]["embedding"]) > 0
+    assert ok(cli.run("complete", "bge-embed", "Once", "--key", api_key)).strip()
+
+    no_key = cli.run("embed", "bge-embed", "x")
+    assert no_key.returncode == 2 and "SERVEDECK_API_KEY" in no_key.stderr
+    bad_key = cli.run("embed", "bge-embed", "x", "--key", "sdk_wrong")
+    assert bad_key.returncode == 1 and "API key" in bad_key.stderr, bad_key.stderr
+
+
+def test_transcribe_in_openai_terms(cli, api_key, tmp_path):
+    # The parakeet stand-in "hears" UTF-8 text; the gateway speaks OpenAI's terms to us.
+    audio = tmp_path / "talk.wav"
+    audio.write_text("hello from the terminal client")
+    text = cli.run("transcribe", "speech", str(audio), "--language", "en", "--key", api_key)
+    assert ok(text).strip() == "hello from the terminal client"
+    srt = ok(cli.run("transcribe", "speech", str(audio), "--format", "srt", "--key", api_key))
+    assert "-->" in srt and "hello from the terminal" in srt
+    verbose = json.loads(
+        ok(
+            cli.run(
+                "transcribe", "speech", str(audio), "--format", "verbose_json", "--key", api_key
+            )
+        )
+    )
+    assert verbose["text"] == "hello from the terminal client" and verbose["segments"]
+    missing = cli.run("transcribe", "speech", str(tmp_path / "none.wav"), "--key", api_key)
+    assert missing.returncode == 1 and "none.wav: cannot read it" in missing.stderr
+
+
+def test_status_logs_and_operations(cli, api_key):
+    status = ok(cli.run("status", "bge-embed"))
+    assert status.startswith("application/bge-embed: Running")
+    assert "success rate:" in status and "latency:" in status, status
+    found = json.loads(ok(cli.run("status", "bge-embed", "--json")))
+    assert found["phase"] == "Running" and found["source"], found
+
+    logs = ok(cli.run("app", "logs", "bge-embed", "--lines", "50"))
+    assert "POST /v1/embeddings" in logs, logs
+    server_lines = server_command("app", "logs", "bge-embed", "--lines", "50")[0].splitlines()
+    # The same log, the same lines (it may have grown in between: the overlap is the same).
+    from servedeck.cli import _new_lines
+
+    client_lines = logs.splitlines()
+    overlap = len(server_lines) - len(_new_lines(client_lines, server_lines))
+    assert overlap >= min(25, len(client_lines)) > 0, (client_lines, server_lines)
+    assert len(json.loads(ok(cli.run("app", "logs", "bge-embed", "--json")))["lines"]) > 0
+
+    # -f: the lines a new request writes appear while it follows.
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "servedeck", "app", "logs", "bge-embed", "-f", "--lines", "3"],
+        env=cli.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        read_for(follow, 1.5)  # what it printed first
+        ok(cli.run("embed", "bge-embed", "followed", SERVEDECK_API_KEY=api_key))
+        assert "POST /v1/embeddings" in read_for(follow, 10, until="POST /v1/embeddings")
+        assert follow.poll() is None, "it follows until stopped"
+    finally:
+        follow.terminate()
+        follow.wait(timeout=10)
+
+    restarted = ok(cli.run("app", "restart", "bge-embed"))
+    assert restarted.startswith("application/bge-embed restart: "), restarted
+    stopped = ok(cli.run("app", "stop", "bge-embed"))
+    assert stopped.startswith("application/bge-embed stop: "), stopped
+    started = ok(cli.run("app", "start", "bge-embed"))
+    assert started.startswith("application/bge-embed start: "), started
+
+
+def test_a_console_that_is_down_exits_3_in_clear_words(cli):
+    down = f"http://127.0.0.1:{free_port()}"
+    result = cli.run("app", "list", SERVEDECK_URL=down, SERVEDECK_TOKEN=cli.admin_token)
+    assert result.returncode == 3, result
+    assert f"cannot reach the console at {down}" in result.stderr
+    assert "that the console is running" in result.stderr
+    login = cli.run("login", down, SERVEDECK_TOKEN="sdp_x")
+    assert login.returncode == 3 and "cannot reach the console" in login.stderr
+    # Usage: a bad option exits 2; not logged in exits 2 with what to do.
+    assert cli.run("app", "get").returncode == 2
+    empty = cli.run("app", "list", XDG_CONFIG_HOME=str(cli.home / "nowhere"))
+    assert empty.returncode == 2 and "servedeck login URL" in empty.stderr
+
+
+def test_check_model_reads_as_checkmodel_does(cli):
+    checked = cli.run("check", "hf://BAAI/bge-m3", "--profile", "local", "--context", "4096")
+    server_out, _, server_code = server_command(
+        "checkmodel", "hf://BAAI/bge-m3", "--profile", "local", "--context", "4096"
+    )
+    assert checked.returncode == server_code
+    assert checked.stdout == server_out and "runtime:" in checked.stdout, checked.stdout
+    answer = json.loads(ok(cli.run("check", "hf://BAAI/bge-m3", "--json")))
+    assert answer["profile"] == "local" and "verdict" in answer
+    cannot = cli.run("check", "hf://acme/colossus-12t", "--profile", "local")
+    assert cannot.returncode == 1 and cannot.stderr.strip() == "error: cannot serve"
+
+
+def test_delete_reads_as_the_console_says_it(cli, deployed):
+    gone = ok(cli.run("app", "delete", "bge-embed"))
+    assert gone.strip() == "application/bge-embed deleted"
+    assert "bge-embed" not in ok(cli.run("app", "list"))
+    again = cli.run("app", "delete", "bge-embed")
+    server_out, server_err, server_code = server_command("app", "delete", "bge-embed")
+    assert again.returncode == 1 == server_code
+    assert again.stderr.removeprefix("error: ") == server_err, (again.stderr, server_err)
