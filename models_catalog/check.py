@@ -11,10 +11,12 @@ from pathlib import Path
 import jobs.backends.local.runtimes as runtimes
 from jobs.catalog import gpu_kinds
 from jobs.manifest import FORMAT_ENGINE, UriInfo, parse_uri
+from jobs.manifest.model_defaults import cpu_replica_bytes
 from jobs.manifest.uri import UriError
 from models_catalog import architectures, hub
 from models_catalog import folders as model_folder
 from models_catalog.architectures import Unsupported
+from models_catalog.hub_facts import repo_facts
 from models_catalog.refusals import (
     gguf_only,
     hub_refusal,
@@ -138,11 +140,16 @@ def check_model(
     format: str | None = None,  # the manifest's name for it
     gpu_memory_utilization: float | None = None,
     hf_endpoint: str | None = None,
+    on_this_machine: bool = False,
+    free_memory: int | None = None,
 ) -> CheckResult:
     """Whether the platform can serve the model at `uri`, and on what.
 
     Memory is sized for `concurrency` requests of `context_tokens` each (the model's own
     maximum context when None). `format` is required for anything but hf://.
+    `on_this_machine`: the profile is the local one, so an hf:// model is also said which
+    server runs it here; `free_memory` (bytes) is this machine's, which a model a CPU runtime
+    serves must fit (file:// folders are always on this machine).
     """
     util = gpu_memory_utilization or architectures.default_gpu_memory_utilization(vllm_version)
     base = CheckResult(
@@ -175,14 +182,18 @@ def check_model(
         request = _folder_request(parsed, catalog, vllm_version, context_tokens, util)
         if isinstance(request, str):
             return refuse(base, f"uri: {request}", "Give a folder under the models folder.")
-        return _check_folder(base, request)
+        return _check_folder(base, request, free_memory)
     if parsed.scheme != "hf" or format not in (None, "vLLM"):
         return _check_by_format(base, parsed, format, catalog)
     endpoint = hub.endpoint_now(hf_endpoint)
     request = HubRequest(parsed, hf_token, endpoint, catalog, vllm_version, context_tokens, util)
     try:
         with hub.time_budget():
-            return _check_hf(base, request)
+            result = _check_hf(base, request)
+            if on_this_machine and result.can_serve:
+                found = repo_facts(request.repo, parsed.hf_revision, hf_token, endpoint=endpoint)
+                result = _on_this_machine(result, found.facts, free_memory)
+            return result
     except hub.HubUnavailable as exc:
         return replace(
             base,
@@ -311,7 +322,9 @@ def _folder_request(
     return FolderRequest(uri, None, "", catalog, vllm_version, context_tokens, util, folder)
 
 
-def _check_folder(base: CheckResult, request: FolderRequest) -> CheckResult:
+def _check_folder(
+    base: CheckResult, request: FolderRequest, free_memory: int | None = None
+) -> CheckResult:
     names = model_folder.file_names(request.folder)
     files = tuple(hub.HubFile(n, (request.folder / n).stat().st_size) for n in names)
     info = hub.HubModelInfo(
@@ -322,17 +335,28 @@ def _check_folder(base: CheckResult, request: FolderRequest) -> CheckResult:
         # faster-whisper's checkpoints: no transformers config to size from; a tiny or base
         # Whisper runs in well under the default CPU memory.
         facts = model_folder.folder_facts(request.folder)
-        result = replace(base, task=facts.task, runtime=runtimes.FASTER_WHISPER.name)
-        return _on_this_machine(_serve(result, "Deploy it on the local profile."), facts)
+        size = sum(f.size or 0 for f in files)
+        result = replace(
+            base,
+            task=facts.task,
+            runtime=runtimes.FASTER_WHISPER.name,
+            weight_bytes=size,
+            cpu_memory_bytes=cpu_replica_bytes(size),
+        )
+        served = _serve(result, "Deploy it on the local profile.")
+        return _on_this_machine(served, facts, free_memory)
     result = _check_files(base, request, info)
     if not result.can_serve:
         return result
-    return _on_this_machine(result, model_folder.folder_facts(request.folder))
+    return _on_this_machine(result, model_folder.folder_facts(request.folder), free_memory)
 
 
-def _on_this_machine(result: CheckResult, facts: runtimes.ModelFacts) -> CheckResult:
-    """Which server runs the folder here (it is on this machine, so on the local profile):
-    vLLM where installed, else the CPU runtime for its task; a refusal when none is."""
+def _on_this_machine(
+    result: CheckResult, facts: runtimes.ModelFacts, free_memory: int | None = None
+) -> CheckResult:
+    """Which server runs the model here (a folder on this machine, or an hf:// model on the
+    local profile): vLLM where installed, else the CPU runtime for its task; a refusal when
+    none is, or when a CPU runtime's replica would not fit this machine's free memory."""
     here = runtimes.configured_runtimes_dir()
     choice = runtimes.choose_runtime(
         facts,
@@ -343,7 +367,18 @@ def _on_this_machine(result: CheckResult, facts: runtimes.ModelFacts) -> CheckRe
     if isinstance(choice, runtimes.Refusal):
         return refuse(result, choice.message, choice.install or "See above.")
     said = f"On this machine it runs on {choice.runtime}: {choice.why}"
-    return replace(result, runtime=choice.runtime, warnings=[*result.warnings, said])
+    if choice.cpu is not None and result.uri.startswith("hf://"):
+        said += (
+            f" The replica downloads it into {runtimes.configured_downloads_dir()} first "
+            "(only the configs, tokenizer and one copy of the weights)."
+        )
+    result = replace(result, runtime=choice.runtime, warnings=[*result.warnings, said])
+    needed = result.cpu_memory_bytes
+    if choice.cpu is not None and free_memory is not None and needed:
+        too_big = runtimes.memory_refusal(needed, free_memory, result.uri)
+        if too_big is not None:
+            return refuse(result, *too_big)
+    return result
 
 
 def _check_hf(base: CheckResult, request: HubRequest) -> CheckResult:
