@@ -16,7 +16,7 @@ from jobs.manifest.uri import UriError
 from models_catalog import architectures, hub
 from models_catalog import folders as model_folder
 from models_catalog.architectures import Unsupported
-from models_catalog.hub_facts import repo_facts
+from models_catalog.hub_facts import RepoFacts, repo_facts
 from models_catalog.refusals import (
     gguf_only,
     hub_refusal,
@@ -55,6 +55,7 @@ STORAGE = {
     "https": "Azure Blob Storage",  # the only https:// the platform reads
 }
 PARAKEET_ARCHITECTURE = "ParakeetForTDT"
+CTRANSLATE2_WHISPER = "Whisper (CTranslate2)"
 
 
 @dataclass
@@ -189,10 +190,12 @@ def check_model(
     request = HubRequest(parsed, hf_token, endpoint, catalog, vllm_version, context_tokens, util)
     try:
         with hub.time_budget():
-            result = _check_hf(base, request)
-            if on_this_machine and result.can_serve:
-                found = repo_facts(request.repo, parsed.hf_revision, hf_token, endpoint=endpoint)
-                result = _on_this_machine(result, found.facts, free_memory)
+            here = None
+            if on_this_machine:  # the same reads as below (cached): files and config.json
+                here = repo_facts(request.repo, parsed.hf_revision, hf_token, endpoint=endpoint)
+            result = _check_hf(base, request, here)
+            if here is not None and result.can_serve:
+                result = _on_this_machine(result, here.facts, free_memory)
             return result
     except hub.HubUnavailable as exc:
         return replace(
@@ -335,20 +338,30 @@ def _check_folder(
         # faster-whisper's checkpoints: no transformers config to size from; a tiny or base
         # Whisper runs in well under the default CPU memory.
         facts = model_folder.folder_facts(request.folder)
-        size = sum(f.size or 0 for f in files)
-        result = replace(
-            base,
-            task=facts.task,
-            runtime=runtimes.FASTER_WHISPER.name,
-            weight_bytes=size,
-            cpu_memory_bytes=cpu_replica_bytes(size),
-        )
-        served = _serve(result, "Deploy it on the local profile.")
+        served = _ctranslate2(base, facts, sum(f.size or 0 for f in files))
         return _on_this_machine(served, facts, free_memory)
     result = _check_files(base, request, info)
     if not result.can_serve:
         return result
     return _on_this_machine(result, model_folder.folder_facts(request.folder), free_memory)
+
+
+def _ctranslate2(base: CheckResult, facts: runtimes.ModelFacts, size: int) -> CheckResult:
+    """A CTranslate2 Whisper checkpoint (faster-whisper's): no transformers config to size
+    from, so its files stand for its weights; a tiny or base Whisper runs in well under the
+    default CPU memory."""
+    result = replace(
+        base,
+        task=facts.task,
+        runtime=runtimes.FASTER_WHISPER.name,
+        # Named, so the manifest's fill takes what was found (the commit an hf:// uri is
+        # pinned to) as for any other model.
+        architecture=facts.architecture or CTRANSLATE2_WHISPER,
+        weight_bytes=size,
+        weight_source="file sizes",
+        cpu_memory_bytes=cpu_replica_bytes(size),
+    )
+    return _serve(result, "Deploy it on the local profile.")
 
 
 def _on_this_machine(
@@ -381,7 +394,8 @@ def _on_this_machine(
     return result
 
 
-def _check_hf(base: CheckResult, request: HubRequest) -> CheckResult:
+def _check_hf(base: CheckResult, request: HubRequest, here: RepoFacts | None = None) -> CheckResult:
+    """`here`: the repository as the local profile's CPU runtimes see it (None elsewhere)."""
     info = hub.model_info(
         request.repo, request.uri.hf_revision, request.token, endpoint=request.endpoint
     )
@@ -389,6 +403,8 @@ def _check_hf(base: CheckResult, request: HubRequest) -> CheckResult:
     base = replace(
         base, revision=info.sha or None, warnings=pins, pin_warning=pins[0] if pins else None
     )
+    if here is not None and here.facts.layout == runtimes.CTRANSLATE2:
+        return _ctranslate2(base, here.facts, here.download_bytes)
     return _check_files(base, request, info)
 
 

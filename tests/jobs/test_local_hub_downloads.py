@@ -300,3 +300,55 @@ def test_the_launcher_refuses_a_plan_that_leaves_the_downloads_folder(tmp_path):
         [sys.executable, LAUNCHER, str(plan), "--", "/bin/true"], capture_output=True, text=True
     )
     assert done.returncode == 65 and "are not the layout's" in done.stdout
+
+
+def shortest(uri: str) -> str:
+    return f"""\
+apiVersion: servedeck.io/v1
+kind: Application
+spec:
+  name: chat
+  profileName: local
+  source:
+    type: Model
+    model:
+      uri: {uri}
+"""
+
+
+@pytest.fixture
+def little_free_memory(tmp_path, monkeypatch):
+    """This machine's memory as /proc/meminfo would say it with 1 GiB available."""
+    from jobs.backends.local import machine_check
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       16777216 kB\nMemAvailable:    1048576 kB\n")
+    monkeypatch.setattr(machine_check, "MEMINFO", meminfo)
+
+
+def test_the_dry_run_names_the_runtime_here_and_refuses_the_same_memory(
+    hub_machine, client, deployer, little_free_memory, settings
+):
+    from tests.helpers import bearer
+
+    client.defaults.update(bearer(deployer))
+    url = "/api/v1/applications?dryRun=true"
+    answer = client.post(url, shortest(f"hf://{REPO}"), content_type="application/yaml")
+    assert answer.status_code == 400, answer.content
+    problems = answer.json()["error"]["problems"]
+    refused = [p for p in problems if p["level"] == "refusal"]
+    assert len(refused) == 1, problems
+    assert (refused[0]["path"], refused[0]["origin"]) == ("spec.source.model.uri", "check-model")
+    assert refused[0]["message"].startswith(
+        f"hf://{REPO} needs 2.0 GiB of memory on this machine's CPU (weights, runtime and KV "
+        "cache), and 1.0 GiB is free here."
+    )
+
+    settings.SERVEDECK_DOWNLOADS_DIR = "/nonexistent-for-this-test/downloads"
+    from jobs.backends.local import machine_check
+
+    machine_check.MEMINFO.write_text("MemAvailable:   16777216 kB\n")
+    body = client.post(url, shortest(f"hf://{REPO}"), content_type="application/yaml").json()
+    assert body["ok"] is True, body["refusals"]
+    said = [w["message"] for w in body["warnings"] if "On this machine it runs on" in w["message"]]
+    assert said and "transformers serve serves chat and completions" in said[0]

@@ -599,7 +599,7 @@ class LocalRunner:
         """The download launcher's plan, in the application's private state folder."""
         planned = dict(state.download or {})
         planned["downloads_dir"] = str(rt.configured_downloads_dir().absolute())
-        path = self._dir(state.name) / DOWNLOAD_PLAN
+        path = proc.private_dir(self._dir(state.name)) / DOWNLOAD_PLAN
         temporary = path.with_name(f".{DOWNLOAD_PLAN}.tmp")
         with open(temporary, "w", opener=proc.private_opener) as handle:
             handle.write(json.dumps(planned))
