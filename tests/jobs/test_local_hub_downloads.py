@@ -352,3 +352,30 @@ def test_the_dry_run_names_the_runtime_here_and_refuses_the_same_memory(
     assert body["ok"] is True, body["refusals"]
     said = [w["message"] for w in body["warnings"] if "On this machine it runs on" in w["message"]]
     assert said and "transformers serve serves chat and completions" in said[0]
+
+
+def test_a_gated_repo_is_read_with_the_profiles_token_only_where_the_operator_allowed_it(
+    hub_machine, client, deployer, org, monkeypatch
+):
+    from jobs.models import Profile
+    from tests.helpers import bearer
+
+    hub_machine.repos[REPO].meta["gated"] = "manual"
+    monkeypatch.setenv("HF_TOKEN_ACME", GOOD_TOKEN)
+    Profile.objects.filter(organization=org, name="local").update(hf_token_ref="env/HF_TOKEN_ACME")
+    client.defaults.update(bearer(deployer))
+    url = "/api/v1/applications?dryRun=true"
+
+    def refusals() -> list[str]:
+        answer = client.post(url, shortest(f"hf://{REPO}"), content_type="application/yaml")
+        if answer.status_code == 200:
+            return []
+        return [p["message"] for p in answer.json()["error"]["problems"] if p["level"] == "refusal"]
+
+    (said,) = refusals()  # the variable is not allowed for the organisation: no token is read
+    assert said.startswith(f"{REPO} is gated, and the profile has no Hugging Face token")
+    org.token_variables = ["HF_TOKEN_ACME"]
+    org.save()
+    hub_machine.reset_log()
+    assert refusals() == []  # read with the token, by Check model and the local backend alike
+    assert all(r.token for r in hub_machine.requests if REPO in r.path)
