@@ -243,6 +243,9 @@ SERVEDECK_LOCAL_STATE_DIR = Path(env_str("SERVEDECK_LOCAL_STATE_DIR", str(VAR_DI
 # file:// source may name a folder there and nowhere else on this machine.
 SERVEDECK_RUNTIMES_DIR = Path(env_str("SERVEDECK_RUNTIMES_DIR", str(VAR_DIR / "runtimes")))
 SERVEDECK_MODELS_DIR = Path(env_str("SERVEDECK_MODELS_DIR", str(VAR_DIR / "models")))
+# hf:// models served by a CPU runtime are downloaded here first (one folder for the console,
+# the Hugging Face cache layout, each snapshot at its commit).
+SERVEDECK_DOWNLOADS_DIR = Path(env_str("SERVEDECK_DOWNLOADS_DIR", str(VAR_DIR / "downloads")))
 # A cluster's kubeconfig is one regular file an operator put in this folder (checked when the
 # cluster is saved and again when its client is made: never a path list, `~` or a file
 # elsewhere on the host). The console's own service account (in-cluster) is for the

@@ -4,6 +4,8 @@ models_catalog never reads a Profile."""
 
 import os
 
+from jobs.backends.local.command import DEFAULT_TEMPLATE, configured_template
+from jobs.backends.local.machine_check import free_memory
 from jobs.token_refs import env_token
 from models_catalog.check import CheckResult, check_model
 
@@ -37,8 +39,15 @@ def check_for_profile(
             next_step="Copy the model onto a PersistentVolumeClaim and use "
             "pvc://<claim>/<path>, use hf://, or choose the local profile.",
         )
+    # The local backend chooses the server on this machine (SERVEDECK_LOCAL_COMMAND, when set,
+    # names one itself): Check model says which, and that it fits the free memory.
+    local = profile.cluster.backend == "local" and configured_template() == DEFAULT_TEMPLATE
     result = check_model(
         uri,
+        on_this_machine=local,
+        # This machine's memory as it is now: the CPU runtimes serve the model beside
+        # whatever else runs here.
+        free_memory=free_memory() if local else None,
         catalog=profile.machine_catalog,
         vllm_version=profile.vllm_version,
         hf_token=hf_token_for(profile),

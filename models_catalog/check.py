@@ -11,10 +11,12 @@ from pathlib import Path
 import jobs.backends.local.runtimes as runtimes
 from jobs.catalog import gpu_kinds
 from jobs.manifest import FORMAT_ENGINE, UriInfo, parse_uri
+from jobs.manifest.model_defaults import cpu_replica_bytes
 from jobs.manifest.uri import UriError
 from models_catalog import architectures, hub
 from models_catalog import folders as model_folder
 from models_catalog.architectures import Unsupported
+from models_catalog.hub_facts import RepoFacts, repo_facts
 from models_catalog.refusals import (
     gguf_only,
     hub_refusal,
@@ -53,6 +55,7 @@ STORAGE = {
     "https": "Azure Blob Storage",  # the only https:// the platform reads
 }
 PARAKEET_ARCHITECTURE = "ParakeetForTDT"
+CTRANSLATE2_WHISPER = "Whisper (CTranslate2)"
 
 
 @dataclass
@@ -146,11 +149,16 @@ def check_model(
     format: str | None = None,  # the manifest's name for it
     gpu_memory_utilization: float | None = None,
     hf_endpoint: str | None = None,
+    on_this_machine: bool = False,
+    free_memory: int | None = None,
 ) -> CheckResult:
     """Whether the platform can serve the model at `uri`, and on what.
 
     Memory is sized for `concurrency` requests of `context_tokens` each (the model's own
     maximum context when None). `format` is required for anything but hf://.
+    `on_this_machine`: the profile is the local one, so an hf:// model is also said which
+    server runs it here; `free_memory` (bytes) is this machine's, which a model a CPU runtime
+    serves must fit (file:// folders are always on this machine).
     """
     util = gpu_memory_utilization or architectures.default_gpu_memory_utilization(vllm_version)
     base = CheckResult(
@@ -183,14 +191,20 @@ def check_model(
         request = _folder_request(parsed, catalog, vllm_version, context_tokens, util)
         if isinstance(request, str):
             return refuse(base, f"uri: {request}", "Give a folder under the models folder.")
-        return _check_folder(base, request)
+        return _check_folder(base, request, free_memory)
     if parsed.scheme != "hf" or format not in (None, "vLLM"):
         return _check_by_format(base, parsed, format, catalog)
     endpoint = hub.endpoint_now(hf_endpoint)
     request = HubRequest(parsed, hf_token, endpoint, catalog, vllm_version, context_tokens, util)
     try:
         with hub.time_budget():
-            return _check_hf(base, request)
+            here = None
+            if on_this_machine:  # the same reads as below (cached): files and config.json
+                here = repo_facts(request.repo, parsed.hf_revision, hf_token, endpoint=endpoint)
+            result = _check_hf(base, request, here)
+            if here is not None and result.can_serve:
+                result = _on_this_machine(result, here.facts, free_memory)
+            return result
     except hub.HubUnavailable as exc:
         return replace(
             base,
@@ -319,7 +333,9 @@ def _folder_request(
     return FolderRequest(uri, None, "", catalog, vllm_version, context_tokens, util, folder)
 
 
-def _check_folder(base: CheckResult, request: FolderRequest) -> CheckResult:
+def _check_folder(
+    base: CheckResult, request: FolderRequest, free_memory: int | None = None
+) -> CheckResult:
     names = model_folder.file_names(request.folder)
     files = tuple(hub.HubFile(n, (request.folder / n).stat().st_size) for n in names)
     info = hub.HubModelInfo(
@@ -330,17 +346,38 @@ def _check_folder(base: CheckResult, request: FolderRequest) -> CheckResult:
         # faster-whisper's checkpoints: no transformers config to size from; a tiny or base
         # Whisper runs in well under the default CPU memory.
         facts = model_folder.folder_facts(request.folder)
-        result = replace(base, task=facts.task, runtime=runtimes.FASTER_WHISPER.name)
-        return _on_this_machine(_serve(result, "Deploy it on the local profile."), facts)
+        served = _ctranslate2(base, facts, sum(f.size or 0 for f in files))
+        return _on_this_machine(served, facts, free_memory)
     result = _check_files(base, request, info)
     if not result.can_serve:
         return result
-    return _on_this_machine(result, model_folder.folder_facts(request.folder))
+    return _on_this_machine(result, model_folder.folder_facts(request.folder), free_memory)
 
 
-def _on_this_machine(result: CheckResult, facts: runtimes.ModelFacts) -> CheckResult:
-    """Which server runs the folder here (it is on this machine, so on the local profile):
-    vLLM where installed, else the CPU runtime for its task; a refusal when none is."""
+def _ctranslate2(base: CheckResult, facts: runtimes.ModelFacts, size: int) -> CheckResult:
+    """A CTranslate2 Whisper checkpoint (faster-whisper's): no transformers config to size
+    from, so its files stand for its weights; a tiny or base Whisper runs in well under the
+    default CPU memory."""
+    result = replace(
+        base,
+        task=facts.task,
+        runtime=runtimes.FASTER_WHISPER.name,
+        # Named, so the manifest's fill takes what was found (the commit an hf:// uri is
+        # pinned to) as for any other model.
+        architecture=facts.architecture or CTRANSLATE2_WHISPER,
+        weight_bytes=size,
+        weight_source="file sizes",
+        cpu_memory_bytes=cpu_replica_bytes(size),
+    )
+    return _serve(result, "Deploy it on the local profile.")
+
+
+def _on_this_machine(
+    result: CheckResult, facts: runtimes.ModelFacts, free_memory: int | None = None
+) -> CheckResult:
+    """Which server runs the model here (a folder on this machine, or an hf:// model on the
+    local profile): vLLM where installed, else the CPU runtime for its task; a refusal when
+    none is, or when a CPU runtime's replica would not fit this machine's free memory."""
     here = runtimes.configured_runtimes_dir()
     choice = runtimes.choose_runtime(
         facts,
@@ -351,10 +388,22 @@ def _on_this_machine(result: CheckResult, facts: runtimes.ModelFacts) -> CheckRe
     if isinstance(choice, runtimes.Refusal):
         return refuse(result, choice.message, choice.install or "See above.")
     said = f"On this machine it runs on {choice.runtime}: {choice.why}"
-    return replace(result, runtime=choice.runtime, warnings=[*result.warnings, said])
+    if choice.cpu is not None and result.uri.startswith("hf://"):
+        said += (
+            f" The replica downloads it into {runtimes.configured_downloads_dir()} first "
+            "(only the configs, tokenizer and one copy of the weights)."
+        )
+    result = replace(result, runtime=choice.runtime, warnings=[*result.warnings, said])
+    needed = result.cpu_memory_bytes
+    if choice.cpu is not None and free_memory is not None and needed:
+        too_big = runtimes.memory_refusal(needed, free_memory, result.uri)
+        if too_big is not None:
+            return refuse(result, *too_big)
+    return result
 
 
-def _check_hf(base: CheckResult, request: HubRequest) -> CheckResult:
+def _check_hf(base: CheckResult, request: HubRequest, here: RepoFacts | None = None) -> CheckResult:
+    """`here`: the repository as the local profile's CPU runtimes see it (None elsewhere)."""
     info = hub.model_info(
         request.repo, request.uri.hf_revision, request.token, endpoint=request.endpoint
     )
@@ -362,6 +411,8 @@ def _check_hf(base: CheckResult, request: HubRequest) -> CheckResult:
     base = replace(
         base, revision=info.sha or None, warnings=pins, pin_warning=pins[0] if pins else None
     )
+    if here is not None and here.facts.layout == runtimes.CTRANSLATE2:
+        return _ctranslate2(base, here.facts, here.download_bytes)
     return _check_files(base, request, info)
 
 

@@ -224,9 +224,17 @@ def folder_task(config: Mapping[str, Any] | None, names: list[str], layout: str 
 
 def folder_facts(folder: Path, wants_gpu: bool = False) -> rt.ModelFacts:
     """What the runtime choice needs to know about a model folder."""
-    names = file_names(folder)
-    layout = rt.weights_layout(names) or "unknown"
     config = read_json(folder / "config.json")
+    parameters = sum(safetensors_parameters(folder).values()) or None
+    return model_facts(file_names(folder), config, parameters, wants_gpu)
+
+
+def model_facts(
+    names: list[str], config: Any, parameters: int | None, wants_gpu: bool = False
+) -> rt.ModelFacts:
+    """What the runtime choice needs, from a folder's or a Hub repository's file names, its
+    config.json (None when it has none) and its parameter count: the one reading of both."""
+    layout = rt.weights_layout(names) or "unknown"
     config = config if isinstance(config, dict) else None
     archs = (config or {}).get("architectures") or []
     experts = None
@@ -235,7 +243,6 @@ def folder_facts(folder: Path, wants_gpu: bool = False) -> rt.ModelFacts:
         if isinstance(value, int):
             experts = value
             break
-    parameters = sum(safetensors_parameters(folder).values()) or None
     return rt.ModelFacts(
         task=folder_task(config, names, layout),
         layout=layout,

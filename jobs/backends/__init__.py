@@ -21,12 +21,15 @@ from jobs.token_refs import env_token
 class LocalBackend:
     """Model servers as processes on this machine (the embedded default)."""
 
-    def __init__(self, runner: LocalRunner):
+    def __init__(self, runner: LocalRunner, profile=None):
         self.runner = runner
+        self.profile = profile
 
     def preflight(self, manifest: dict, objects: list) -> Preflight:
-        # The runner's check reads the engine arguments as vLLM will (local/command.py).
-        return Preflight(refusals=self.runner.check(manifest))
+        # The runner's check reads the engine arguments as vLLM will (local/command.py), and
+        # an hf:// model a CPU runtime serves with the profile's token, as Check model does.
+        token = profile_token(self.profile) if self.profile is not None else None
+        return Preflight(refusals=self.runner.check(manifest, token))
 
     def gpus_here(self) -> int:
         """The NVIDIA GPUs this machine has (none when none can be listed): the most one
@@ -106,8 +109,14 @@ def application_token(organization_slug: str, app_name: str) -> str | None:
     )
     if application is None:
         return None
-    allowed = application.organization.token_variables
-    return env_token(application.profile.hf_token_ref, allowed, os.environ)
+    return profile_token(application.profile)
+
+
+def profile_token(profile) -> str | None:
+    """The token a profile names as `env/VAR`, read only when the operator allowed VAR for its
+    organisation (a `secret/` reference is the cluster's, never read here)."""
+    allowed = profile.organization.token_variables
+    return env_token(profile.hf_token_ref or "", allowed, os.environ)
 
 
 def local_runners_on_disk() -> list[LocalRunner]:
@@ -139,7 +148,7 @@ def backend_for(profile):
     """The backend that runs `profile`'s cluster."""
     cluster = profile.cluster
     if cluster.backend == cluster.Backend.LOCAL:
-        return LocalBackend(local_runner(profile.organization.slug))
+        return LocalBackend(local_runner(profile.organization.slug), profile)
     from jobs.backends.kubernetes.backend import ClusterBackend  # loads the client when needed
 
     return ClusterBackend(profile)

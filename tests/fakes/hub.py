@@ -5,7 +5,10 @@ of every request with the bytes it sent.
 
 Repos come from `hub_repos/<org>/<name>/`: the JSON files there are served as they are,
 `_repo.json` holds the Hub's metadata and says which weights to synthesize (headers real,
-data zeros, never materialised) and which other large files exist (by size only).
+data zeros, never materialised) and which other large files exist (by size only). A repo can
+also be a real model folder on disk (`disk_repo`: the packaged models of
+tests/packaged_models.py), every file served as it is, with the Hub's headers (commit, ETag,
+the LFS sha256 of large files), so `snapshot_download` fetches real weights from it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import re
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -131,6 +135,32 @@ class SafetensorsFile(FakeFile):
         return head + bytes(max(0, end - max(start, len(self.head)) + 1))
 
 
+class DiskFile(FakeFile):
+    """A real file on disk, read for any range; large files are LFS files, as on the Hub."""
+
+    LFS_FROM_BYTES = 1 << 20
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.size = path.stat().st_size
+        self.lfs = self.size >= self.LFS_FROM_BYTES or path.suffix in (".safetensors", ".bin")
+
+    def read(self, start: int, end: int) -> bytes:
+        with open(self.path, "rb") as handle:
+            handle.seek(start)
+            return handle.read(max(0, min(end, self.size - 1) - start + 1))
+
+    @cached_property
+    def etag(self) -> str:
+        if not self.lfs:  # a git blob id, as the Hub sends for small files
+            return hashlib.sha1(b"blob %d\0" % self.size + self.path.read_bytes()).hexdigest()  # noqa: S324
+        digest = hashlib.sha256()
+        with open(self.path, "rb") as handle:
+            for block in iter(lambda: handle.read(CHUNK), b""):
+                digest.update(block)
+        return digest.hexdigest()
+
+
 def _product(shape: list[int]) -> int:
     result = 1
     for dim in shape:
@@ -172,6 +202,14 @@ class FakeRepo:
 
     def _build(self) -> tuple[dict[str, FakeFile], dict[str, int] | None]:
         files: dict[str, FakeFile] = {".gitattributes": InlineFile(b"*.safetensors filter=lfs\n")}
+        if self.meta.get("from_disk"):
+            for path in sorted(self.directory.rglob("*")):
+                name = path.relative_to(self.directory).as_posix()
+                if path.is_file() and not name.startswith("."):
+                    files[name] = DiskFile(path)
+            for name, size in self.meta.get("blobs", {}).items():
+                files[name] = BlobFile(size)  # copies a runtime must not fetch
+            return files, None
         for path in sorted(self.directory.rglob("*")):
             if path.is_file() and path.name != "_repo.json":
                 files[path.relative_to(self.directory).as_posix()] = InlineFile(path.read_bytes())
@@ -234,6 +272,12 @@ def _index(shards: dict[str, SafetensorsFile]) -> bytes:
     return json.dumps(body, indent=2).encode()
 
 
+def disk_repo(repo_id: str, folder: Path, **meta) -> FakeRepo:
+    """A repo serving the real model folder `folder` (gated=..., blobs={name: size} for other
+    files it lists, such as the ONNX copies real repos carry)."""
+    return FakeRepo(repo_id, Path(folder), {"from_disk": True, **meta})
+
+
 def load_repos(directory: Path = REPOS_DIR) -> dict[str, FakeRepo]:
     repos = {}
     for meta_path in sorted(directory.glob("*/*/_repo.json")):
@@ -273,6 +317,8 @@ class FakeHub:
         self.ignore_ranges = False  # True: answer Range requests with the whole file, as some
         # servers do, to show a client stops reading on its own
         self.tokens = {GOOD_TOKEN: True, NO_ACCESS_TOKEN: False}
+        # {file name: seconds} before each answer about that file: a download that takes a while
+        self.slow_files: dict[str, float] = {}
         self._log: list[RequestRecord] = []
         self._in_flight = 0
         self._log_changed = threading.Condition()
@@ -523,6 +569,7 @@ class _Handler(BaseHTTPRequestHandler):
             file = repo.files.get(name)
             if file is None:
                 raise HubError(404, "EntryNotFound", f"{name} does not exist on {revision}")
+            time.sleep(self.hub.slow_files.get(name, 0))
             return self._file(repo, file, head)
         raise HubError(404, None, "Sorry, we can't find the page you are looking for.")
 

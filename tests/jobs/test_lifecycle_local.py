@@ -150,14 +150,19 @@ def test_engine_flags_are_read_as_vllm_reads_them_at_the_dry_run(org, args, flag
     assert f"is read as {flag}," in refusal.message
 
 
-def test_vllm_missing_is_a_dry_run_refusal(org, settings, monkeypatch, tmp_path):
+def test_without_vllm_the_dry_run_names_the_cpu_runtime_to_install(
+    org, settings, monkeypatch, tmp_path
+):
     settings.SERVEDECK_LOCAL_COMMAND = ""  # the default: vLLM's own server
+    settings.SERVEDECK_RUNTIMES_DIR = tmp_path / "runtimes"  # no CPU runtime installed
     monkeypatch.setenv("PATH", str(tmp_path))  # a machine without vllm
     run = verbs.dry_run(SHORTEST, org)
-    (message,) = [p.message for p in run.refusals if p.path == "spec.profileName"]
+    (message,) = [p.message for p in run.refusals]
     assert message.startswith(
-        "vLLM is not installed on this machine; install it or use a Kubernetes profile"
+        "Embeddings on this machine needs the CPU runtime infinity-emb, which is not installed"
     )
+    command = f"SERVEDECK_RUNTIMES_DIR={tmp_path / 'runtimes'} scripts/cpu_runtimes.sh infinity"
+    assert f"Install it with: {command}" in message
 
 
 def test_the_dry_run_refuses_more_replicas_than_this_machine_holds(org, deployer):

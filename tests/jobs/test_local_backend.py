@@ -307,21 +307,27 @@ def fake_nvidia_smi(folder: Path, gpus: int) -> None:
 
 
 def test_missing_vllm_is_refused_in_plain_words_without_the_hosts_path(empty_path):
-    refusals = said(check(manifest()))
-    assert len(refusals) == 1
-    assert refusals[0].startswith(VLLM_MISSING)
+    # Without vLLM an hf:// model goes to a CPU runtime, which uses no GPU: asked for one,
+    # it is refused, saying vLLM is missing; the host's PATH is not told.
+    gpu = manifest(
+        uri="hf://Qwen/Qwen2.5-7B-Instruct",
+        resources={"accelerator": {"gpu": {"countPerReplica": 1}}},
+    )
+    refusals = said(check(gpu))
+    assert len(refusals) == 1, refusals
+    assert "vLLM is not installed on this machine" in refusals[0]
+    assert "Install vLLM, remove resources.accelerator to run on the CPU" in refusals[0]
+    assert str(empty_path) not in refusals[0]  # callers see no detail of the console's host
     assert VLLM_MISSING == (
         "vLLM is not installed on this machine; install it or use a Kubernetes profile"
     )
-    assert str(empty_path) not in refusals[0]  # callers see no detail of the console's host
-    assert "not on the console host's PATH" in refusals[0]
 
 
 def test_every_refusal_is_given_at_once(empty_path):
     gpu = manifest(resources={"accelerator": {"gpu": {"countPerReplica": 1}}})
-    refusals = said(check(gpu))
+    refusals = said(check(gpu, "no-such-server --port {port}"))
     assert len(refusals) == 2
-    assert refusals[0].startswith(VLLM_MISSING)
+    assert refusals[0].startswith("The local model server command 'no-such-server'")
     assert "nvidia-smi is not on the console host's PATH" in refusals[1]
 
 

@@ -202,14 +202,14 @@ def test_only_folders_inside_the_models_folder_are_served(cpu_machine, tmp_path)
     assert "is not a folder on this machine" in missing
 
 
-def test_an_hf_model_without_vllm_says_how_to_serve_a_folder_instead(cpu_machine, tmp_path):
-    _, models = cpu_machine
+def test_an_hf_model_without_vllm_is_read_from_the_hub_and_refused_when_missing(
+    cpu_machine, tmp_path
+):
     runner = LocalRunner(tmp_path / "state" / "acme", template=None)
     refusals = [p.message for p in runner.check(manifest("chat", "hf://HuggingFaceTB/x"))]
     assert len(refusals) == 1
-    assert refusals[0].startswith("vLLM is not installed on this machine")
-    assert f"put the model's folder under {models}" in refusals[0]
-    assert "file://" in refusals[0]
+    assert refusals[0].startswith("spec.source.model.uri: hf://HuggingFaceTB/x cannot be read")
+    assert "was not found" in refusals[0]
 
 
 LLAMA = {

@@ -3,8 +3,10 @@
 Each refusal is a Problem of origin target that names the manifest field it is about (or
 none: this machine itself lacks something), so the dry run routes it without reading its words.
 
-The local backend runs vLLM's OpenAI server (or the configured stand-in) as processes here:
-only vLLM-format hf:// models, on the CPU or on this machine's NVIDIA GPUs.
+The local backend runs vLLM's OpenAI server (or the configured stand-in) as processes here,
+on the CPU or on this machine's NVIDIA GPUs; without vLLM, the CPU runtimes (runtimes.py), on
+model folders and on hf:// models they download. This machine's free memory and disk are
+read here too (cgroup-aware), for the refusals that compare them with what a model needs.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from jobs.manifest.problems import Problem
 from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
+from . import runtimes as rt
 from . import serving_plan
 from .command import (
     DEFAULT_TEMPLATE,
@@ -48,6 +51,7 @@ MODEL = "spec.source.model"
 MEMINFO = Path("/proc/meminfo")
 GIB = 2**30
 CGROUP_MEMORY_MAX = Path("/sys/fs/cgroup/memory.max")
+CGROUP_MEMORY_CURRENT = Path("/sys/fs/cgroup/memory.current")
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,55 @@ def _memory_bytes() -> int:
     except OSError:
         pass
     return total
+
+
+def free_memory() -> int:
+    """Memory a new model server can take now: MemAvailable, or what the cgroup's limit leaves
+    (memory.max less memory.current) when that is less. Read each time."""
+    available = 0
+    try:
+        for line in MEMINFO.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024  # kB
+                break
+    except (OSError, ValueError, IndexError):
+        available = 0
+    if not available:
+        available = _memory_bytes()
+    try:
+        limit = CGROUP_MEMORY_MAX.read_text().strip()
+        used = CGROUP_MEMORY_CURRENT.read_text().strip()
+        if limit.isdigit() and used.isdigit():
+            available = min(available, max(0, int(limit) - int(used)))
+    except OSError:
+        pass
+    return available
+
+
+def free_disk(folder: Path) -> int:
+    """Bytes free for this process on the file system that holds `folder` (or would: the
+    nearest folder above it that exists)."""
+    folder = Path(os.path.abspath(folder))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return 0
+
+
+def download_refusals(chosen: serving_plan.Plan) -> list[Problem]:
+    """Refused when the files an hf:// model's CPU runtime downloads do not fit the free disk
+    of the downloads folder (what is there already is not counted again)."""
+    if chosen.download is None:
+        return []
+    folder = Path(chosen.model)
+    needed = sum(size for name, size in chosen.download.files if not (folder / name).is_file())
+    downloads = rt.configured_downloads_dir()
+    message = rt.disk_refusal(
+        needed, free_disk(downloads), downloads, f"hf://{chosen.download.repo}"
+    )
+    return [target_answer(message)] if message else []
 
 
 def capacity_refusals(manifest: Mapping[str, Any], here: Machine | None = None) -> list[Problem]:
@@ -221,14 +274,19 @@ def _get(data: Any, *keys: str) -> Any:
     return data
 
 
-def check(manifest: Mapping[str, Any], template: str | None = None) -> list[Problem]:
-    """Why the local backend cannot run this filled-in manifest here; empty when it can."""
+def check(
+    manifest: Mapping[str, Any], template: str | None = None, token: str | None = None
+) -> list[Problem]:
+    """Why the local backend cannot run this filled-in manifest here; empty when it can.
+    `token`: the profile's Hugging Face token, for an hf:// model read from the Hub."""
     template = template if template is not None else DEFAULT_TEMPLATE
     refusals = _manifest_refusals(manifest, default_template=template == DEFAULT_TEMPLATE)
-    chosen = serving_plan.plan(manifest, template) if not refusals else None
+    chosen = serving_plan.plan(manifest, template, token) if not refusals else None
     plan_refusals = []
     if isinstance(chosen, serving_plan.Refused):
         plan_refusals.append(target_answer(chosen.message, chosen.field))
+    elif isinstance(chosen, serving_plan.Plan):
+        plan_refusals += download_refusals(chosen)
     # GPUs are counted only for a manifest this backend could otherwise run.
     wants_gpu = _get(manifest, "spec", "source", "model", "resources", "accelerator")
     gpu_refusals = _gpu_refusals(manifest) if wants_gpu and not refusals else []
@@ -322,8 +380,8 @@ def _command_refusals(template: str) -> list[Problem]:
         return [
             target_answer(
                 f"{VLLM_MISSING} (vllm is not on the console host's PATH nor in its virtualenv). "
-                "Without vLLM the local backend serves model folders on disk with its CPU "
-                f"runtimes: put the model's folder under {configured_models_dir()} "
+                "Without vLLM the local backend serves hf:// models and model folders on disk "
+                f"with its CPU runtimes: put the model's folder under {configured_models_dir()} "
                 f"({MODELS_DIR_SETTING}) and set {MODEL}.uri to file://<that folder>."
             )
         ]

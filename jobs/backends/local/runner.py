@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import wave
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -31,9 +32,9 @@ import httpx
 from jobs.manifest.problems import Problem
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
+from . import download_launcher, serving_plan
 from . import processes as proc
 from . import runtimes as rt
-from . import serving_plan
 from .command import (
     configured_template,
     describe,
@@ -48,6 +49,7 @@ from .command import (
 from .gpu_ledger import GpuBook, GpuLedger, Holding, parse_gpus
 from .machine_check import VLLM_MISSING, capacity_refusals, check, list_gpus, which
 from .state import (
+    DOWNLOADING,
     FAILED,
     LOADING,
     PENDING,
@@ -64,6 +66,7 @@ from .state import (
 )
 
 __all__ = [
+    "DOWNLOADING",
     "FAILED",
     "LOADING",
     "PENDING",
@@ -87,6 +90,8 @@ MARKER = "---- servedeck: "  # starts the line written before each server start
 APP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 SPAWN_FAILED_EXIT_CODE = 127  # what a shell reports for a command it cannot run
 WARM_UP_SECONDS = 5.0  # a warm-up request waits this long for the model to load
+LAUNCHER = str(Path(download_launcher.__file__).resolve())
+DOWNLOAD_PLAN = "download.json"
 
 
 def _silence_wav(seconds: float = 0.5, rate: int = 16000) -> bytes:
@@ -167,10 +172,13 @@ class LocalRunner:
 
     # --- public verbs --------------------------------------------------------------------
 
-    def check(self, manifest: Mapping[str, Any]) -> list[Problem]:
+    def check(self, manifest: Mapping[str, Any], token: str | None = None) -> list[Problem]:
         """Why this machine cannot run the manifest (each naming the field it is about);
-        empty when it can."""
-        return check(manifest, self.template)
+        empty when it can. `token`: the Hugging Face token an hf:// model is read with."""
+        return check(manifest, self.template, token)
+
+    def _token(self, app_name: str) -> str | None:
+        return self.token_for(app_name) if self.token_for is not None else None
 
     def apply(self, app_name: str, manifest: Mapping[str, Any], revision: int) -> LocalStatus:
         """Run the manifest: start its minReplicas servers, or replace them when the manifest
@@ -179,10 +187,11 @@ class LocalRunner:
         check_name(app_name)
         if manifest.get("spec", {}).get("name") != app_name:
             raise ValueError(f"the manifest's spec.name is not {app_name!r}")
-        refusals = self.check(manifest)
+        token = self._token(app_name)
+        refusals = self.check(manifest, token)
         if refusals:
             raise LocalRefused([p.message for p in refusals])
-        chosen = serving_plan.plan(manifest, self.template)
+        chosen = serving_plan.plan(manifest, self.template, token)
         if isinstance(chosen, serving_plan.Refused):  # the check above said so already
             raise LocalRefused([chosen.message])
         manifest = json.loads(json.dumps(manifest))  # a plain copy, as it will be stored
@@ -394,6 +403,7 @@ class LocalRunner:
             model_id=name,
             readiness_path=spec.readiness_path if spec else "/v1/models",
             ready_before_load=spec is rt.FASTER_WHISPER,
+            download=chosen.download.as_dict() if chosen.download else None,
         )
 
     # --- processes -----------------------------------------------------------------------
@@ -488,10 +498,20 @@ class LocalRunner:
         source = serving_plan.model_source(state.manifest)
         if isinstance(source, serving_plan.Refused):
             return self._not_started(state, index, port, gpus)
-        cwd = None
+        cwd, spawned = None, None
         if state.runtime in rt.CPU_RUNTIMES:
-            launch = self._cpu_launch(state, port, source[1])
+            model = source[1]
+            if state.download is not None:
+                try:
+                    model = str(self._snapshot(state, source))
+                except ValueError as exc:
+                    return self._not_started(state, index, port, gpus, str(exc))
+            launch = self._cpu_launch(state, port, model)
             command, cwd = launch.argv, launch.cwd
+            if state.download is not None:
+                # The replica downloads first, then execs the runtime: its recorded command is
+                # the runtime's, which the launcher's command line ends with (runs_command).
+                spawned = [sys.executable, LAUNCHER, self._write_plan(state), "--", *command]
             # Its own Hugging Face home: nothing of the console's cache is read or written
             # (HF_HUB_CACHE or TRANSFORMERS_CACHE passed from the console would lead back).
             home = self._dir(state.name) / "hf-home"
@@ -507,9 +527,12 @@ class LocalRunner:
             command[0] = which(command[0]) or command[0]
             # On the CPU no GPU is visible, so a replica never takes one another app was given.
             extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
-        # A CPU runtime reads a folder offline: it is given no Hugging Face token at all.
-        wants_token = self.token_for is not None and state.runtime not in rt.CPU_RUNTIMES
-        token = self.token_for(state.name) if wants_token else None
+        # A CPU runtime reads a folder offline: it is given no Hugging Face token at all. The
+        # launcher of a download is (HF_TOKEN), and takes it out before it execs the runtime.
+        wants_token = state.runtime not in rt.CPU_RUNTIMES or spawned is not None
+        token = self._token(state.name) if wants_token else None
+        if spawned is not None:
+            extra = {k: v for k, v in extra.items() if k not in rt.OFFLINE_ENV}
         env = server_environment(os.environ, extra, token)
         log_path = self._log(state.name, index)
         proc.private_dir(log_path.parent)
@@ -520,7 +543,7 @@ class LocalRunner:
                 f"started {started_at}: {describe(command)}\n"
             )
         try:
-            popen = proc.spawn(command, env, log_path, cwd=cwd)
+            popen = proc.spawn(spawned or command, env, log_path, cwd=cwd)
         except OSError as exc:
             with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
                 log.write(f"could not start {command[0]}: {exc}\n")
@@ -535,25 +558,53 @@ class LocalRunner:
             index, port, popen.pid, ticks, started_at, command, gpus, boot_id=proc.boot_id()
         )
 
-    def _not_started(self, state: AppState, index: int, port: int, gpus: str | None) -> Replica:
+    def _not_started(
+        self, state: AppState, index: int, port: int, gpus: str | None, why: str | None = None
+    ) -> Replica:
         """A replica whose model folder is refused now: never spawned, failed, with why in its
         log (the models folder is the operator's; nothing from the manifest is written)."""
         log_path = self._log(state.name, index)
         proc.private_dir(log_path.parent)
         started_at = now_iso()
         root = configured_models_dir()
+        why = why or (
+            f"spec.source.model.uri no longer names a folder inside the models folder {root} "
+            f"({MODELS_DIR_SETTING}). Put the model's folder back there, or apply the "
+            "application with a folder that is; Check model on the uri says what is wrong"
+        )
         with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
             log.write(
                 f"{MARKER}replica {index} of {state.name}, revision {state.revision}, "
-                f"not started {started_at}: spec.source.model.uri no longer names a folder "
-                f"inside the models folder {root} ({MODELS_DIR_SETTING}). Put the model's "
-                "folder back there, or apply the application with a folder that is; Check "
-                "model on the uri says what is wrong.\n"
+                f"not started {started_at}: {why}.\n"
             )
         return Replica(
             index, port, None, None, started_at, [], gpus,
             exit_code=SPAWN_FAILED_EXIT_CODE, exited_at=now_iso(),
         )  # fmt: skip
+
+    def _snapshot(self, state: AppState, source: tuple[str, str, str | None]) -> Path:
+        """The snapshot folder an hf:// replica is served from, built again from the manifest
+        as it is now and the commit resolved at apply (checked: a repo id and a commit, inside
+        the downloads folder); raises ValueError with why."""
+        scheme, repo, revision = source
+        planned = state.download or {}
+        commit = str(planned.get("commit", ""))
+        if scheme != "hf" or repo != planned.get("repo"):
+            raise ValueError("spec.source.model.uri is not the repository the plan downloads")
+        if revision is not None and rt.COMMIT.fullmatch(revision) and revision != commit:
+            raise ValueError("spec.source.model.uri is pinned to another commit; deploy again")
+        return rt.snapshot_folder(rt.configured_downloads_dir(), repo, commit)
+
+    def _write_plan(self, state: AppState) -> str:
+        """The download launcher's plan, in the application's private state folder."""
+        planned = dict(state.download or {})
+        planned["downloads_dir"] = str(rt.configured_downloads_dir().absolute())
+        path = proc.private_dir(self._dir(state.name)) / DOWNLOAD_PLAN
+        temporary = path.with_name(f".{DOWNLOAD_PLAN}.tmp")
+        with open(temporary, "w", opener=proc.private_opener) as handle:
+            handle.write(json.dumps(planned))
+        os.replace(temporary, path)
+        return str(path)
 
     def _owner(self, name: str) -> str:
         """The application's name in the machine's GPU ledger: organisation folder and name."""
@@ -668,7 +719,23 @@ class LocalRunner:
             self._save(state)
         exited = next((r for r in state.replicas if r.exited_at is not None), None)
         lines = self._last_run_lines(state.name, exited.index) if exited else []
-        return derive_status(state, ready, lines)
+        downloading = {
+            r.index: self._progress(state.name, r.index)
+            for r in live
+            if state.download is not None and r.pid is not None and self._downloading(r)
+        }
+        return derive_status(state, ready, lines, downloading)
+
+    @staticmethod
+    def _downloading(replica: Replica) -> bool:
+        """The replica's process is still the download launcher (it has not exec'd yet)."""
+        cmdline = proc.proc_cmdline(replica.pid) if replica.pid else None
+        return bool(cmdline) and LAUNCHER in cmdline[:3]
+
+    def _progress(self, name: str, index: int) -> str:
+        lines = self._last_run_lines(name, index)
+        said = [line for line in lines if line.startswith(download_launcher.SAY)]
+        return said[-1] if said else ""
 
     def _last_run_lines(self, name: str, index: int) -> list[str]:
         """The log lines of the replica's latest run, at most FAILED_LOG_LINES of them."""

@@ -9,6 +9,7 @@ the machine are configured_runtimes_dir() and installed_runtimes(), kept apart f
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -17,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 RUNTIMES_DIR_SETTING = "SERVEDECK_RUNTIMES_DIR"
+# Where hf:// models served by a CPU runtime are downloaded to: one folder for the console,
+# in the Hugging Face cache layout (models--<org>--<name>/snapshots/<commit>/).
+DOWNLOADS_DIR_SETTING = "SERVEDECK_DOWNLOADS_DIR"
 INSTALL_SCRIPT = "scripts/cpu_runtimes.sh"
 # Written by the install script after a complete install: a venv without it is half made.
 INSTALLED_STAMP = ".requirements.sha256"
@@ -165,6 +169,113 @@ def weights_layout(file_names: Iterable[str]) -> str | None:
     if "config.json" in names and "pytorch_model.bin" in names:
         return HF  # older checkpoints; transformers and infinity read them too
     return None
+
+
+# ---- hf:// models on the CPU runtimes: which files are fetched, and where they go ----
+
+# A repository id as the uri parser accepts it, checked again where it becomes a path.
+_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+COMMIT = re.compile(r"[0-9a-f]{40}")
+# A file the runtimes read: plain names, at most one folder down, no glob characters (the
+# names become snapshot_download's allow patterns, which are fnmatch patterns).
+_FILE_NAME = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,127}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# What transformers and infinity read beside the weights: configs and the tokenizer.
+HF_CONFIG_FILES = frozenset(
+    {
+        "config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+        "special_tokens_map.json", "added_tokens.json", "vocab.txt", "vocab.json",
+        "merges.txt", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model",
+        "chat_template.jinja", "chat_template.json", "preprocessor_config.json",
+        "processor_config.json", "modules.json", "sentence_bert_config.json",
+        "config_sentence_transformers.json",
+    }
+)  # fmt: skip
+# Sentence Transformers modules (1_Pooling/, 2_Dense/): their configs and weights.
+_MODULE_FILE = re.compile(r"\d+_[A-Za-z]+/[A-Za-z0-9._-]+\.(?:json|safetensors|txt)")
+_SAFETENSORS_SHARD_INDEX = "model.safetensors.index.json"
+_BIN_WEIGHTS = re.compile(r"pytorch_model(?:-\d+-of-\d+)?\.bin(?:\.index\.json)?")
+CTRANSLATE2_FILES = frozenset(
+    {"model.bin", "config.json", "vocabulary.txt", "vocabulary.json", "tokenizer.json",
+     "preprocessor_config.json"}
+)  # fmt: skip
+
+
+def files_to_download(names: Iterable[str], layout: str) -> list[str]:
+    """The files of a repository the CPU runtime of `layout` reads, in order: configs, the
+    tokenizer and one copy of the weights (safetensors where there are any, else PyTorch .bin);
+    never the ONNX, OpenVINO, GGUF, TensorFlow or Flax copies many repositories carry too.
+    Names that are not plain file names are left out."""
+    names = [n for n in names if isinstance(n, str) and _FILE_NAME.fullmatch(n)]
+    if layout == CTRANSLATE2:
+        return sorted(n for n in names if n in CTRANSLATE2_FILES)
+    if layout != HF:
+        return []
+    top = [n for n in names if "/" not in n]
+    safetensors = [n for n in top if n.endswith(".safetensors")]
+    if safetensors:
+        weights = safetensors + [n for n in top if n == _SAFETENSORS_SHARD_INDEX]
+    else:
+        weights = [n for n in top if _BIN_WEIGHTS.fullmatch(n)]
+    configs = [n for n in top if n in HF_CONFIG_FILES]
+    modules = [n for n in names if _MODULE_FILE.fullmatch(n)]
+    return sorted(set(configs + weights + modules))
+
+
+def checked_repo(repo: str) -> str:
+    """A Hub repository id fit to become part of a path; raises ValueError otherwise."""
+    if not isinstance(repo, str) or not _REPO_ID.fullmatch(repo) or ".." in repo:
+        raise ValueError(f"{str(repo)[:100]!r} is not a Hugging Face repository id (org/name)")
+    return repo
+
+
+def snapshot_folder(downloads_dir: str | os.PathLike[str], repo: str, commit: str) -> Path:
+    """Where the snapshot of `repo` at `commit` lies under the downloads folder (the Hugging
+    Face cache layout); raises ValueError for a repo id or commit that is not one, or a path
+    that would leave the folder."""
+    checked_repo(repo)
+    if not isinstance(commit, str) or not COMMIT.fullmatch(commit):
+        raise ValueError(f"{str(commit)[:60]!r} is not a commit (40 hexadecimal characters)")
+    root = Path(os.path.abspath(downloads_dir))
+    org, name = repo.split("/")
+    folder = root / f"models--{org}--{name}" / "snapshots" / commit
+    if Path(os.path.normpath(folder)).parent.parent.parent != root:
+        raise ValueError(f"{repo!r} would lead outside the downloads folder {root}")
+    return folder
+
+
+def disk_refusal(needed: int, free: int, folder: str | os.PathLike[str], what: str) -> str | None:
+    """Why `what` (needed bytes) cannot be downloaded into `folder` with `free` bytes free;
+    None when it fits."""
+    if needed <= free:
+        return None
+    return (
+        f"{what} needs {size_text(needed)} of disk in the downloads folder {folder} "
+        f"({DOWNLOADS_DIR_SETTING}), which has {size_text(free)} free. Free disk there, or set "
+        f"{DOWNLOADS_DIR_SETTING} to a folder with more room."
+    )
+
+
+def memory_refusal(needed: int, available: int, what: str) -> tuple[str, str] | None:
+    """(why, what to do) when a replica of `what` needing `needed` bytes (cpu_replica_bytes)
+    does not fit the `available` memory of this machine (its free memory, or what its cgroup
+    leaves); None when it fits. The one decision: Check model makes it, the dry run says it."""
+    if needed <= available:
+        return None
+    return (
+        f"{what} needs {size_text(needed)} of memory on this machine's CPU (weights, runtime "
+        f"and KV cache), and {size_text(available)} is free here.",
+        "Stop other models or programs to free memory, lower serving.maxContextTokens or "
+        "serving.maxConcurrentRequests, pick a smaller model, or use a profile with GPUs.",
+    )
+
+
+def size_text(n: int) -> str:
+    """Bytes as every page writes them (models_catalog.sizing.human_bytes): one decimal in the
+    largest binary unit reached; kept here so the download launcher starts without Django."""
+    for size, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if round(n / size, 1) >= 1:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
 
 
 def install_command(runtime: str, runtimes_dir: str | os.PathLike[str]) -> str:
@@ -352,6 +463,11 @@ def configured_folder(
     if var_dir is None:
         var_dir = Path(environ.get("SERVEDECK_VAR_DIR") or Path(__file__).parents[3] / "var")
     return Path(var_dir) / subfolder
+
+
+def configured_downloads_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where hf:// models served by the CPU runtimes are downloaded (one for the console)."""
+    return configured_folder(DOWNLOADS_DIR_SETTING, "downloads", environ)
 
 
 def configured_runtimes_dir(environ: Mapping[str, str] | None = None) -> Path:

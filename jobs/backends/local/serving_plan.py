@@ -3,8 +3,10 @@
 SERVEDECK_LOCAL_COMMAND, when configured, runs as given (tests' stand-in, or an operator's
 own server); else vLLM where it is installed and loads the model; else the CPU runtime
 runtimes.choose_runtime picks for the model's task and weights layout. The machine is read
-here (vLLM on the PATH, the runtimes' virtualenvs, the model folder); the decision is
-runtimes.py's.
+here (vLLM on the PATH, the runtimes' virtualenvs, the model folder, or the Hub repository's
+file list and config for hf://); the decision is runtimes.py's. An hf:// model on a CPU
+runtime is downloaded by the replica itself (download_launcher.py) into the downloads folder,
+at the commit resolved here, so the folder it is served from is fixed by the plan.
 """
 
 from __future__ import annotations
@@ -15,17 +17,42 @@ from pathlib import Path
 from typing import Any
 
 from jobs.manifest.uri import UriError, parse_uri
+from models_catalog import hub
 from models_catalog.folders import (
     FolderRefused,
     configured_models_dir,
     folder_facts,
     resolve_folder,
 )
+from models_catalog.hub_facts import repo_facts
 
 from . import runtimes as rt
 from .command import DEFAULT_TEMPLATE, on_gpu
 
 COMMAND = "command"  # the configured SERVEDECK_LOCAL_COMMAND
+URI = "spec.source.model.uri"
+
+
+@dataclass(frozen=True)
+class Download:
+    """What a CPU runtime replica of an hf:// model downloads before it starts."""
+
+    repo: str
+    commit: str
+    layout: str
+    files: tuple[tuple[str, int], ...]  # (name, bytes) the runtime reads
+
+    @property
+    def bytes(self) -> int:
+        return sum(size for _, size in self.files)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "repo": self.repo,
+            "commit": self.commit,
+            "layout": self.layout,
+            "files": [list(f) for f in self.files],
+        }
 
 
 @dataclass(frozen=True)
@@ -34,6 +61,8 @@ class Plan:
     model: str  # a model folder's absolute path, or a Hugging Face repo id
     revision: str | None
     why: str  # for Check model and the log: "... because ..."
+    # An hf:// model on a CPU runtime: `model` is its snapshot folder, filled by this download.
+    download: Download | None = None
 
 
 @dataclass(frozen=True)
@@ -65,8 +94,11 @@ def model_source(manifest: Mapping[str, Any]) -> tuple[str, str, str | None] | R
     return "hf", info.hf_repo or "", info.hf_revision
 
 
-def plan(manifest: Mapping[str, Any], template: str = DEFAULT_TEMPLATE) -> Plan | Refused:
-    """The server this machine runs the manifest with, or why none."""
+def plan(
+    manifest: Mapping[str, Any], template: str = DEFAULT_TEMPLATE, token: str | None = None
+) -> Plan | Refused:
+    """The server this machine runs the manifest with, or why none. `token` is the profile's
+    Hugging Face token (None: none), read with for an hf:// model a CPU runtime serves."""
     source = model_source(manifest)
     if isinstance(source, Refused):
         return source
@@ -74,12 +106,11 @@ def plan(manifest: Mapping[str, Any], template: str = DEFAULT_TEMPLATE) -> Plan 
     if template != DEFAULT_TEMPLATE:
         return Plan(COMMAND, model, revision, "SERVEDECK_LOCAL_COMMAND names the server.")
     vllm = rt.vllm_installed()
-    if scheme == "hf":
-        # Without vLLM this is refused where the command is checked (machine_check): the CPU
-        # runtimes are given folders on disk, whose task and layout are read here.
-        why = "vLLM is installed on this machine." if vllm else "vLLM serves hf:// models."
-        return Plan(rt.VLLM, model, revision, why)
+    if scheme == "hf" and vllm:
+        return Plan(rt.VLLM, model, revision, "vLLM is installed on this machine.")
     runtimes_dir = rt.configured_runtimes_dir()
+    if scheme == "hf":
+        return _hub_plan(model, revision, token, on_gpu(manifest), runtimes_dir)
     facts = folder_facts(Path(model), wants_gpu=on_gpu(manifest))
     choice = rt.choose_runtime(
         facts,
@@ -91,3 +122,47 @@ def plan(manifest: Mapping[str, Any], template: str = DEFAULT_TEMPLATE) -> Plan 
         field = None if choice.install else "spec.source.model.uri"
         return Refused(choice.message, field)
     return Plan(choice.runtime, model, revision, choice.why)
+
+
+def _hub_plan(
+    repo: str, revision: str | None, token: str | None, wants_gpu: bool, runtimes_dir: Path
+) -> Plan | Refused:
+    """An hf:// model without vLLM: the CPU runtime its task and layout get, read from the Hub
+    as Check model reads it, and the snapshot folder it will be downloaded into."""
+    endpoint = hub.endpoint_now()
+    try:
+        found = repo_facts(repo, revision, token, endpoint=endpoint, wants_gpu=wants_gpu)
+    except hub.HubUnavailable as exc:
+        return Refused(
+            f"spec.source.model.uri: the Hugging Face Hub at {endpoint} could not be reached to "
+            f"read hf://{repo} ({exc}); without vLLM the local backend downloads it for a CPU "
+            "runtime. Try again in a moment (check HF_ENDPOINT), or serve a model folder from "
+            f"disk: put it under {configured_models_dir()} and use file://<that folder>.",
+            None,
+        )
+    except hub.HubError as exc:
+        gated = isinstance(exc, hub.AccessDenied)
+        step = (
+            "Accept the model's terms on its Hub page and give the profile an env/ token "
+            "reference of that account."
+            if gated
+            else "Check the repository id and revision; Check model says more."
+        )
+        return Refused(f"spec.source.model.uri: hf://{repo} cannot be read: {exc}. {step}", URI)
+    choice = rt.choose_runtime(
+        found.facts,
+        vllm_installed=False,
+        installed=rt.installed_runtimes(runtimes_dir),
+        runtimes_dir=runtimes_dir,
+    )
+    if isinstance(choice, rt.Refusal):
+        return Refused(choice.message, None if choice.install else URI)
+    if not found.files:
+        return Refused(f"spec.source.model.uri: hf://{repo} has no files its runtime reads.", URI)
+    try:
+        folder = rt.snapshot_folder(rt.configured_downloads_dir(), repo, found.commit)
+    except ValueError as exc:
+        return Refused(f"spec.source.model.uri: {exc}.", URI)
+    download = Download(repo, found.commit, found.facts.layout, found.files)
+    why = f"{choice.why} It is downloaded from the Hub into {folder.parents[2]} first."
+    return Plan(choice.runtime, str(folder), found.commit, why, download)

@@ -11,8 +11,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .command import replica_count
+from .download_launcher import NEXT_STEP, SAY
 
 PENDING, LOADING, RUNNING, FAILED, STOPPED = "Pending", "Loading", "Running", "Failed", "Stopped"
+DOWNLOADING = "Downloading"
 STATE_VERSION = 1
 STOPPED_BY_REQUEST, STOPPED_BY_SHUTDOWN = "request", "shutdown"
 LOOPBACK = "127.0.0.1"
@@ -54,6 +56,9 @@ class AppState:
     model_id: str = ""
     readiness_path: str = "/v1/models"
     ready_before_load: bool = False
+    # An hf:// model on a CPU runtime: what each replica downloads first (serving_plan.Download
+    # as a dict: repo, commit, layout, files); `model` is then its snapshot folder.
+    download: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,10 +103,14 @@ def span(seconds: float) -> str:
 
 
 def derive_status(
-    state: AppState, ready: Mapping[int, bool], failed_lines: list[str]
+    state: AppState,
+    ready: Mapping[int, bool],
+    failed_lines: list[str],
+    downloading: Mapping[int, str] | None = None,
 ) -> LocalStatus:
-    """The status of an application from its state, which replicas answer, and the last log
-    lines of the first replica that exited. Pure."""
+    """The status of an application from its state, which replicas answer, the last log
+    lines of the first replica that exited, and the replicas still downloading their model
+    (with their last progress line). Pure."""
     desired = replica_count(state.manifest)
     replicas = tuple(_replica_status(r, ready) for r in state.replicas)
     ready_ones = [r for r in replicas if r.state == "ready"]
@@ -122,6 +131,15 @@ def derive_status(
         return LocalStatus(FAILED, reason, next_step, **common)
     if len(ready_ones) >= desired:
         return LocalStatus(RUNNING, "", "", **common)
+    if downloading:
+        index, line = min(downloading.items())
+        where = state.download or {}
+        reason = (
+            f"Replica {index} is downloading hf://{where.get('repo', '?')} at "
+            f"{str(where.get('commit', ''))[:12]} from the Hugging Face Hub"
+        )
+        reason += f": {line.removeprefix(SAY)}" if line else "."
+        return LocalStatus(DOWNLOADING, reason, "Wait; its log shows the progress.", **common)
     reason, next_step = _loading_words(
         replicas, len(ready_ones), desired, state.runtime, state.readiness_path
     )
@@ -174,10 +192,14 @@ def _failed_words(replica: Replica, lines: list[str]) -> tuple[str, str]:
         reason += " Its last log lines:\n" + "\n".join(lines)
     else:
         reason += " It wrote nothing to its log."
-    return reason, _failed_next_step(replica, "\n".join(lines).lower())
+    return reason, _failed_next_step(replica, lines)
 
 
-def _failed_next_step(replica: Replica, log: str) -> str:
+def _failed_next_step(replica: Replica, lines: list[str]) -> str:
+    said = [line for line in lines if line.startswith(NEXT_STEP)]
+    if said:  # the download launcher said what to do
+        return said[-1].removeprefix(NEXT_STEP).strip()
+    log = "\n".join(lines).lower()
     if "out of memory" in log or "outofmemoryerror" in log:
         return (
             "It ran out of memory: lower serving.maxContextTokens, serving.maxConcurrentRequests "

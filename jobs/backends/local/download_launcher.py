@@ -1,0 +1,216 @@
+"""A CPU runtime replica's first step for an hf:// model: download the snapshot, then become
+the runtime (exec), offline and without the Hugging Face token.
+
+Run by the local backend as `python <this file> <plan.json> -- <runtime argv...>` in the
+replica's own process, so the download holds up neither the request that applied the
+manifest nor the reconciler; its lines go to the replica's log, and while this file is the
+process's program the replica reads as Downloading. The plan (written by the runner in the
+application's private state folder) names the repository, the commit, the downloads folder
+and the files with their sizes; each is checked again here, where it becomes a path.
+Standard library and huggingface_hub only: it starts without Django.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+try:
+    from . import runtimes as rt
+except ImportError:  # run by path: this file's folder is first on sys.path
+    import runtimes as rt  # type: ignore[no-redef]
+
+SAY = "servedeck download: "
+NEXT_STEP = "servedeck next step: "  # the replica's next step when it fails (state.py reads it)
+PROGRESS_SECONDS = 5.0
+# Exit codes (sysexits.h): the log's last lines say why in words.
+EXIT_UNREACHABLE, EXIT_DENIED, EXIT_MISSING, EXIT_DISK, EXIT_BAD_PLAN = 75, 77, 66, 73, 65
+
+
+def say(line: str) -> None:
+    print(SAY + line, flush=True)
+
+
+def fail(reason: str, next_step: str, code: int) -> int:
+    say(f"failed: {reason}")
+    print(NEXT_STEP + next_step, flush=True)
+    return code
+
+
+def existing_parent(folder: Path) -> Path:
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def folder_bytes(folder: Path) -> int:
+    total = 0
+    for path in folder.rglob("*") if folder.is_dir() else ():
+        if path.is_file() and not path.is_symlink():
+            total += path.stat().st_size
+    return total
+
+
+def inside(path: Path, root: Path) -> bool:
+    resolved, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    return resolved == top or top in resolved.parents
+
+
+def read_plan(path: str) -> tuple[str, str, Path, list[tuple[str, int]]]:
+    """(repo, commit, downloads folder, files) of the plan; raises ValueError when any is not
+    what it must be."""
+    plan = json.loads(Path(path).read_text())
+    repo = rt.checked_repo(plan["repo"])
+    downloads = Path(plan["downloads_dir"])
+    if not downloads.is_absolute():
+        raise ValueError("the downloads folder is not an absolute path")
+    rt.snapshot_folder(downloads, repo, plan["commit"])  # checks the commit
+    files = [(str(name), int(size)) for name, size in plan["files"]]
+    if not files or rt.files_to_download([n for n, _ in files], plan["layout"]) != sorted(
+        n for n, _ in files
+    ):
+        raise ValueError("the plan's files are not the layout's")
+    return repo, plan["commit"], downloads, files
+
+
+def download(repo: str, commit: str, downloads: Path, files: list[tuple[str, int]]) -> int:
+    """0 when the snapshot is complete on disk, else the exit code (the reason is logged)."""
+    folder = rt.snapshot_folder(downloads, repo, commit)
+    total = sum(size for _, size in files)
+    missing = [(name, size) for name, size in files if not (folder / name).is_file()]
+    needed = sum(size for _, size in missing)
+    say(
+        f"hf://{repo} at {commit[:12]}: {len(files)} files, {rt.size_text(total)}; "
+        f"{len(missing)} to fetch ({rt.size_text(needed)}) into {folder}"
+    )
+    if missing:
+        free = shutil.disk_usage(existing_parent(downloads)).free
+        refusal = rt.disk_refusal(needed, free, downloads, f"hf://{repo}")
+        if refusal is not None:
+            return fail(refusal, "Free disk in the downloads folder, then Restart.", EXIT_DISK)
+        code = fetch(repo, commit, downloads, [name for name, _ in files], needed)
+        if code:
+            return code
+    for name, _ in files:
+        if not (folder / name).is_file() or not inside(folder / name, downloads):
+            return fail(
+                f"{name} of hf://{repo} is not in its snapshot folder after the download",
+                "Restart to download it again.",
+                EXIT_MISSING,
+            )
+    say(f"hf://{repo} is complete in {folder}")
+    return 0
+
+
+def fetch(repo: str, commit: str, downloads: Path, names: list[str], needed: int) -> int:
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # progress lines instead (not passed on)
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    token = os.environ.get("HF_TOKEN") or None
+    blobs = downloads / f"models--{repo.replace('/', '--')}" / "blobs"
+    before, done = folder_bytes(blobs), threading.Event()
+
+    def progress() -> None:
+        while not done.wait(PROGRESS_SECONDS):
+            got = max(0, folder_bytes(blobs) - before)
+            share = min(100, got * 100 // needed) if needed else 100
+            say(f"{rt.size_text(got)} of {rt.size_text(needed)} ({share}%)")
+
+    reporter = threading.Thread(target=progress, daemon=True)
+    reporter.start()
+    page = f"{endpoint}/{repo}"
+    try:
+        snapshot_download(
+            repo,
+            revision=commit,
+            cache_dir=str(downloads),
+            allow_patterns=names,
+            token=token or False,  # False: never a token saved on this machine
+            endpoint=endpoint,
+            library_name="servedeck",
+        )
+    except GatedRepoError:
+        if token:
+            reason = f"the Hugging Face token has no access to the gated model {repo}"
+            step = f"Request access at {page} with the token's account, then Restart."
+        else:
+            reason = f"{repo} is gated, and the profile has no Hugging Face token to read it with"
+            step = (
+                f"Accept the model's terms at {page}, give the profile an env/ token reference "
+                "of that account, then Restart."
+            )
+        return fail(reason, step, EXIT_DENIED)
+    except RevisionNotFoundError:
+        return fail(
+            f"{repo} has no commit {commit}",
+            "Pin the uri to a commit the repository has, then deploy again.",
+            EXIT_MISSING,
+        )
+    except RepositoryNotFoundError:
+        return fail(
+            f"there is no model {repo} on the Hub at {endpoint}, or it is private and the "
+            "profile's token cannot see it",
+            "Check the repository id, or give the profile a token that can read it.",
+            EXIT_MISSING,
+        )
+    except LocalEntryNotFoundError as exc:
+        return fail(
+            f"the Hugging Face Hub at {endpoint} could not be reached ({type(exc).__name__})",
+            "Check this machine's network and HF_ENDPOINT, then Restart; or serve a model "
+            "folder from disk (file://).",
+            EXIT_UNREACHABLE,
+        )
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else "?"
+        return fail(
+            f"the Hub at {endpoint} answered HTTP {status} for {repo}",
+            "Restart in a moment; if it goes on, check the repository and the token.",
+            EXIT_UNREACHABLE,
+        )
+    except OSError as exc:
+        return fail(
+            f"the download into {downloads} failed ({exc.strerror or exc})",
+            "Check the downloads folder (free disk, permissions), then Restart.",
+            EXIT_DISK,
+        )
+    finally:
+        done.set()
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 4 or argv[2] != "--":
+        print(f"usage: {argv[0]} <plan.json> -- <runtime argv...>", file=sys.stderr)
+        return EXIT_BAD_PLAN
+    try:
+        repo, commit, downloads, files = read_plan(argv[1])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return fail(f"the download plan cannot be used ({exc})", "Deploy again.", EXIT_BAD_PLAN)
+    code = download(repo, commit, downloads, files)
+    if code:
+        return code
+    runtime = argv[3:]
+    dropped = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_DISABLE_PROGRESS_BARS")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env.update(rt.OFFLINE_ENV)  # the runtime reads the folder and never asks the Hub
+    env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
+    say(f"starting {os.path.basename(runtime[0])} on the downloaded folder, offline")
+    sys.stdout.flush()
+    os.execve(runtime[0], runtime, env)  # noqa: S606 - the runner built this argv, no shell
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,152 @@
+"""Real weights from the Hub, end to end: hf:// SmolLM2-135M-Instruct, all-MiniLM-L6-v2 and
+faster-whisper tiny.en deployed through the REST API on the local profile, with no vLLM and
+no SERVEDECK_LOCAL_COMMAND: the real local backend reads each repository from the Hub,
+chooses the real CPU runtime, and each replica downloads its snapshot with the real
+huggingface_hub client into the downloads folder before the runtime starts on it offline;
+then the official openai client calls them through the gateway with an API key.
+
+The Hub is the fake one serving the packaged models' folders from disk (tests/fakes/hub.py,
+disk_repo), with the copies a real repository carries beside them (ONNX, PyTorch .bin) that
+no runtime here reads and that must not be fetched. Skipped and failed like
+test_real_models_end_to_end (CI=true: a missing runtime or model fails it).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import httpx
+import openai
+import pytest
+
+from jobs.backends.local import runtimes as rt
+from tests.fakes.hub import FakeHub, disk_repo
+from tests.gateway.test_embedded_end_to_end import command
+from tests.gateway.test_real_models_end_to_end import (
+    ANSWER_TIMEOUT,
+    IN_CI,
+    MISSING,
+    RELOAD_TIMEOUT,
+    WHY_MISSING,
+    console_server,
+    cosine,
+    follow,
+    real_machine,
+)
+from tests.helpers import bearer
+
+__all__ = ["console_server", "real_machine"]  # fixtures used below
+
+pytestmark = [
+    pytest.mark.real_models,
+    pytest.mark.database_file,  # the live server is another process: a database file
+    pytest.mark.skipif(bool(MISSING) and not IN_CI, reason=WHY_MISSING),
+]
+CHAT = "HuggingFaceTB/SmolLM2-135M-Instruct"
+EMBED = "sentence-transformers/all-MiniLM-L6-v2"
+WHISPER = "Systran/faster-whisper-tiny.en"
+
+
+def manifest(name: str, repo: str) -> str:
+    """The shortest manifest for a Hub model: every other field is the defaults'."""
+    return f"""\
+apiVersion: servedeck.io/v1
+kind: Application
+spec:
+  name: {name}
+  profileName: local
+  source:
+    type: Model
+    model:
+      uri: hf://{repo}
+"""
+
+
+@pytest.fixture
+def hub_of_packaged_models(real_machine, settings, tmp_path, monkeypatch):
+    """The packaged models as Hub repositories, each listing copies no CPU runtime reads, and
+    a downloads folder of this test's own; HF_ENDPOINT is set before the live console forks."""
+    other_copies = {"onnx/model.onnx": 90 << 20, "pytorch_model.bin": 90 << 20}
+    repos = {
+        CHAT: disk_repo(CHAT, real_machine.chat, blobs=other_copies),
+        EMBED: disk_repo(EMBED, real_machine.embedding, blobs=other_copies),
+        WHISPER: disk_repo(WHISPER, real_machine.transcription),
+    }
+    settings.SERVEDECK_DOWNLOADS_DIR = tmp_path / "downloads"
+    with FakeHub(repos).serve() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        yield hub
+
+
+def test_hub_models_download_and_answer_through_the_gateway(
+    hub_of_packaged_models, console_server, admin, tmp_path
+):
+    hub, live = hub_of_packaged_models, console_server
+    headers = {"Authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
+    deployed = (("chat", CHAT), ("minilm", EMBED), ("whisper", WHISPER))
+    for name, repo in deployed:
+        created = httpx.post(
+            f"{live}/api/v1/applications",
+            headers={**headers, "Content-Type": "application/yaml"},
+            content=manifest(name, repo),
+            timeout=60,
+        )
+        assert created.status_code == 201, created.text
+        got = httpx.get(f"{live}/api/v1/applications/{name}", headers=headers, timeout=60)
+        pinned = got.json()["spec"]["source"]["model"]["uri"]
+        assert pinned == f"hf://{repo}:{hub.repos[repo].sha}"  # the snapshot folder is fixed
+    for name, _ in deployed:
+        follow(name, "Running")
+
+    downloads = tmp_path / "downloads"
+    chat_folder = downloads / f"models--{CHAT.replace('/', '--')}" / "snapshots"
+    snapshot = chat_folder / hub.repos[CHAT].sha
+    assert sorted(p.name for p in snapshot.iterdir()) == runtime_files(hub, CHAT)
+    fetched = [r.path for r in hub.requests if r.method == "GET" and "/resolve/" in r.path]
+    assert fetched and not [p for p in fetched if "onnx" in p or "pytorch_model" in p], fetched
+
+    made = json.loads(command("apikey", "create", "hub-caller", "--json"))
+    client = openai.OpenAI(
+        base_url=f"{live}/v1", api_key=made["key"], max_retries=0, timeout=ANSWER_TIMEOUT
+    )
+    deadline = time.monotonic() + RELOAD_TIMEOUT
+    while True:  # a key made a moment ago reaches the gateway within its reload
+        try:
+            listed = sorted(m.id for m in client.models.list().data)
+            break
+        except openai.AuthenticationError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the new key was not accepted within {RELOAD_TIMEOUT:.0f} s")
+            time.sleep(0.1)
+    assert listed == ["chat", "minilm", "whisper"]
+
+    answer = client.chat.completions.create(
+        model="chat",
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+        max_tokens=12,
+        temperature=0,
+    )
+    assert "Paris" in answer.choices[0].message.content, answer
+
+    food, bread, plane = client.embeddings.create(
+        model="minilm",
+        input=["A man is eating food.", "A man is eating bread.", "A plane is taking off."],
+    ).data
+    assert len(food.embedding) == 384
+    assert cosine(food.embedding, bread.embedding) > cosine(food.embedding, plane.embedding)
+
+    wav = tmp_path / "speech.wav"
+    spoken = ["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(wav)]
+    subprocess.run([*spoken, "The capital of France is Paris."], check=True)
+    with open(wav, "rb") as audio:
+        heard = client.audio.transcriptions.create(model="whisper", file=audio).text
+    assert "paris" in heard.lower(), heard
+    client.close()
+
+
+def runtime_files(hub: FakeHub, repo: str) -> list[str]:
+    """The files of a served repository its CPU runtime reads (what must be downloaded)."""
+    names = list(hub.repos[repo].files)
+    return rt.files_to_download(names, rt.weights_layout(names))
