@@ -269,8 +269,8 @@ MAX_LINE = 4000  # characters of one log line sent back, never more
 
 @router.get(
     "/{name}/logs",
-    response={200: LogsOut, **errors(400)},
-    summary="The last lines of a replica's model server log (profiles on this machine)",
+    response={200: LogsOut, **errors(400, 503)},
+    summary="The last lines of a replica's model server log, secrets redacted",
 )
 def logs(request, name: str, span: Query[LogSpan]):
     application = get_application(request.auth, name, "deploy")

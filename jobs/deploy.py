@@ -408,22 +408,25 @@ MAX_LOG_LINES = 1000
 
 
 def logs(application: Application, lines: int = 100, replica: int = 0) -> list[str]:
-    """The last `lines` lines of one replica's model server log. The console keeps the logs of
-    the model servers it runs on this machine; a cluster's pods are read with kubectl."""
-    profile = application.profile
-    read = getattr(backend_for(profile), "logs", None)
-    if read is None:
-        namespace = application.manifest["spec"].get("namespace") or profile.namespace
-        raise ActionError(
-            application.name,
-            f"runs on cluster {profile.cluster.name}, whose pod logs the console does not "
-            f"read; read them with kubectl logs -n {namespace} -l "
-            f"{APP_LABEL}={application.name} --all-containers.",
-        )
-    if not 0 <= replica < max(application.desired_replicas, 1):
-        raise ActionError(
-            "replica",
-            f"{application.name} has {application.desired_replicas} replicas (0 to "
-            f"{max(application.desired_replicas - 1, 0)}); ask for one of those.",
-        )
-    return read(application, max(1, min(lines, MAX_LOG_LINES)), replica)
+    """The last `lines` lines of one replica's model server log, bounded and redacted as the
+    overview's log tail is (replica_logs): the process's log on this machine, the n-th pod's
+    log on a cluster."""
+    from jobs import replica_logs
+
+    lines = max(1, min(lines, MAX_LOG_LINES))
+    try:
+        cluster = application.profile.cluster
+        if cluster.backend == cluster.Backend.LOCAL:
+            return replica_logs.tail(application, str(replica), lines).lines
+        pods = replica_logs.replicas(application)
+        if not 0 <= replica < len(pods):
+            raise ActionError(
+                "replica",
+                f"{application.name} has {len(pods)} replica pods (0 to "
+                f"{max(len(pods) - 1, 0)}); ask for one of those.",
+            )
+        return replica_logs.tail(application, pods[replica].key, lines).lines
+    except replica_logs.LogsRefused as exc:
+        raise ActionError("replica", str(exc).removeprefix("replica: ")) from exc
+    except replica_logs.LogsUnavailable as exc:
+        raise ActionError(application.name, str(exc), status=503) from exc

@@ -179,7 +179,8 @@ def _client(application):
 def _pods(application) -> list[dict]:
     from jobs.backends.kubernetes.errors import BackendError
 
-    namespace = application.manifest["spec"]["namespace"]
+    # A filled manifest names its namespace; one saved before that came from the profile.
+    namespace = application.manifest["spec"].get("namespace") or application.profile.namespace
     try:
         return _client(application).replica_pods(
             application.name, namespace, organization=application.organization.slug

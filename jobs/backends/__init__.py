@@ -74,10 +74,6 @@ class LocalBackend:
     def observe(self, application) -> Observed:
         return Observed.of(self.runner.observe(application.name))
 
-    def logs(self, application, lines: int, replica: int) -> list[str]:
-        """The last lines of a replica's model server log, across its rotation."""
-        return self.runner.tail(application.name, lines, replica)
-
 
 _local_lock = threading.Lock()
 _local_runners: dict[str, LocalRunner] = {}
