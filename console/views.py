@@ -15,6 +15,7 @@ from jobs.tables import ApplicationTable, applications_for_table
 def home(request):
     table = ApplicationTable(applications_for_table(request.membership), request=request)
     _paginate(table, request.GET.get("page", 1), per_page=50)
+    table.add_sparklines()
     template = "console/_applications.html" if request.htmx else "console/home.html"
     return render(request, template, {"table": table})
 

@@ -10,8 +10,10 @@ from accesspolicies.access import require
 from jobs import deploy as verbs
 from jobs import snippets
 from jobs.access import get_application
+from jobs.live.fragments import overview_context, shown
 from jobs.models import Profile
 from jobs.phases import Phase
+from jobs.usage import health_of
 
 
 def to_yaml(manifest: dict) -> str:
@@ -24,12 +26,22 @@ def detail(request, name):
         "application": application,
         "manifest_yaml": to_yaml(application.manifest),
         "revisions": application.revisions.select_related("created_by")[:50],
-        "events": application.events.all()[:20],
+        **overview_context(application),  # the live top: status, cards, events
         "may_deploy": request.membership.may("deploy"),
         "offer_delete_from_console": request.GET.get("delete") == "unavailable",
         **call_from_code(request, application),
     }
     return render(request, "jobs/application_detail.html", context)
+
+
+def health(request, name):
+    """An endpoint's health: its status, success rate and latency over 5 minutes and 24 hours."""
+    application = get_application(request.membership, name)
+    health = health_of(application)
+    for window in health["windows"].values():  # as the overview's cards write it
+        window["success_rate_percent"] = shown(window)["success_rate"]
+    context = {"application": application, "health": health}
+    return render(request, "jobs/application_health.html", context)
 
 
 def call_from_code(request, application) -> dict:
