@@ -65,14 +65,14 @@ def scrape(endpoint: str, timeout: float = SCRAPE_TIMEOUT_SECONDS) -> dict[str, 
     """GET <endpoint>/metrics and parse it; raises httpx.HTTPError (or ValueError for a page
     too large) on trouble."""
     url = endpoint.rstrip("/") + "/metrics"
-    with httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False) as client:
-        with client.stream("GET", url) as response:
-            response.raise_for_status()
-            body = bytearray()
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) > MAX_METRICS_BYTES:
-                    raise ValueError(f"{url} answered more than {MAX_METRICS_BYTES} bytes")
+    client = httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False)
+    with client, client.stream("GET", url) as response:
+        response.raise_for_status()
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > MAX_METRICS_BYTES:
+                raise ValueError(f"{url} answered more than {MAX_METRICS_BYTES} bytes")
     return parse(body.decode("utf-8", "replace"))
 
 
