@@ -82,7 +82,7 @@ class ApplicationTable(tables.Table):
 
     class Meta:
         model = Application
-        fields = ("name", "phase", "profile", "model", "replicas", "requests", "deployed_at")
+        fields = ("name", "phase", "profile", "model", "replicas", "deployed_at", "requests")
         default_columns = fields
         empty_text = (
             "No models yet. Deploy one with Deploy model, Deploy from YAML, the REST API or "

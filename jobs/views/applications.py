@@ -4,7 +4,7 @@ import yaml
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from accesspolicies.access import require
 from jobs import deploy as verbs
@@ -34,6 +34,7 @@ def detail(request, name):
     return render(request, "jobs/application_detail.html", context)
 
 
+@require_safe
 def health(request, name):
     """An endpoint's health: its status, success rate and latency over 5 minutes and 24 hours."""
     application = get_application(request.membership, name)

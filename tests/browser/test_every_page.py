@@ -110,6 +110,7 @@ VISITS: dict[str, list[Visit]] = {
         Visit("application-waiting-for-deploy", "/models/qwen-chat/"),
         Visit("application-failed", "/models/crashy/"),
     ],
+    "models/<slug:name>/health/": [Visit("application-health", "/models/bge-embed/health/")],
     "models/<slug:name>/edit/": [Visit("application-edit", "/models/bge-embed/edit/")],
     "deploy/yaml/": [
         Visit("deploy-yaml", "/deploy/yaml/"),

@@ -76,7 +76,7 @@ async def receive_all(communicator, first=2.0, then=0.6) -> list[str]:
 
 def ids(html: str) -> list[str]:
     """The ids of the fragment's top-level elements, what htmx swaps out of band."""
-    return re.findall(r'(?:^|>)\s*<[a-z]+ id="([^"]+)"', html)
+    return re.findall(r'(?:^|>)\s*<[a-z]+\b[^>]*?\bid="([^"]+)"', html)
 
 
 async def closed_with(communicator) -> int:
