@@ -25,7 +25,11 @@ EVENTS_SHOWN = 20
 
 # fragment name -> the templates it renders, in order (one top-level element with an id each)
 TEMPLATES = {
-    "status": ("jobs/_phase_badge.html", "jobs/_overview_status.html"),
+    "status": (
+        "jobs/_phase_badge.html",
+        "jobs/_overview_status.html",
+        "jobs/_overview_endpoint.html",
+    ),
     "events": ("jobs/_overview_events.html",),
     "traffic": ("jobs/_cards_traffic.html",),
     "serving": ("jobs/_cards_serving.html",),

@@ -79,15 +79,14 @@ def running() -> bool:
 
 
 class StartsReconciler:
-    """ASGI middleware: the first call of any kind (a request, a socket, lifespan) in each
-    process starts the in-process reconciler (a forked server is a process of its own)."""
+    """ASGI middleware: a call of any kind (a request, a socket, lifespan) starts the in-process
+    reconciler when the setting is on and this process runs none yet (a forked server is a
+    process of its own); a cheap check once it runs."""
 
     def __init__(self, app) -> None:
         self.app = app
-        self.checked_in: int | None = None  # the pid that looked already
 
     async def __call__(self, scope, receive, send) -> None:
-        if self.checked_in != os.getpid():
-            self.checked_in = os.getpid()
+        if not running() and enabled():
             start_once()
         await self.app(scope, receive, send)

@@ -128,6 +128,7 @@ async def test_connect_catches_up_then_a_status_change_arrives(org, viewer, laye
     assert ids(first) == [
         "live-phase",
         "live-status",
+        "live-endpoint",
         "live-events",
         "live-traffic",
         "live-serving",
@@ -141,7 +142,13 @@ async def test_connect_catches_up_then_a_status_change_arrives(org, viewer, laye
     got = await receive_all(communicator)
     await finish(communicator)
     assert len(got) == 1, got
-    assert ids(got[0]) == ["live-phase", "live-status", "live-events", "live-serving"]
+    assert ids(got[0]) == [
+        "live-phase",
+        "live-status",
+        "live-endpoint",
+        "live-events",
+        "live-serving",
+    ]
     assert ">Failed<" in got[0] and "Next step:" in got[0] and "Fix the flag." in got[0]
     assert "The server exited with code 1." in got[0].split('id="live-events"')[1]
 
