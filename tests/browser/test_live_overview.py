@@ -81,6 +81,10 @@ def test_a_model_comes_up_takes_traffic_and_fails_live(
     expect(page.locator("#live-events li").first).to_contain_text("Running")
     shoot(page, "02-running")
     shoot(dashboard, "03-dashboard-running")
+    # Sorting swaps the table (htmx): its socket is replaced, not doubled, and still follows.
+    dashboard.locator("#applications thead").get_by_role("link", name="Name").click()
+    expect(dashboard).to_have_url(re.compile(r"sort="))
+    expect(dashboard.locator("#dashboard-socket")).to_have_count(1)
 
     # Real requests through the gateway, with a key made on the command line.
     made = json.loads(off_the_loop(command, "apikey", "create", "live-caller", "--json"))
