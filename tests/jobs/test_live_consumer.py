@@ -243,3 +243,22 @@ async def test_the_groups_are_named_once(org):
     app = await sync_to_async(make_app)(org)
     assert group_name(app) == groups.application_group(app.pk) == f"application.{app.pk}"
     assert groups.dashboard_group(org.pk) == f"dashboard.{org.pk}"
+
+
+async def test_a_user_of_no_organisation_is_closed_not_a_member(org, layer, django_user_model):
+    await sync_to_async(make_app)(org)
+    loner = await sync_to_async(django_user_model.objects.create_user)(
+        username="lone", password="x"
+    )
+
+    def cookie():
+        client = Client()
+        client.force_login(loner)
+        return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+    communicator, connected, _ = await connect(
+        "/ws/applications/chat/", ORIGIN, await sync_to_async(cookie)()
+    )
+    assert connected
+    assert await closed_with(communicator) == consumers.CLOSE_NOT_A_MEMBER == 4403
+    await finish(communicator)
