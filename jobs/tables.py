@@ -37,6 +37,11 @@ def replicas_text(record):
     )
 
 
+def sparkline(record, counts: list[int]):
+    """The sparkline cell's content, with the id the dashboard's socket swaps it by."""
+    return format_html('<span id="dash-spark-{}">{}</span>', record.name, sparkline_svg(counts))
+
+
 def sparkline_svg(counts: list[int]):
     """Requests per minute as a small server-rendered line (no script, no inline style)."""
     width, height = 60, 16
@@ -67,7 +72,7 @@ class SparklineColumn(tables.Column):
     """The table's `sparklines` (application pk -> counts), set by the view for its page."""
 
     def render(self, record, table):
-        return sparkline_svg(getattr(table, "sparklines", {}).get(record.pk, []))
+        return sparkline(record, getattr(table, "sparklines", {}).get(record.pk, []))
 
 
 class ApplicationTable(tables.Table):

@@ -182,7 +182,9 @@ class ApplicationConsumer(CoalescingConsumer):
 
 
 class DashboardConsumer(CoalescingConsumer):
-    """The home dashboard: the phase and replicas of the applications the page shows."""
+    """The home dashboard: the phase and replicas of the applications the page shows (from
+    the organisation's dashboard group), and their sparklines (each application's group
+    brings its usage updates; the sparklines of one send come from one query)."""
 
     async def connect(self) -> None:
         note_console_loop()
@@ -196,10 +198,13 @@ class DashboardConsumer(CoalescingConsumer):
             return
         organization_pk, applications = found
         self.shown = {a.name for a in applications}
+        self.by_name = {a.name: SimpleNamespace(pk=a.pk, name=a.name) for a in applications}
         self.group = dashboard_group(organization_pk)
+        self.usage_groups = [application_group(a.pk) for a in applications]
         self.start_coalescing()
         await self.accept()
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        for group in (self.group, *self.usage_groups):
+            await self.channel_layer.group_add(group, self.channel_name)
         if applications:
             await self.send(text_data="".join(fragments.dashboard_phase(a) for a in applications))
 
@@ -225,12 +230,31 @@ class DashboardConsumer(CoalescingConsumer):
         return (membership.organization_id, applications), None
 
     def render_batch(self, batch: dict[str, tuple]) -> str:
-        parts = []
-        for version in batch.values():
-            state = SimpleNamespace(**dict(version))
-            parts.append(fragments.dashboard_phase(state))
+        parts, sparks = [], []
+        for name, version in batch.items():
+            if name.startswith("spark:"):
+                sparks.append(self.by_name[name.removeprefix("spark:")])
+            else:
+                parts.append(fragments.dashboard_phase(SimpleNamespace(**dict(version))))
+        if sparks:
+            parts.append(fragments.dashboard_sparklines(sparks))
         return "".join(parts)
+
+    async def disconnect(self, code) -> None:
+        await super().disconnect(code)
+        for group in getattr(self, "usage_groups", []):
+            await self.channel_layer.group_discard(group, self.channel_name)
 
     async def dashboard_status(self, event: dict) -> None:
         if event.get("name") in self.shown:
             self.mark([event["name"]], tuple(sorted(event.items())))
+
+    async def usage_update(self, event: dict) -> None:
+        if event.get("name") in self.shown:
+            self.mark([f"spark:{event['name']}"], tuple(sorted(event.items())))
+
+    async def application_status(self, event: dict) -> None:
+        """Also sent to the application's group: dashboard_status carries it here."""
+
+    async def serving_metrics(self, event: dict) -> None:
+        """Not shown on the dashboard."""

@@ -18,8 +18,8 @@ from django.template.loader import render_to_string
 from jobs import serving_metrics
 from jobs.models import Application, UsageMinute
 from jobs.phases import elapsed_text, steps_of
-from jobs.tables import phase_badge, replicas_text
-from jobs.usage import live_figures
+from jobs.tables import phase_badge, replicas_text, sparkline
+from jobs.usage import live_figures, sparkline_counts
 
 EVENTS_SHOWN = 20
 
@@ -116,6 +116,12 @@ def deleted(name: str) -> str:
 def dashboard_phase(application) -> str:
     """One application's phase and replicas on the home dashboard (out of band, by id)."""
     return phase_badge(application) + replicas_text(application)
+
+
+def dashboard_sparklines(applications: list) -> str:
+    """The last hour's sparklines of the applications given: one query for them all."""
+    counts = sparkline_counts(UsageMinute.objects.all(), [a.pk for a in applications])
+    return "".join(sparkline(a, counts[a.pk]) for a in applications)
 
 
 class SharedRenderings:

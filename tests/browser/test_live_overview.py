@@ -105,6 +105,9 @@ def test_a_model_comes_up_takes_traffic_and_fails_live(
         re.compile(r"\d+ ms")
     )
     shoot(page, "04-traffic")
+    expect(dashboard.locator("#dash-spark-bge-embed svg")).to_have_attribute(
+        "aria-label", re.compile(r"^1[0-9] requests in the last hour$")
+    )
 
     # The server killed: the reconciler sees it, the page says why and what to do.
     replicas = off_the_loop(lambda: local_runner("acme").observe("bge-embed").replicas)

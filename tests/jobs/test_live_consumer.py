@@ -262,3 +262,24 @@ async def test_a_user_of_no_organisation_is_closed_not_a_member(org, layer, djan
     assert connected
     assert await closed_with(communicator) == consumers.CLOSE_NOT_A_MEMBER == 4403
     await finish(communicator)
+
+
+async def test_dashboard_sparklines_follow_usage(org, viewer, layer):
+    chat = await sync_to_async(make_app)(org, "chat")
+    cookie = await sync_to_async(session_cookie)(viewer)
+    communicator, _, _ = await connect("/ws/dashboard/?shown=chat", ORIGIN, cookie)
+    await communicator.receive_from(timeout=5)  # the phases
+    minute = int(datetime.now(UTC).timestamp() // 60 * 60)
+    counters = [0] * len(usage_store.COUNTER_FIELDS)
+    counters[0] = 7
+    await sync_to_async(usage_store.write)({(org.pk, chat.pk, None, minute): counters})
+    await get_channel_layer().group_send(
+        group_name(chat), {"type": "usage.update", "name": "chat", "requests": 7}
+    )
+    await get_channel_layer().group_send(  # the page's other messages are ignored here
+        group_name(chat), {"type": "serving.metrics", "name": "chat", "requests_waiting": 1}
+    )
+    got = await receive_all(communicator)
+    await finish(communicator)
+    assert len(got) == 1 and ids(got[0]) == ["dash-spark-chat"]
+    assert 'aria-label="7 requests in the last hour"' in got[0]
