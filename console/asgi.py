@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP (Django), WebSockets (Channels) and the gateway at /v1 from one
-process (daphne by default; uvicorn works too and runs the gateway's lifespan)."""
+process (daphne by default; uvicorn works too and runs the gateway's lifespan), and on the
+embedded defaults the reconciler too."""
 
 import os
 
@@ -14,6 +15,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from console.routing import websocket_urlpatterns  # noqa: E402
 from jobs.gateway.mount import MountGateway, make_gateway  # noqa: E402
+from jobs.live.in_process import StartsReconciler  # noqa: E402
 
 console_application = ProtocolTypeRouter(
     {
@@ -23,4 +25,5 @@ console_application = ProtocolTypeRouter(
         ),
     }
 )
-application = MountGateway(console_application, make_gateway())
+# On the embedded defaults the reconciler runs in this process (jobs/live/in_process.py).
+application = StartsReconciler(MountGateway(console_application, make_gateway()))

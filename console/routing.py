@@ -1,3 +1,11 @@
-"""WebSocket routes; the model overview's live status joins here in a later change."""
+"""WebSocket routes: the live model overview and the home dashboard (jobs/live/consumers.py
+documents who may connect and the close codes)."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from jobs.live.consumers import ApplicationConsumer, DashboardConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/applications/<slug:name>/", ApplicationConsumer.as_asgi()),
+    path("ws/dashboard/", DashboardConsumer.as_asgi()),
+]

@@ -154,6 +154,11 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# The in-memory layer reaches only its own process: on the embedded defaults the reconciler runs
+# inside the console's process (started once, on the first request or socket, stopped at
+# exit), so its status announcements reach the live pages. With Redis, `manage.py reconcile`
+# runs as its own process (or several consoles would each run one).
+SERVEDECK_RECONCILER_IN_PROCESS = env_bool("SERVEDECK_RECONCILER_IN_PROCESS", not REDIS_URL)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

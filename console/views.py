@@ -16,6 +16,7 @@ from jobs.tables import ApplicationTable, applications_for_table
 def home(request):
     table = ApplicationTable(applications_for_table(request.membership), request=request)
     _paginate(table, request.GET.get("page", 1), per_page=50)
+    table.add_sparklines()
     if request.htmx:
         return render(request, "console/_applications.html", {"table": table})
     # Nothing deployed yet: small models to start with (and, offline, how to serve a folder).

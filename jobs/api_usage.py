@@ -1,6 +1,7 @@
 """REST endpoints for usage: an application's or an API key's requests per minute over the last
-N minutes (errors by status class, tokens, latency p50/p95) with totals. Any member may read
-them; the objects come through the access helpers, so outsiders get 404."""
+N minutes (errors by status class, tokens, latency p50/p95) with totals, and an application's
+health (the health page's figures). Any member may read them; the objects come through the
+access helpers, so outsiders get 404."""
 
 from datetime import datetime
 
@@ -11,7 +12,7 @@ from console.api_errors import errors
 from jobs.access import get_api_key, get_application
 from jobs.charts import DEFAULT_WINDOW, WINDOWS, cache_key, chart_data, window_named
 from jobs.models import UsageMinute
-from jobs.usage import DEFAULT_MINUTES, MAX_MINUTES, report
+from jobs.usage import DEFAULT_MINUTES, MAX_MINUTES, health_of, report
 
 router = Router(tags=["usage"])
 
@@ -120,3 +121,61 @@ def application_charts(request, name: str, query: Query[ChartWindow]):
     window = window_named(query.window)
     rows = UsageMinute.objects.filter(application=application)
     return chart_data(rows, window, cache_key=cache_key(application))
+
+
+class HealthWindow(Schema):
+    minutes: int
+    requests: int
+    requestsPerMinute: float
+    successRate: float | None = Field(
+        description="Share of requests answered without a 5xx or an error inside the stream "
+        "(0 to 1); null when nothing was asked."
+    )
+    errors4xx: int
+    errors5xx: int
+    errorsInStream: int
+    latencyP50Ms: float | None
+    latencyP95Ms: float | None
+
+
+class HealthOut(Schema):
+    name: str
+    status: str = Field(
+        description="healthy (Running, at most 1% failed in the last 5 minutes), degraded "
+        "(Running, more failed) or down (not Running)."
+    )
+    phase: str
+    readyReplicas: int
+    desiredReplicas: int
+    windows: dict[str, HealthWindow] = Field(description='"5m" and "24h".')
+
+
+def _window(window: dict) -> dict:
+    return {
+        "minutes": window["minutes"],
+        "requests": window["requests"],
+        "requestsPerMinute": window["requests_per_minute"],
+        "successRate": window["success_rate"],
+        "errors4xx": window["errors_4xx"],
+        "errors5xx": window["errors_5xx"],
+        "errorsInStream": window["errors_in_stream"],
+        "latencyP50Ms": window["latency_p50_ms"],
+        "latencyP95Ms": window["latency_p95_ms"],
+    }
+
+
+@router.get(
+    "/applications/{name}/health",
+    response=HealthOut,
+    summary="An application's health: status, success rate and latency (5 minutes, 24 hours)",
+)
+def application_health(request, name: str):
+    health = health_of(get_application(request.auth, name))
+    return {
+        "name": health["name"],
+        "status": health["status"],
+        "phase": health["phase"],
+        "readyReplicas": health["ready_replicas"],
+        "desiredReplicas": health["desired_replicas"],
+        "windows": {key: _window(window) for key, window in health["windows"].items()},
+    }

@@ -7,10 +7,9 @@ The reconciler and the verbs both call `record_status`; nothing else writes thes
 import logging
 from dataclasses import dataclass
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.utils import timezone
 
+from jobs.live import groups
 from jobs.models import Application, Event, Phase
 from jobs.replica_time import replicas_changed
 
@@ -38,7 +37,7 @@ class Observed:
 
 def group_name(application: Application) -> str:
     """The channel-layer group a live page of this application listens to."""
-    return f"application.{application.pk}"
+    return groups.application_group(application.pk)
 
 
 def record_status(application: Application, observed: Observed) -> bool:
@@ -77,16 +76,20 @@ def record_deleted(application: Application) -> None:
     application.next_step = ""
     group = group_name(application)
     application.delete()
-    _announce(application, group)
+    _announce(application, group, deleted=True)
 
 
-def _announce(application: Application, group: str | None = None) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    message = {"type": "application.status", "name": application.name}
+def _announce(application: Application, group: str | None = None, deleted: bool = False) -> None:
+    """To the application's live pages and to its organisation's dashboards (never raises: a
+    live page missing one update must never fail a deploy)."""
+    message = {"type": "application.status", "name": application.name, "deleted": deleted}
     message.update({name: getattr(application, name) for name in STATUS_FIELDS})
-    try:
-        async_to_sync(layer.group_send)(group or group_name(application), message)
-    except Exception:  # a live page missing one update must never fail a deploy
-        logger.exception("could not announce the status of %s", application.name)
+    groups.send(
+        [
+            (group or group_name(application), message),
+            (
+                groups.dashboard_group(application.organization_id),
+                {**message, "type": "dashboard.status"},
+            ),
+        ]
+    )

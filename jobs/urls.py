@@ -6,6 +6,7 @@ from jobs.views import applications, clusters, first_models, overview
 app_name = "jobs"
 urlpatterns = [
     path("models/<slug:name>/", applications.detail, name="application-detail"),
+    path("models/<slug:name>/health/", applications.health, name="application-health"),
     path("models/<slug:name>/rollback/", applications.rollback, name="application-rollback"),
     path("models/<slug:name>/deploy/", applications.deploy, name="application-deploy"),
     path("models/<slug:name>/delete/", applications.delete, name="application-delete"),

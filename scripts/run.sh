@@ -24,8 +24,12 @@ echo
 echo "ServeDeck is starting on http://$HOST:$PORT/"
 echo "Log in as ${SERVEDECK_ADMIN_USER:-admin} with password $SERVEDECK_ADMIN_PASSWORD"
 echo
-# The reconciler keeps every model's status true; it stops with the console.
-.venv/bin/python manage.py reconcile &
-reconciler=$!
-trap 'kill $reconciler 2>/dev/null; wait $reconciler 2>/dev/null' EXIT INT TERM
+# The reconciler keeps every model's status true. On the embedded defaults (no REDIS_URL) it
+# runs inside the console's process, so its announcements reach the live pages over the
+# in-memory channel layer; with Redis it runs as its own process, as in production.
+if [ -n "${REDIS_URL:-}" ] && [ "${SERVEDECK_RECONCILER_IN_PROCESS:-false}" != "true" ]; then
+  .venv/bin/python manage.py reconcile &
+  reconciler=$!
+  trap 'kill $reconciler 2>/dev/null; wait $reconciler 2>/dev/null' EXIT INT TERM
+fi
 .venv/bin/python -m console.serve -b "$HOST" -p "$PORT" console.asgi:application

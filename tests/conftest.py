@@ -45,6 +45,15 @@ def fake_hub_server():
 
 
 @pytest.fixture(autouse=True)
+def no_reconciler_in_process(settings, monkeypatch):
+    """Tests drive the reconciler's steps themselves: no console started here (in this process,
+    a forked live server, or a console process a test starts) runs one of its own, unless a
+    test asks for it (the test of the embedded defaults does)."""
+    settings.SERVEDECK_RECONCILER_IN_PROCESS = False
+    monkeypatch.setenv("SERVEDECK_RECONCILER_IN_PROCESS", "false")
+
+
+@pytest.fixture(autouse=True)
 def fresh_hub_cache():
     hub.clear_cache()
 

@@ -10,8 +10,10 @@ import threading
 
 from django.db import close_old_connections
 
+from jobs import serving_metrics
 from jobs.backends import backend_for, forget_local_runner, local_runners_on_disk
 from jobs.lifecycle import record_status
+from jobs.live import groups
 from jobs.models import Application, Cluster, Phase
 
 logger = logging.getLogger(__name__)
@@ -40,7 +42,16 @@ class Reconciler:
                 logger.exception("could not observe %s", application.name)
                 continue
             changed += record_status(application, observed)
+            self.scrape(application)
         return changed
+
+    def scrape(self, application) -> None:
+        """A Running vLLM server's own figures (requests waiting, KV-cache use), scraped with a
+        bounded timeout; live pages are told when they changed."""
+        figures = serving_metrics.observe(application)
+        if figures is not None:
+            message = {"type": "serving.metrics", "name": application.name, **figures}
+            groups.send([(groups.application_group(application.pk), message)])
 
     def follow_clusters(self) -> None:
         """A follower (watch threads) for every Kubernetes cluster not yet followed; the

@@ -4,15 +4,17 @@ import yaml
 from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from accesspolicies.access import require
 from jobs import deploy as verbs
 from jobs import snippets
 from jobs.access import get_application
+from jobs.live.fragments import overview_context, shown
 from jobs.models import Profile
 from jobs.phases import Phase
 from jobs.views import overview
+from jobs.usage import health_of
 
 
 def to_yaml(manifest: dict) -> str:
@@ -27,12 +29,23 @@ def detail(request, name):
         "manifest_yaml": to_yaml(application.manifest),
         "revisions": revisions,
         **overview.page_context(application, revisions),
-        "events": application.events.all()[:20],
+        **overview_context(application),  # the live top: status, cards, events
         "may_deploy": request.membership.may("deploy"),
         "offer_delete_from_console": request.GET.get("delete") == "unavailable",
         **call_from_code(request, application),
     }
     return render(request, "jobs/application_detail.html", context)
+
+
+@require_safe
+def health(request, name):
+    """An endpoint's health: its status, success rate and latency over 5 minutes and 24 hours."""
+    application = get_application(request.membership, name)
+    health = health_of(application)
+    for window in health["windows"].values():  # as the overview's cards write it
+        window["success_rate_percent"] = shown(window)["success_rate"]
+    context = {"application": application, "health": health}
+    return render(request, "jobs/application_health.html", context)
 
 
 def call_from_code(request, application) -> dict:

@@ -110,6 +110,7 @@ VISITS: dict[str, list[Visit]] = {
         Visit("application-waiting-for-deploy", "/models/qwen-chat/"),
         Visit("application-failed", "/models/crashy/"),
     ],
+    "models/<slug:name>/health/": [Visit("application-health", "/models/bge-embed/health/")],
     "models/<slug:name>/edit/": [Visit("application-edit", "/models/bge-embed/edit/")],
     "models/<slug:name>/logs/": [Visit("application-logs", "/models/bge-embed/logs/")],
     "models/<slug:name>/diff/": [

@@ -11,12 +11,13 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from jobs.deploy import apply
-from jobs.models import Application, Phase
+from jobs.models import Application, Phase, UsageMinute
 from tests.helpers import SHORTEST
 
 # The session, the user, the membership with its organisation, the paginator's count, the
-# member's other organisations (the switcher), and one page of applications with profiles.
-DASHBOARD_QUERIES = 6
+# member's other organisations (the switcher), one page of applications with profiles, and
+# the page's sparklines (requests per minute over the last hour, one query for them all).
+DASHBOARD_QUERIES = 7
 PER_PAGE = 50  # console.views.home paginates by 50
 
 
@@ -46,6 +47,34 @@ def fill(membership, count: int) -> list[Application]:
         )
     Application.objects.bulk_create(rows, batch_size=500)
     return [first, *rows]
+
+
+def add_usage(applications, minutes: int) -> None:
+    """Gateway rows for each application over the last `minutes` minutes (up to 60 apps)."""
+    start = timezone.now().replace(second=0, microsecond=0)
+    rows = [
+        UsageMinute(
+            minute=start - timedelta(minutes=step),
+            scope=f"o{app.organization_id}.a{app.pk}.k-",
+            organization_id=app.organization_id,
+            application_id=app.pk,
+            requests=step + 1,
+        )
+        for app in applications[:60]
+        for step in range(minutes)
+    ]
+    UsageMinute.objects.bulk_create(rows, batch_size=500)
+
+
+def test_each_application_has_its_sparkline_of_the_last_hour(as_admin, admin):
+    applications = fill(admin, 3)
+    add_usage(applications[:1], minutes=90)  # half an hour more than the line shows
+    html = as_admin.get("/").content.decode()
+    assert html.count('class="sparkline"') == 3
+    assert 'aria-label="1830 requests in the last hour"' in html  # 1 + 2 + ... + 60
+    assert html.count('aria-label="0 requests in the last hour"') == 2
+    # and the live socket is told which applications the page shows
+    assert 'ws-connect="/ws/dashboard/?shown=bge-embed,model-0001,model-0002"' in html
 
 
 class TableReader(HTMLParser):
@@ -101,7 +130,8 @@ def read_table(response) -> TableReader:
 
 @pytest.mark.parametrize("count", [1, 10, 1000])
 def test_the_same_queries_whatever_the_number_of_applications(as_admin, admin, count):
-    fill(admin, count)
+    applications = fill(admin, count)
+    add_usage(applications, minutes=60)
     with CaptureQueriesContext(connection) as queries:
         response = as_admin.get("/")
     assert response.status_code == 200
@@ -118,7 +148,15 @@ def test_lists_each_application_with_its_phase_profile_model_replicas_and_deploy
         phase=Phase.UPDATING, ready_replicas=1, desired_replicas=3
     )
     table = read_table(as_admin.get("/"))
-    assert table.headers == ["Name", "Phase", "Profile", "Model", "Replicas", "Last deployed"]
+    assert table.headers == [
+        "Name",
+        "Phase",
+        "Profile",
+        "Model",
+        "Replicas",
+        "Last deployed",
+        "Requests, 1 h",
+    ]
     by_name = {row[0]: row for row in table.rows}
     assert sorted(by_name) == sorted(app.name for app in applications)
     phase, profile, model, replicas = by_name["bge-embed"][1:5]

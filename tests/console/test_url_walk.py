@@ -75,6 +75,7 @@ PAGES = {
     # models
     "": {"GET": "login 200 200 200 200", "POST": "login 405 405 405 405"},
     "models/<slug:name>/": {"GET": "login 200 200 200 404", "POST": "login 200 200 200 404"},
+    "models/<slug:name>/health/": {"GET": "login 200 200 200 404", "POST": "login 405 405 405 405"},
     "models/<slug:name>/rollback/": {
         "GET": "login 405 405 405 405",
         "POST": "login 302 302 403 404",
@@ -262,6 +263,7 @@ API = {
     # the gateway's callers (admins only) and usage (every member)
     "/api/v1/applications/{name}/usage": {"GET": "401 200 200 200 404"},
     "/api/v1/applications/{name}/charts": {"GET": "401 200 200 200 404"},
+    "/api/v1/applications/{name}/health": {"GET": "401 200 200 200 404"},
     "/api/v1/domains": {"GET": "401 200 403 403 200", "POST": "401 400 400 400 400"},
     "/api/v1/domains/{domain}": {"DELETE": "401 204 403 403 404"},
     "/api/v1/domains/{domain}/verify": {"POST": "401 200 403 403 404"},

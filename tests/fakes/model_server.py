@@ -206,6 +206,8 @@ class Metrics:
             series = [
                 ("vllm:num_requests_running", "gauge", running, "Requests being served."),
                 ("vllm:num_requests_waiting", "gauge", waiting, "Requests waiting to be served."),
+                # vLLM's V1 name; a stand-in's "cache" is the share of sequences in use.
+                ("vllm:kv_cache_usage_perc", "gauge", running / self.max_num_seqs, "KV-cache use."),
                 ("vllm:request_success_total", "counter", self.success, "Finished requests."),
                 ("vllm:prompt_tokens_total", "counter", self.prompt_tokens, "Prompt tokens."),
                 ("vllm:generation_tokens_total", "counter", self.generation_tokens, "Tokens made."),

@@ -100,7 +100,7 @@ def test_stop_reason_shows_a_readable_time_with_the_iso_in_the_attribute(as_depl
     assert re.fullmatch(r"\d{1,2} [A-Z][a-z]{2} \d{4}, \d\d:\d\d:\d\d UTC", shown), shown
     assert iso[11:19] in shown  # the console's zone is UTC in tests
     assert iso not in re.sub(r'datetime="[^"]+"', "", why)  # the raw ISO is not the text
-    events = html.split('<ul class="events">', 1)[1]
+    events = html.split('<ul class="events"', 1)[1]
     assert iso not in re.sub(r'datetime="[^"]+"', "", events)  # nor in the events
 
 

@@ -1,0 +1,107 @@
+"""The model server's own figures the overview shows beside the gateway's: requests waiting and
+KV-cache use, read from vLLM's Prometheus /metrics with a bounded timeout and size.
+
+`parse` is pure (text in, figures out); `scrape` is the one HTTP edge; the reconciler calls
+`observe` for each Running vLLM application and keeps the latest figures in the cache, where
+the overview and its live socket read them (`latest`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import httpx
+from django.core.cache import cache
+
+from jobs.manifest.view import dig
+
+logger = logging.getLogger(__name__)
+
+SCRAPE_TIMEOUT_SECONDS = 1.0
+MAX_METRICS_BYTES = 1_000_000  # vLLM's page is tens of kB; a larger one is not a model server's
+CACHE_SECONDS = 60  # older figures are not shown: the server stopped answering
+WAITING = "vllm:num_requests_waiting"
+RUNNING = "vllm:num_requests_running"
+# vLLM renamed the KV-cache gauge (gpu_cache_usage_perc before the V1 engine); either is read.
+KV_CACHE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+
+
+def parse(text: str) -> dict[str, float | None]:
+    """Requests waiting and running (summed over the series' labels, e.g. several engines) and
+    KV-cache use as a fraction 0..1 (the highest of the series), None where absent."""
+    sums: dict[str, float] = {}
+    highest: dict[str, float] = {}
+    wanted = {WAITING, RUNNING, *KV_CACHE}
+    for line in text.splitlines():
+        if not line.startswith("vllm:"):
+            continue
+        brace, space = line.find("{"), line.find(" ")
+        if brace != -1 and (space == -1 or brace < space):
+            name, rest = line[:brace], line[line.rfind("}") + 1 :]
+        else:
+            name, rest = line[:space], line[space:]
+        parts = rest.split()  # the value, then an optional timestamp
+        if name not in wanted or not parts:
+            continue
+        try:
+            value = float(parts[0])
+        except ValueError:
+            continue
+        if not math.isfinite(value):
+            continue
+        sums[name] = sums.get(name, 0.0) + value
+        highest[name] = max(highest.get(name, value), value)
+    kv = next((highest[name] for name in KV_CACHE if name in highest), None)
+    return {
+        "requests_waiting": sums.get(WAITING),
+        "requests_running": sums.get(RUNNING),
+        "kv_cache_usage": None if kv is None else min(max(kv, 0.0), 1.0),
+    }
+
+
+def scrape(endpoint: str, timeout: float = SCRAPE_TIMEOUT_SECONDS) -> dict[str, float | None]:
+    """GET <endpoint>/metrics and parse it; raises httpx.HTTPError (or ValueError for a page
+    too large) on trouble."""
+    url = endpoint.rstrip("/") + "/metrics"
+    client = httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False)
+    with client, client.stream("GET", url) as response:
+        response.raise_for_status()
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > MAX_METRICS_BYTES:
+                raise ValueError(f"{url} answered more than {MAX_METRICS_BYTES} bytes")
+    return parse(body.decode("utf-8", "replace"))
+
+
+def is_vllm(manifest: Any) -> bool:
+    return dig(manifest, "spec", "source", "model", "runtime", "engine") == "vllm"
+
+
+def cache_key(application_pk: int) -> str:
+    return f"serving-metrics:{application_pk}"
+
+
+def latest(application_pk: int) -> dict[str, Any] | None:
+    return cache.get(cache_key(application_pk))
+
+
+def observe(application) -> dict[str, Any] | None:
+    """Scrape a Running vLLM application's server; keep and return the figures when they
+    changed (None when unchanged, not vLLM, or the server did not answer in time)."""
+    if application.phase != "Running" or not application.endpoint:
+        return None
+    if not is_vllm(application.manifest):
+        return None
+    try:
+        figures = scrape(application.endpoint)
+    except (httpx.HTTPError, ValueError) as error:
+        logger.info("no serving metrics from %s: %s", application.name, type(error).__name__)
+        return None
+    if latest(application.pk) == figures:
+        cache.touch(cache_key(application.pk), CACHE_SECONDS)
+        return None
+    cache.set(cache_key(application.pk), figures, CACHE_SECONDS)
+    return figures
