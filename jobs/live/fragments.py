@@ -8,6 +8,7 @@ pages in one process share one rendering of the same state (`shared`)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 
 from django.template.loader import render_to_string
 
-from jobs import serving_metrics
+from jobs import charts, serving_metrics
 from jobs.models import Application, UsageMinute
 from jobs.phases import elapsed_text, steps_of
 from jobs.tables import phase_badge, replicas_text, sparkline
@@ -31,7 +32,7 @@ TEMPLATES = {
         "jobs/_overview_endpoint.html",
     ),
     "events": ("jobs/_overview_events.html",),
-    "traffic": ("jobs/_cards_traffic.html",),
+    "traffic": ("jobs/_cards_traffic.html", "jobs/_chart_points.html"),
     "serving": ("jobs/_cards_serving.html",),
 }
 FRAGMENTS = tuple(TEMPLATES)
@@ -94,7 +95,11 @@ def context_for(name: str, application: Application) -> dict:
         events = list(application.events.all()[:EVENTS_SHOWN])
         return {**status_context(application, events), "events": events}
     if name == "traffic":
-        return traffic_context(application)
+        # The page's charts grow by the newest points (overview.js); the page itself starts
+        # with none, as its charts read the chart data endpoint.
+        rows = UsageMinute.objects.filter(application=application)
+        points = charts.latest_points(rows, cache_key=charts.cache_key(application))
+        return {**traffic_context(application), "chart_points": json.dumps(points)}
     if name == "serving":
         return serving_context(application)
     raise ValueError(f"fragment {name!r}; accepts {', '.join(FRAGMENTS)}")

@@ -18,6 +18,19 @@
     event.detail.isError = false;
   });
 
+  // The socket's traffic message carries the newest points (jobs/_chart_points.html); each
+  // message's points are handed to the charts once.
+  document.addEventListener("htmx:wsAfterMessage", () => {
+    const holder = document.getElementById("live-chart-points");
+    if (!holder || !holder.dataset.points) return;
+    let points = [];
+    try { points = JSON.parse(holder.dataset.points); } catch (error) { return; }
+    holder.dataset.points = "";
+    if (points.length) {
+      document.dispatchEvent(new CustomEvent("servedeck:chart-points", { detail: { points } }));
+    }
+  });
+
   const section = document.querySelector("[data-charts]");
   if (!section || !window.Plotly) return;
   const url = section.dataset.chartsUrl;

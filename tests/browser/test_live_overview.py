@@ -104,6 +104,15 @@ def test_a_model_comes_up_takes_traffic_and_fails_live(
     expect(page.locator("#live-traffic [data-figure=latency-p50]")).to_have_text(
         re.compile(r"\d+ ms")
     )
+    # The requests chart grows by the points the socket sends, without reading its data again.
+    page.wait_for_function(
+        """() => {
+            const chart = document.querySelector("[data-chart=requests]");
+            const bars = chart && chart.data && chart.data[0] ? chart.data[0].y : [];
+            return bars.reduce((sum, value) => sum + (value || 0), 0) >= 12;
+        }""",
+        timeout=10_000,
+    )
     shoot(page, "04-traffic")
     expect(dashboard.locator("#dash-spark-bge-embed svg")).to_have_attribute(
         "aria-label", re.compile(r"^1[0-9] requests in the last hour$")
