@@ -89,6 +89,7 @@ class Gateway:
         self.upstream = Upstream(timeouts or Timeouts())
         self.limiter = LocalLimiter()
         self.start_meter = start_meter
+        self.max_translated_answer = MAX_TRANSLATED_ANSWER
         self.started = False
         self._starting: asyncio.Lock | None = None
 
@@ -432,7 +433,7 @@ class Gateway:
                 allow_redirects=False,
             ) as response:
                 status = response.status
-                data = await _read_bounded(response, MAX_TRANSLATED_ANSWER)
+                data = await _read_bounded(response, self.max_translated_answer)
         except (TimeoutError, aiohttp.ClientError) as error:
             raise _upstream_failure(error, "could not be reached") from None
         if status >= 500:
@@ -481,10 +482,11 @@ async def _read_bounded(response, limit: int) -> bytes:
 
 
 def _too_big(limit: int) -> GatewayError:
+    size = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
     return GatewayError(
         502,
-        f"The model server's answer is larger than {limit // (1024 * 1024)} MiB, more than the "
-        "gateway rebuilds; ask for less in one request.",
+        f"The model server's answer is larger than {size}, more than the gateway rebuilds; "
+        "ask for less in one request.",
         code="upstream_failed",
     )
 
