@@ -97,8 +97,8 @@ def plan(runtime: str, path: str, payload: Any, model: str) -> Plan | None:
         parts, wanted = speech.for_whisper_server(payload, model, translation)
         build, upstream_path = speech.from_whisper_server, path
     else:
-        parts, wanted = speech.for_runtime(payload, translation)
-        build, upstream_path = speech.from_runtime, TRANSCRIPTIONS
+        parts, wanted = speech.for_parakeet(payload, translation)
+        build, upstream_path = speech.from_parakeet, TRANSCRIPTIONS
     body, content_type = speech.build_multipart(parts)
 
     def finish(data: bytes) -> tuple[bytes, bytes]:

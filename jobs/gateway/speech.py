@@ -217,7 +217,7 @@ def _language_code(wanted: Wanted, accepted: dict[str, Any]) -> str | None:
     return code
 
 
-def for_runtime(parts: list[Part], translation: bool = False) -> tuple[list[Part], Wanted]:
+def for_parakeet(parts: list[Part], translation: bool = False) -> tuple[list[Part], Wanted]:
     """The parakeet runtime's request for an OpenAI transcription request (or a 400 naming the
     field)."""
     if translation:
@@ -349,7 +349,7 @@ def _render(answer: Any, wanted: Wanted, language: str, runtime: str) -> tuple[b
     return b"application/json", json.dumps(verbose).encode()
 
 
-def from_runtime(answer: Any, wanted: Wanted) -> tuple[bytes, bytes]:
+def from_parakeet(answer: Any, wanted: Wanted) -> tuple[bytes, bytes]:
     """(content type, body) of the OpenAI answer built from the parakeet runtime's answer."""
     locale = str(answer.get("language") or "").lower() if isinstance(answer, dict) else ""
     code = wanted.language or LOCALES.get(locale) or locale.split("-")[0]
