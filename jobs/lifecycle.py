@@ -15,7 +15,15 @@ from jobs.replica_time import replicas_changed
 
 logger = logging.getLogger(__name__)
 
-STATUS_FIELDS = ("phase", "reason", "next_step", "endpoint", "ready_replicas", "desired_replicas")
+STATUS_FIELDS = (
+    "phase",
+    "reason",
+    "next_step",
+    "endpoint",
+    "ready_replicas",
+    "desired_replicas",
+    "runtime",
+)
 TROUBLE = {Phase.FAILED, Phase.PENDING}
 
 
@@ -29,10 +37,14 @@ class Observed:
     endpoint: str = ""
     ready_replicas: int = 0
     desired_replicas: int = 0
+    runtime: str = ""  # the model server the backend runs, when it says (the local one does)
 
     @classmethod
     def of(cls, status) -> "Observed":
-        return cls(**{name: getattr(status, name) for name in STATUS_FIELDS})
+        defaults = cls(phase="")
+        return cls(
+            **{name: getattr(status, name, getattr(defaults, name)) for name in STATUS_FIELDS}
+        )
 
 
 def group_name(application: Application) -> str:

@@ -180,6 +180,10 @@ class Application(models.Model):
     reason = models.TextField(blank=True)
     next_step = models.TextField(blank=True)
     endpoint = models.CharField(max_length=500, blank=True)
+    # The model server the backend runs it with, as the backend recorded it (the local
+    # backend: vllm, transformers, infinity, faster-whisper); empty where the backend does not
+    # say, and then the manifest's runtime.engine holds. The gateway speaks its dialect.
+    runtime = models.CharField(max_length=32, blank=True)
     ready_replicas = models.PositiveIntegerField(default=0)
     desired_replicas = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)

@@ -31,6 +31,9 @@ PURE_CORES = (
     "models_catalog.sizing",
     "jobs.backends.local.runtimes",
     "models_catalog.recommended",
+    "jobs.gateway.dialects",
+    "jobs.gateway.infinity",
+    "jobs.gateway.speech",
 )
 # The wiring: modules that compose every app into the product's surfaces (REST API, URLs,
 # pages, the command line). They may import any app; the apps' own layers may not loop.

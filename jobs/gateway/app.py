@@ -18,7 +18,7 @@ import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
-from . import request, speech
+from . import dialects, request, speech
 from .errors import UNAUTHORIZED, GatewayError, bounded
 from .limits import LocalLimiter, Refused
 from .metering import Meter, RequestRecord
@@ -46,6 +46,9 @@ STREAMING_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/re
 USAGE_OPTION_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions"})
 MAX_JSON_BODY = 8 * 1024 * 1024
 MAX_AUDIO_BODY = 32 * 1024 * 1024  # OpenAI takes audio files up to 25 MB
+# The most of a translated runtime's answer the gateway reads and rebuilds (2048 texts of
+# 1024-dimension embeddings as JSON floats are about 40 MB).
+MAX_TRANSLATED_ANSWER = 64 * 1024 * 1024
 _JSON = b"application/json"
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -86,6 +89,7 @@ class Gateway:
         self.upstream = Upstream(timeouts or Timeouts())
         self.limiter = LocalLimiter()
         self.start_meter = start_meter
+        self.max_translated_answer = MAX_TRANSLATED_ANSWER
         self.started = False
         self._starting: asyncio.Lock | None = None
 
@@ -261,27 +265,29 @@ class Gateway:
         if is_json and host_route is not None and model is None:
             obj["model"] = target.name
             body = json.dumps(obj).encode()
-        if not is_json and target.runtime == "parakeet":
-            checks = grant.checks
-            if checks:
-                await self._acquire(checks, now)
-            try:
-                await self.transcribe(ex, target, path, parts, send)
-            finally:
-                if checks:
-                    await self.limiter.settle(checks, time.time(), 0)
-            return
+        # The runtime's dialect: None passes the client's bytes through unchanged.
+        plan = dialects.plan(target.runtime, path, obj if is_json else parts, target.name)
         keep_usage = True
-        if stream and path in USAGE_OPTION_ROUTES:
+        if plan is None and stream and path in USAGE_OPTION_ROUTES:
             keep_usage, body = request.ask_for_usage(body, obj)
-        ex.stream = stream
+        ex.stream = stream and plan is None
         checks = grant.checks
         if checks:
             await self._acquire(checks, now)
         try:
-            await self.forward(
-                ex, _url(target.upstream, path), body, headers, stream, keep_usage, receive, send
-            )
+            if plan is not None:
+                await self.translated(ex, target, plan, send)
+            else:
+                await self.forward(
+                    ex,
+                    _url(target.upstream, path),
+                    body,
+                    headers,
+                    stream,
+                    keep_usage,
+                    receive,
+                    send,
+                )
         finally:
             if checks:
                 await self.limiter.settle(
@@ -414,21 +420,20 @@ class Gateway:
         ex.complete = True
         await send({"type": "http.response.body", "body": tail, "more_body": False})
 
-    async def transcribe(self, ex, target, path, parts, send) -> None:
-        runtime_parts, wanted = speech.for_runtime(parts, translation=path.endswith("translations"))
-        body, content_type = speech.build_multipart(runtime_parts)
+    async def translated(self, ex, target, plan: dialects.Plan, send) -> None:
+        """One request in the runtime's own terms (dialects.py), its answer rebuilt in the
+        client's; read whole, at most MAX_TRANSLATED_ANSWER of it."""
         session = self.upstream.session or self.upstream.open()
-        url = target.upstream + "/v1/audio/transcriptions"
         try:
             async with session.post(
-                url,
-                data=body,
-                headers={"Content-Type": content_type},
+                _url(target.upstream, plan.path),
+                data=plan.body,
+                headers={"Content-Type": plan.content_type},
                 timeout=self.upstream.plain,
                 allow_redirects=False,
             ) as response:
-                data = await response.read()
                 status = response.status
+                data = await _read_bounded(response, self.max_translated_answer)
         except (TimeoutError, aiohttp.ClientError) as error:
             raise _upstream_failure(error, "could not be reached") from None
         if status >= 500:
@@ -438,15 +443,11 @@ class Gateway:
         if 300 <= status < 400:
             raise _redirected(status)
         if status != 200:
-            ex.status = status
-            await _send_whole(send, status, data, _JSON)
-            return
-        try:
-            answer = json.loads(data)
-        except ValueError:
-            raise GatewayError(502, "The speech-to-text runtime answered with no JSON.") from None
-        kind, out = speech.from_runtime(answer, wanted)
+            raise dialects.refused(status, data, plan.label)
+        kind, out = plan.finish(data)
+        ex.prompt_tokens, ex.completion_tokens = usage_of(out)
         ex.status = 200
+        ex.complete = True
         await _send_whole(send, 200, out, kind)
 
 
@@ -464,6 +465,30 @@ def _url(upstream: str, path: str) -> URL:
             _URLS.clear()
         found = _URLS[(upstream, path)] = URL(upstream + path)
     return found
+
+
+async def _read_bounded(response, limit: int) -> bytes:
+    """The whole answer, or a 502 once it grows past `limit` bytes."""
+    declared = response.content_length
+    if declared is not None and declared > limit:
+        raise _too_big(limit)
+    chunks, size = [], 0
+    async for chunk in response.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > limit:
+            raise _too_big(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_big(limit: int) -> GatewayError:
+    size = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
+    return GatewayError(
+        502,
+        f"The model server's answer is larger than {size}, more than the gateway rebuilds; "
+        "ask for less in one request.",
+        code="upstream_failed",
+    )
 
 
 def _upstream_failure(error: Exception, failed: str) -> GatewayError:

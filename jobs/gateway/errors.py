@@ -13,6 +13,7 @@ KINDS = {
     404: ("invalid_request_error", "not_found"),
     405: ("invalid_request_error", "method_not_allowed"),
     413: ("invalid_request_error", "request_too_large"),
+    422: ("invalid_request_error", "unprocessable"),
     429: ("rate_limit_error", "rate_limit_exceeded"),
     500: ("server_error", "internal_error"),
     502: ("server_error", "upstream_failed"),

@@ -18,7 +18,7 @@ from .snapshot import NUDGE_CHANNEL
 logger = logging.getLogger(__name__)
 
 # What a Route holds of an Application: a save touching none of these changes no route.
-ROUTED_FIELDS = ("name", "phase", "reason", "endpoint", "manifest", "profile_id")
+ROUTED_FIELDS = ("name", "phase", "reason", "endpoint", "runtime", "manifest", "profile_id")
 _redis = None
 
 

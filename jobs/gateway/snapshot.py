@@ -72,7 +72,10 @@ class Route:
     phase: str
     reason: str
     upstream: str  # base URL the public /v1/... path is appended to ("" when not running)
-    runtime: str  # "vllm", "parakeet", ... (the manifest's runtime.engine)
+    # The model server behind it, whose dialect the gateway speaks (dialects.py): what the
+    # backend recorded (Application.runtime: "infinity", "faster-whisper", ...), else the
+    # manifest's runtime.engine ("vllm", "parakeet").
+    runtime: str
     policy_name: str | None
     policy: Policy | None
     created: int
@@ -317,7 +320,7 @@ def load_snapshot(version: int = -1) -> Snapshot:
                 engine if isinstance(engine, str) else "",
                 api if isinstance(api, str) else "",
             ),
-            runtime=engine if isinstance(engine, str) else "",
+            runtime=app.runtime or (engine if isinstance(engine, str) else ""),
             policy_name=policy_name,
             policy=policies.get((app.organization_id, policy_name)) if policy_name else None,
             created=int(app.created_at.timestamp()),

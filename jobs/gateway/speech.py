@@ -1,5 +1,5 @@
-"""OpenAI's transcription API on the client's side, the parakeet runtime's on the model's
-(pure: bytes and dicts in, bytes and dicts out).
+"""OpenAI's transcription API on the client's side, the speech runtimes' on the model's: the
+parakeet runtime's and faster-whisper-server's (pure: bytes and dicts in, bytes and dicts out).
 
 What ServeDeck's parakeet server (the `servedeck-parakeet` ServingRuntime) speaks:
     POST /v1/audio/transcriptions, multipart/form-data with
@@ -144,17 +144,12 @@ class Wanted:
     response_format: str
     granularities: tuple[str, ...]
     language: str | None  # ISO-639-1, as asked
+    task: str = "transcribe"  # or "translate"
 
 
-def for_runtime(parts: list[Part], translation: bool = False) -> tuple[list[Part], Wanted]:
-    """The runtime's request for an OpenAI transcription request (or a 400 naming the field)."""
-    if translation:
-        raise GatewayError(
-            400,
-            "The parakeet speech-to-text runtime transcribes in the spoken language and does not "
-            "translate: call /v1/audio/transcriptions instead (or serve a Whisper model with vLLM "
-            "for /v1/audio/translations).",
-        )
+def _openai_fields(parts: list[Part], runtime: str, words: bool) -> tuple[Part, Wanted]:
+    """The audio and what is asked of it, checked as OpenAI documents the fields (a 400 naming
+    the field otherwise); `words` says whether the runtime gives word timings."""
     audio = [p for p in parts if p.name == "file"]
     if not audio or audio[0].filename is None:
         raise GatewayError(
@@ -191,27 +186,55 @@ def for_runtime(parts: list[Part], translation: bool = False) -> tuple[list[Part
             "granularities.",
             "timestamp_granularities",
         )
+    if "word" in granularities and not words:
+        raise GatewayError(
+            400,
+            f"timestamp_granularities: the {runtime} runtime gives segment timings only, not "
+            "word timings; ask for segment.",
+            "timestamp_granularities",
+        )
     if (field_text(parts, "stream") or "false").lower() == "true":
         raise GatewayError(
             400,
-            "stream: the parakeet runtime does not stream transcriptions; send stream=false.",
+            f"stream: the {runtime} runtime does not stream transcriptions; send stream=false.",
             "stream",
         )
     language = field_text(parts, "language") or None
-    out = [Part("file", audio[0].data, audio[0].filename, audio[0].content_type)]
-    if language is not None:
-        code = language.lower()
-        if code not in LANGUAGES:
-            raise GatewayError(
-                400,
-                f"language: {bounded(language, 20)!r} is not an ISO-639-1 code this model "
-                f"transcribes; accepts {', '.join(sorted(LANGUAGES))}.",
-                "language",
-            )
+    return audio[0], Wanted(
+        fmt, granularities or ("segment",), language.lower() if language else None
+    )
+
+
+def _language_code(wanted: Wanted, accepted: dict[str, Any]) -> str | None:
+    code = wanted.language
+    if code is not None and code not in accepted:
+        raise GatewayError(
+            400,
+            f"language: {bounded(code, 20)!r} is not an ISO-639-1 code this model "
+            f"transcribes; accepts {', '.join(sorted(accepted))}.",
+            "language",
+        )
+    return code
+
+
+def for_parakeet(parts: list[Part], translation: bool = False) -> tuple[list[Part], Wanted]:
+    """The parakeet runtime's request for an OpenAI transcription request (or a 400 naming the
+    field)."""
+    if translation:
+        raise GatewayError(
+            400,
+            "The parakeet speech-to-text runtime transcribes in the spoken language and does not "
+            "translate: call /v1/audio/transcriptions instead (or serve a Whisper model with vLLM "
+            "for /v1/audio/translations).",
+        )
+    audio, wanted = _openai_fields(parts, "parakeet", words=True)
+    code = _language_code(wanted, LANGUAGES)
+    out = [Part("file", audio.data, audio.filename, audio.content_type)]
+    if code is not None:
         out.append(Part("language", LANGUAGES[code][0].encode()))
-    if fmt in ("srt", "vtt", "verbose_json"):
+    if wanted.response_format in ("srt", "vtt", "verbose_json"):
         out.append(Part("timestamps", b"true"))
-    return out, Wanted(fmt, granularities or ("segment",), language.lower() if language else None)
+    return out, wanted
 
 
 def _number(value: Any) -> float:
@@ -226,25 +249,47 @@ def _clock(seconds: float, separator: str) -> str:
     return f"{hours:02d}:{minutes:02d}:{secs:02d}{separator}{millis:03d}"
 
 
+# Segment fields OpenAI's verbose_json carries, with what they are when a runtime says nothing.
+SEGMENT_DEFAULTS: dict[str, Any] = {
+    "seek": 0,
+    "tokens": [],
+    "temperature": 0.0,
+    "avg_logprob": 0.0,
+    "compression_ratio": 0.0,
+    "no_speech_prob": 0.0,
+}
+
+
 def _segments(answer: dict[str, Any]) -> list[dict[str, Any]]:
     raw = answer.get("segments")
     out = []
     for seg in raw if isinstance(raw, list) else []:
         if isinstance(seg, dict):
+            extra = {}
+            for name, default in SEGMENT_DEFAULTS.items():
+                value = seg.get(name)
+                if name == "tokens":
+                    ok = isinstance(value, list) and all(type(t) is int for t in value)
+                else:
+                    ok = isinstance(value, int | float) and not isinstance(value, bool)
+                extra[name] = value if ok else default
             out.append(
                 {
                     "start": _number(seg.get("start")),
                     "end": _number(seg.get("end")),
                     "text": str(seg.get("text") or "").strip(),
+                    **extra,
                 }
             )
     return out
 
 
-def from_runtime(answer: Any, wanted: Wanted) -> tuple[bytes, bytes]:
-    """(content type, body) of the OpenAI answer built from the runtime's JSON answer."""
+def _render(answer: Any, wanted: Wanted, language: str, runtime: str) -> tuple[bytes, bytes]:
+    """(content type, body) of the OpenAI answer in the format asked, from a runtime's JSON
+    transcript: `text`, `segments` [{start, end, text, ...}], `words`, `duration`;
+    `language` is the language's name as OpenAI's verbose_json says it."""
     if not isinstance(answer, dict) or not isinstance(answer.get("text"), str):
-        raise GatewayError(502, "The speech-to-text runtime answered without a transcript.")
+        raise GatewayError(502, f"The {runtime} runtime answered without a transcript.")
     text = answer["text"].strip()
     fmt = wanted.response_format
     if fmt == "json":
@@ -254,7 +299,7 @@ def from_runtime(answer: Any, wanted: Wanted) -> tuple[bytes, bytes]:
     segments = _segments(answer)
     if fmt in ("srt", "vtt") and not segments and text:
         raise GatewayError(
-            502, f"The speech-to-text runtime sent no timestamps, so no {fmt} can be built."
+            502, f"The {runtime} runtime sent no timestamps, so no {fmt} can be built."
         )
     if fmt == "srt":
         blocks = [
@@ -268,11 +313,9 @@ def from_runtime(answer: Any, wanted: Wanted) -> tuple[bytes, bytes]:
             for s in segments
         ]
         return b"text/vtt; charset=utf-8", ("WEBVTT\n\n" + "\n".join(blocks)).encode()
-    locale = str(answer.get("language") or "").lower()
-    code = wanted.language or LOCALES.get(locale) or locale.split("-")[0]
     verbose: dict[str, Any] = {
-        "task": "transcribe",
-        "language": LANGUAGES[code][1] if code in LANGUAGES else code,
+        "task": wanted.task,
+        "language": language,
         "duration": _number(answer.get("duration")),
         "text": text,
     }
@@ -280,15 +323,15 @@ def from_runtime(answer: Any, wanted: Wanted) -> tuple[bytes, bytes]:
         verbose["segments"] = [
             {
                 "id": i,
-                "seek": 0,
+                "seek": s["seek"],
                 "start": s["start"],
                 "end": s["end"],
                 "text": s["text"],
-                "tokens": [],
-                "temperature": 0.0,
-                "avg_logprob": 0.0,
-                "compression_ratio": 0.0,
-                "no_speech_prob": 0.0,
+                "tokens": s["tokens"],
+                "temperature": s["temperature"],
+                "avg_logprob": s["avg_logprob"],
+                "compression_ratio": s["compression_ratio"],
+                "no_speech_prob": s["no_speech_prob"],
             }
             for i, s in enumerate(segments)
         ]
@@ -304,3 +347,108 @@ def from_runtime(answer: Any, wanted: Wanted) -> tuple[bytes, bytes]:
             if isinstance(w, dict)
         ]
     return b"application/json", json.dumps(verbose).encode()
+
+
+def from_parakeet(answer: Any, wanted: Wanted) -> tuple[bytes, bytes]:
+    """(content type, body) of the OpenAI answer built from the parakeet runtime's answer."""
+    locale = str(answer.get("language") or "").lower() if isinstance(answer, dict) else ""
+    code = wanted.language or LOCALES.get(locale) or locale.split("-")[0]
+    name = LANGUAGES[code][1] if code in LANGUAGES else code
+    return _render(answer, wanted, name, "speech-to-text")
+
+
+# --- faster-whisper-server 0.0.3 ---------------------------------------------------------------
+#
+# POST /v1/audio/transcriptions and /v1/audio/translations, multipart/form-data with
+#     file, model_name (not OpenAI's `model`; one model per server, so it picks nothing),
+#     language (transcriptions only: a Whisper language code), prompt, temperature (a float),
+#     response_format json | verbose_json (anything else is its 400).
+# -> json {"text"}; verbose_json {"task", "language": "<code>", "duration", "text",
+#    "segments": [{"id", "start", "end", "text", "tokens", "temperature", "avg_logprob",
+#    "compression_ratio", "no_speech_prob"}]}: no words, no `seek`.
+# Its errors are FastAPI's {"detail": ...}; it has no /v1/models (readiness is GET /health).
+# The gateway asks it for verbose_json whenever timings are needed and builds text, srt and
+# vtt itself; word timings and streaming are refused.
+
+WHISPER_SERVER = "faster-whisper-server"
+# Whisper's language codes (faster-whisper's tokenizer) and their names in OpenAI's words.
+WHISPER_LANGUAGES = {
+    "af": "afrikaans", "am": "amharic", "ar": "arabic", "as": "assamese", "az": "azerbaijani",
+    "ba": "bashkir", "be": "belarusian", "bg": "bulgarian", "bn": "bengali", "bo": "tibetan",
+    "br": "breton", "bs": "bosnian", "ca": "catalan", "cs": "czech", "cy": "welsh",
+    "da": "danish", "de": "german", "el": "greek", "en": "english", "es": "spanish",
+    "et": "estonian", "eu": "basque", "fa": "persian", "fi": "finnish", "fo": "faroese",
+    "fr": "french", "gl": "galician", "gu": "gujarati", "ha": "hausa", "haw": "hawaiian",
+    "he": "hebrew", "hi": "hindi", "hr": "croatian", "ht": "haitian creole",
+    "hu": "hungarian", "hy": "armenian", "id": "indonesian", "is": "icelandic",
+    "it": "italian", "ja": "japanese", "jw": "javanese", "ka": "georgian", "kk": "kazakh",
+    "km": "khmer", "kn": "kannada", "ko": "korean", "la": "latin", "lb": "luxembourgish",
+    "ln": "lingala", "lo": "lao", "lt": "lithuanian", "lv": "latvian", "mg": "malagasy",
+    "mi": "maori", "mk": "macedonian", "ml": "malayalam", "mn": "mongolian", "mr": "marathi",
+    "ms": "malay", "mt": "maltese", "my": "myanmar", "ne": "nepali", "nl": "dutch",
+    "nn": "nynorsk", "no": "norwegian", "oc": "occitan", "pa": "punjabi", "pl": "polish",
+    "ps": "pashto", "pt": "portuguese", "ro": "romanian", "ru": "russian", "sa": "sanskrit",
+    "sd": "sindhi", "si": "sinhala", "sk": "slovak", "sl": "slovenian", "sn": "shona",
+    "so": "somali", "sq": "albanian", "sr": "serbian", "su": "sundanese", "sv": "swedish",
+    "sw": "swahili", "ta": "tamil", "te": "telugu", "tg": "tajik", "th": "thai",
+    "tk": "turkmen", "tl": "tagalog", "tr": "turkish", "tt": "tatar", "uk": "ukrainian",
+    "ur": "urdu", "uz": "uzbek", "vi": "vietnamese", "yi": "yiddish", "yo": "yoruba",
+    "zh": "chinese", "yue": "cantonese",
+}  # fmt: skip
+
+
+def _temperature(parts: list[Part]) -> bytes | None:
+    raw = field_text(parts, "temperature")
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise GatewayError(
+            400,
+            f"temperature: {bounded(raw, 20)!r} is not a number from 0 to 1; send one, or "
+            "leave it out.",
+            "temperature",
+        )
+    return repr(value).encode()
+
+
+def for_whisper_server(
+    parts: list[Part], model: str, translation: bool = False
+) -> tuple[list[Part], Wanted]:
+    """faster-whisper-server's request for an OpenAI transcription (or translation) request,
+    addressed to `model`; a 400 naming the field for what it cannot honour."""
+    audio, wanted = _openai_fields(parts, WHISPER_SERVER, words=False)
+    out = [
+        Part("file", audio.data, audio.filename, audio.content_type),
+        Part("model_name", model.encode()),
+    ]
+    if translation:
+        if wanted.language is not None:
+            raise GatewayError(
+                400,
+                "language: translations are always into English and take no language; drop it.",
+                "language",
+            )
+        wanted = Wanted(wanted.response_format, wanted.granularities, None, "translate")
+    code = _language_code(wanted, WHISPER_LANGUAGES)
+    if code is not None:
+        out.append(Part("language", code.encode()))
+    prompt = field_text(parts, "prompt")
+    if prompt:
+        out.append(Part("prompt", prompt.encode()))
+    temperature = _temperature(parts)
+    if temperature is not None:
+        out.append(Part("temperature", temperature))
+    timed = wanted.response_format in ("srt", "vtt", "verbose_json")
+    out.append(Part("response_format", b"verbose_json" if timed else b"json"))
+    return out, wanted
+
+
+def from_whisper_server(answer: Any, wanted: Wanted) -> tuple[bytes, bytes]:
+    """(content type, body) of the OpenAI answer built from faster-whisper-server's."""
+    code = str(answer.get("language") or "") if isinstance(answer, dict) else ""
+    code = code.lower() or (wanted.language or "")
+    return _render(answer, wanted, WHISPER_LANGUAGES.get(code, code), WHISPER_SERVER)

@@ -6,13 +6,24 @@ deterministic text and vectors, and logs one line per request to stdout like uvi
 
     python tests/fakes/model_server.py --port P --served-model-name NAME
         [--startup-delay S] [--crash-after S] [--fail-on-start] [--ignore-sigterm] [--spawn-worker]
-        [--stream-delay S] [--api-key KEY] [--runtime vllm|parakeet]
+        [--stream-delay S] [--api-key KEY] [--runtime vllm|parakeet|infinity|faster-whisper]
         [vLLM engine arguments, logged and mostly ignored]
 
 Routes: /v1/models, /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings,
-/v1/score, /v1/rerank; with `--runtime parakeet` only /v1/audio/transcriptions in the parakeet
-runtime's own terms (see jobs/gateway/speech.py): a locale such as en-US, `timestamps=true`,
-JSON only; the "audio" is UTF-8 text, which is what it transcribes.
+/v1/score, /v1/rerank, as vLLM answers them. Other runtimes' dialects, as their source has them:
+- `--runtime parakeet`: only /v1/audio/transcriptions in the parakeet runtime's own terms (see
+  jobs/gateway/speech.py): a locale such as en-US, `timestamps=true`, JSON only.
+- `--runtime infinity` (infinity-emb 0.0.78 under --url-prefix /v1): /health, /v1/models,
+  /v1/embeddings (`dimensions` cuts without normalising again, `modality`), /v1/rerank in
+  Cohere's shape (`return_documents`, `raw_scores`, `top_n` > 0, documents stripped, results
+  best first); no /v1/score; validation errors in FastAPI's {"detail": [...]}.
+- `--runtime faster-whisper` (faster-whisper-server 0.0.3): /health (no /v1/models),
+  /v1/audio/transcriptions and /v1/audio/translations taking `model_name`, `language`,
+  `prompt`, `temperature`, `response_format` json or verbose_json only (else its 400 in
+  FastAPI's {"detail": {"error": ...}}); no words, no streaming. `--served-model-name` is
+  optional: it serves the one model it was started with, whatever a request names.
+The "audio" is UTF-8 text, which is what the speech dialects transcribe. GET /fake/events also
+lists, for the speech dialects, the form fields each request carried ("fields: a,b").
 
 Faults for the gateway's tests, asked per request with a top-level body field `fault`:
 `hang` (never answers; notices when the client goes away), `die` (a stream that breaks off
@@ -58,7 +69,7 @@ def log(message: str) -> None:
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description="Stand-in OpenAI-compatible model server.")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--served-model-name", required=True)
+    parser.add_argument("--served-model-name", default=None)
     parser.add_argument("--host", default=LOOPBACK, help="accepted for vLLM's sake; loopback only")
     parser.add_argument("--startup-delay", type=float, default=0.0, help="seconds before binding")
     parser.add_argument("--crash-after", type=float, default=None, help="exit 3 after S seconds")
@@ -71,10 +82,16 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--stream-delay", type=float, default=0.0, help="seconds between chunks")
     parser.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY")
-    parser.add_argument("--runtime", default="vllm", choices=["vllm", "parakeet"])
+    parser.add_argument(
+        "--runtime", default="vllm", choices=["vllm", "parakeet", "infinity", "faster-whisper"]
+    )
     args, engine_args = parser.parse_known_args(argv)
     if args.host not in (LOOPBACK, "localhost"):
         parser.error(f"--host {args.host}: the stand-in binds {LOOPBACK} only")
+    if args.served_model_name is None:
+        if args.runtime != "faster-whisper":
+            parser.error("--served-model-name is required")
+        args.served_model_name = "whisper-1"  # faster-whisper-server's default model_name
     return args, engine_args
 
 
@@ -355,10 +372,18 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         path = self.path.split("?", 1)[0]
-        if path == "/health":
-            self.send_text(200, "", "text/plain")
-        elif path == "/fake/events":
+        runtime = self.server.runtime
+        if path == "/fake/events":
             self.send_json(200, {"events": self.server.events})
+        elif runtime == "infinity":
+            infinity_get(self, path)
+        elif runtime == "faster-whisper":
+            if path == "/health":
+                self.send_json(200, {"status": "ok"})
+            else:
+                self.send_json(404, {"detail": "Not Found"})
+        elif path == "/health":
+            self.send_text(200, "", "text/plain")
         elif path == "/metrics":
             text = self.server.metrics.render(self.server.model)
             self.send_text(200, text, "text/plain; version=0.0.4")
@@ -372,6 +397,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_error_json(RequestError(404, f"{path} is not found"))
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        if self.server.runtime == "infinity":
+            infinity_post(self, self.path.split("?", 1)[0], self.read_body())
+            return
+        if self.server.runtime == "faster-whisper":
+            whisper_post(self, self.path.split("?", 1)[0], self.read_body())
+            return
         routes = {
             "/v1/chat/completions": self.chat_completions,
             "/v1/completions": self.completions,
@@ -402,6 +433,22 @@ class Handler(BaseHTTPRequestHandler):
             route(body)
         except RequestError as error:
             self.send_error_json(error)
+
+    def form_fields(self, raw: bytes) -> dict[str, bytes] | None:
+        """The fields of a multipart/form-data body by name, or None when it is not one."""
+        import email
+        import email.policy
+
+        head = f"Content-Type: {self.headers.get('Content-Type', '')}\r\n\r\n".encode()
+        message = email.message_from_bytes(head + raw, policy=email.policy.HTTP)
+        if not message.is_multipart():
+            return None
+        fields: dict[str, bytes] = {}
+        for part in message.iter_parts():
+            fields[part.get_param("name", header="content-disposition")] = part.get_payload(
+                decode=True
+            )
+        return fields
 
     def send_error_json(self, error: RequestError) -> None:
         self.send_json(error.status, error.body())
@@ -548,9 +595,16 @@ class Handler(BaseHTTPRequestHandler):
         reply = {
             "id": f"score-{uuid.uuid4().hex}",
             "object": "list",
+            "created": int(time.time()),
             "model": self.server.model,
             "data": data,
-            "usage": usage(tokens, None),
+            # vLLM's UsageInfo, dumped whole.
+            "usage": {
+                "prompt_tokens": tokens,
+                "total_tokens": tokens,
+                "completion_tokens": 0,
+                "prompt_tokens_details": None,
+            },
         }
         self.send_json(200, reply)
 
@@ -560,7 +614,11 @@ class Handler(BaseHTTPRequestHandler):
             raise RequestError(400, "query must be a string and documents a list", "documents")
         ranked = sorted(
             (
-                {"index": i, "document": {"text": d}, "relevance_score": similarity(query, str(d))}
+                {
+                    "index": i,
+                    "document": {"text": d, "multi_modal": None},
+                    "relevance_score": similarity(query, str(d)),
+                }
                 for i, d in enumerate(documents)
             ),
             key=lambda r: -r["relevance_score"],
@@ -575,24 +633,15 @@ class Handler(BaseHTTPRequestHandler):
                 "id": f"rerank-{uuid.uuid4().hex}",
                 "model": self.server.model,
                 "results": ranked,
-                "usage": {"total_tokens": tokens},
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             },
         )
 
     def transcribe(self, raw: bytes) -> None:
         """The parakeet runtime's transcription: locale codes, JSON with optional timings."""
-        import email
-        import email.policy
-
-        head = f"Content-Type: {self.headers.get('Content-Type', '')}\r\n\r\n".encode()
-        message = email.message_from_bytes(head + raw, policy=email.policy.HTTP)
-        if not message.is_multipart():
+        fields = self.form_fields(raw)
+        if fields is None:
             raise RequestError(400, "send multipart/form-data")
-        fields: dict[str, bytes] = {}
-        for part in message.iter_parts():
-            fields[part.get_param("name", header="content-disposition")] = part.get_payload(
-                decode=True
-            )
         if "file" not in fields:
             raise RequestError(400, "file is required", "file")
         locale = (fields.get("language") or b"en-US").decode()
@@ -622,6 +671,241 @@ class Handler(BaseHTTPRequestHandler):
                 for group in (timed[i : i + 5] for i in range(0, len(timed), 5))
             ]
         self.send_json(200, reply)
+
+
+# --- infinity-emb 0.0.78 (infinity_emb/infinity_server.py, fastapi_schemas/pymodels.py) ----------
+
+INFINITY_MAX_ITEMS = 2048  # INFINITY_MAX_CLIENT_BATCH_SIZE's default
+
+
+def fastapi_invalid(handler: Handler, field: str, message: str) -> None:
+    """FastAPI's answer to a body its pydantic model refuses."""
+    detail = [{"type": "value_error", "loc": ["body", field], "msg": message, "input": None}]
+    handler.send_json(422, {"detail": detail})
+
+
+def infinity_error(handler: Handler, status: int, message: str) -> None:
+    """infinity's OpenAIException: OpenAI's shape, type and param null, code the status."""
+    body = {"error": {"message": message, "type": None, "param": None, "code": status}}
+    handler.send_json(status, body)
+
+
+def infinity_get(handler: Handler, path: str) -> None:
+    model = handler.server.model
+    if path == "/health":
+        handler.send_json(200, {"unix": time.time()})
+    elif path == "/v1/models":
+        card = {
+            "id": model,
+            "stats": {},
+            "object": "model",
+            "owned_by": "infinity",
+            "created": handler.server.created,
+            "backend": "torch",
+            "capabilities": ["embed", "rerank"],
+        }
+        handler.send_json(200, {"data": [card], "object": "list"})
+    else:
+        handler.send_json(404, {"detail": "Not Found"})
+
+
+def infinity_texts(value: Any) -> list[str] | None:
+    """A string or 1..2048 strings, stripped as its INPUT_STRING does; None when refused."""
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not 1 <= len(texts) <= INFINITY_MAX_ITEMS:
+        return None
+    if not all(isinstance(t, str) for t in texts):
+        return None
+    return [t.strip() for t in texts]
+
+
+def infinity_post(handler: Handler, path: str, raw: bytes) -> None:
+    try:
+        body = json.loads(raw or b"null")
+    except ValueError:
+        handler.send_json(422, {"detail": [{"type": "json_invalid", "loc": ["body", 0]}]})
+        return
+    if path not in ("/v1/embeddings", "/v1/rerank"):
+        handler.send_json(404, {"detail": "Not Found"})
+        return
+    if not isinstance(body, dict):
+        fastapi_invalid(handler, "body", "Input should be a valid dictionary")
+        return
+    model = handler.server.model
+    if body.get("model", "default/not-specified") != model:
+        infinity_error(handler, 400, f"Invalid model: {body.get('model')}")
+        return
+    handler.server.events.append("fields: " + ",".join(sorted(body)))
+    if path == "/v1/embeddings":
+        infinity_embeddings(handler, body)
+    else:
+        infinity_rerank(handler, body)
+
+
+def infinity_embeddings(handler: Handler, body: dict[str, Any]) -> None:
+    if body.get("modality", "text") != "text":
+        infinity_error(handler, 400, "the stand-in embeds text only")
+        return
+    texts = infinity_texts(body.get("input"))
+    if texts is None:
+        fastapi_invalid(handler, "input", "Input should be a valid string or list of strings")
+        return
+    encoding = body.get("encoding_format", "float")
+    if encoding not in ("float", "base64"):
+        fastapi_invalid(handler, "encoding_format", "Input should be 'float' or 'base64'")
+        return
+    dimensions = body.get("dimensions", 0)
+    if not isinstance(dimensions, int) or isinstance(dimensions, bool):
+        fastapi_invalid(handler, "dimensions", "Input should be a valid integer")
+        return
+    vectors = [embedding(t) for t in texts]
+    if dimensions:
+        if not 1 <= dimensions <= EMBEDDING_DIMENSIONS:
+            infinity_error(
+                handler,
+                400,
+                f"<class 'infinity_emb.primitives.MatryoshkaDimError'> -> matryoshka_dim="
+                f"{dimensions} is not in a valid range. Select between 1 and "
+                f"{EMBEDDING_DIMENSIONS}.",
+            )
+            return
+        vectors = [v[:dimensions] for v in vectors]  # cut, not normalised again
+    data = []
+    for index, vector in enumerate(vectors):
+        out: Any = vector
+        if encoding == "base64":
+            out = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        data.append({"object": "embedding", "embedding": out, "index": index})
+    tokens = sum(count_tokens(t) for t in texts)
+    handler.send_json(
+        200,
+        {
+            "object": "list",
+            "data": data,
+            "model": handler.server.model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            "id": f"infinity-{uuid.uuid4()}",
+            "created": int(time.time()),
+        },
+    )
+
+
+def infinity_rerank(handler: Handler, body: dict[str, Any]) -> None:
+    query = body.get("query")
+    if not isinstance(query, str):
+        fastapi_invalid(handler, "query", "Input should be a valid string")
+        return
+    documents = body.get("documents")
+    docs = infinity_texts(documents) if isinstance(documents, list) else None
+    if docs is None:
+        fastapi_invalid(handler, "documents", "Input should be a valid list of strings")
+        return
+    top_n = body.get("top_n")
+    if top_n is not None and (not isinstance(top_n, int) or top_n <= 0):
+        fastapi_invalid(handler, "top_n", "Input should be greater than 0")
+        return
+    raw_scores = body.get("raw_scores", False) is True
+    scores = [similarity(query.strip(), d) for d in docs]
+    if raw_scores:  # before the sigmoid: a logit
+        scores = [round(10 * s - 5, 6) for s in scores]
+    results = sorted(range(len(docs)), key=lambda i: -scores[i])
+    if top_n:
+        results = results[:top_n]
+    with_documents = body.get("return_documents", False) is True
+    tokens = count_tokens(query) + sum(count_tokens(d) for d in docs)
+    handler.send_json(
+        200,
+        {
+            "object": "rerank",
+            "results": [
+                {
+                    "relevance_score": scores[i],
+                    "index": i,
+                    "document": docs[i] if with_documents else None,
+                }
+                for i in results
+            ],
+            "model": handler.server.model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            "id": f"infinity-{uuid.uuid4()}",
+            "created": int(time.time()),
+        },
+    )
+
+
+# --- faster-whisper-server 0.0.3 (faster_whisper_server/api.py, models.py) ---------------------
+
+_CODES = (
+    "af am ar as az ba be bg bn bo br bs ca cs cy da de el en es et eu fa fi fo fr gl gu ha haw "
+    "he hi hr ht hu hy id is it ja jw ka kk km kn ko la lb ln lo lt lv mg mi mk ml mn mr ms mt "
+    "my ne nl nn no oc pa pl ps pt ro ru sa sd si sk sl sn so sq sr su sv sw ta te tg th tk tl "
+    "tr tt uk ur uz vi yi yo zh yue"
+)
+WHISPER_CODES = frozenset(_CODES.split())
+
+
+def whisper_post(handler: Handler, path: str, raw: bytes) -> None:
+    if path not in ("/v1/audio/transcriptions", "/v1/audio/translations"):
+        handler.send_json(404, {"detail": "Not Found"})
+        return
+    fields = handler.form_fields(raw) or {}
+    handler.server.events.append("fields: " + ",".join(sorted(fields)))
+    if "file" not in fields:
+        detail = [{"type": "missing", "loc": ["body", "file"], "msg": "Field required"}]
+        handler.send_json(422, {"detail": detail})
+        return
+    translate = path.endswith("translations")
+    temperature = fields.get("temperature")
+    if temperature is not None:
+        try:
+            float(temperature)
+        except ValueError:
+            detail = [{"type": "float_parsing", "loc": ["body", "temperature"], "msg": "bad"}]
+            handler.send_json(422, {"detail": detail})
+            return
+    fmt = (fields.get("response_format") or b"json").decode()
+    if fmt not in ("json", "verbose_json"):
+        error = {"message": f"Unsupported response_format: {fmt}", "type": "invalid_request_error"}
+        handler.send_json(400, {"detail": {"error": error}})
+        return
+    language = None if translate else (fields.get("language") or b"").decode() or None
+    if language is not None and language not in WHISPER_CODES:
+        # faster-whisper raises ValueError, which the server does not catch.
+        handler.send_text(500, "Internal Server Error", "text/plain; charset=utf-8")
+        return
+    try:
+        words = fields["file"].decode().split()
+    except UnicodeDecodeError:
+        words = ["(inaudible)"]
+    groups = [words[i : i + 5] for i in range(0, len(words), 5)]
+    segments = [
+        {
+            "id": n,
+            "start": n * 2.5,
+            "end": n * 2.5 + len(group) * 0.5 - 0.1,
+            "text": " " + " ".join(group),  # Whisper's segments start with a space
+            "tokens": [50364 + k for k in range(len(group))],
+            "temperature": 0.0,
+            "avg_logprob": -0.25,
+            "compression_ratio": 1.1,
+            "no_speech_prob": 0.01,
+        }
+        for n, group in enumerate(groups)
+    ]
+    text = "".join(s["text"] for s in segments)
+    if fmt == "json":
+        handler.send_json(200, {"text": text})
+        return
+    handler.send_json(
+        200,
+        {
+            "task": "translate" if translate else "transcribe",
+            "language": language or "en",
+            "duration": len(words) * 0.5,
+            "text": text,
+            "segments": segments,
+        },
+    )
 
 
 PARAKEET_LOCALES = {

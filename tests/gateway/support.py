@@ -87,7 +87,11 @@ class RecordingMeter(Meter):
         return list(self.records)
 
 
-def make_app(org, name: str, endpoint: str, phase: str = "Running", **spec) -> Application:
+def make_app(
+    org, name: str, endpoint: str, phase: str = "Running", served_by: str = "", **spec
+) -> Application:
+    """An application pointed at `endpoint`; `runtime` is the manifest's engine, `served_by`
+    the runtime a backend recorded for it (Application.runtime)."""
     runtime = spec.pop("runtime", "vllm")
     manifest = {
         "apiVersion": "servedeck.io/v1",
@@ -110,6 +114,7 @@ def make_app(org, name: str, endpoint: str, phase: str = "Running", **spec) -> A
         phase=phase,
         reason="" if phase == "Running" else f"{name} is {phase.lower()} for a test",
         endpoint=endpoint if phase == "Running" else "",
+        runtime=served_by,
     )
 
 

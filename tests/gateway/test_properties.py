@@ -31,6 +31,22 @@ ROUTES = {
         2, 1, "speech", "Running", "", f"http://127.0.0.1:{free_port()}", "parakeet", None, None, 0
     ),
     (1, "down"): Route(3, 1, "down", "Failed", "no GPU", "", "vllm", None, None, 0),
+    # Translated dialects (dialects.py): their requests are rebuilt before they are sent.
+    (1, "minilm"): Route(
+        4, 1, "minilm", "Running", "", f"http://127.0.0.1:{free_port()}", "infinity", None, None, 0
+    ),
+    (1, "whisper"): Route(
+        5,
+        1,
+        "whisper",
+        "Running",
+        "",
+        f"http://127.0.0.1:{free_port()}",
+        "faster-whisper",
+        None,
+        None,
+        0,
+    ),  # fmt: skip
 }
 
 
@@ -101,7 +117,14 @@ BODIES = st.one_of(
     JSONISH.map(lambda v: __import__("json").dumps(v).encode()),
     st.fixed_dictionaries(
         {
-            "model": st.sampled_from(["alpha", "down", "speech", "nope", 3, None]),
+            "model": st.sampled_from(
+                ["alpha", "down", "speech", "minilm", "whisper", "nope", 3, None]
+            ),
+            "input": JSONISH,
+            "query": JSONISH,
+            "documents": JSONISH,
+            "text_1": JSONISH,
+            "dimensions": JSONISH,
             "stream": st.sampled_from([True, False, "yes", None]),
             "stream_options": st.sampled_from([None, {}, {"include_usage": True}, [], "x"]),
         }

@@ -1,4 +1,5 @@
-"""The translation between OpenAI's transcription API and the parakeet runtime's, as tables."""
+"""The translation between OpenAI's transcription API and the speech runtimes' (parakeet's;
+faster-whisper-server's), as tables."""
 
 import json
 
@@ -28,7 +29,7 @@ def fields(**values):
     ],
 )
 def test_requests_for_the_runtime(given, sent, fmt):
-    parts, wanted = speech.for_runtime(fields(**given))
+    parts, wanted = speech.for_parakeet(fields(**given))
     assert {p.name: p.data for p in parts if p.name != "file"} == sent
     assert parts[0] == AUDIO and wanted.response_format == fmt
 
@@ -50,16 +51,16 @@ def test_requests_for_the_runtime(given, sent, fmt):
 )
 def test_refusals_name_the_field_and_what_is_accepted(given, field, says):
     with pytest.raises(GatewayError) as refused:
-        speech.for_runtime(fields(**given))
+        speech.for_parakeet(fields(**given))
     assert refused.value.status == 400 and refused.value.param == field
     assert says in refused.value.message
 
 
 def test_no_file_and_translations_are_refused():
     with pytest.raises(GatewayError, match="file"):
-        speech.for_runtime([speech.Part("model", b"x")])
+        speech.for_parakeet([speech.Part("model", b"x")])
     with pytest.raises(GatewayError, match="does not translate"):
-        speech.for_runtime(fields(), translation=True)
+        speech.for_parakeet(fields(), translation=True)
 
 
 ANSWER = {
@@ -94,25 +95,25 @@ ANSWER = {
     ],
 )
 def test_answers_built_from_the_timings(fmt, kind, body):
-    assert speech.from_runtime(ANSWER, speech.Wanted(fmt, ("segment",), None)) == (kind, body)
+    assert speech.from_parakeet(ANSWER, speech.Wanted(fmt, ("segment",), None)) == (kind, body)
 
 
 def test_verbose_json_names_the_language_and_carries_the_granularities_asked():
-    _, body = speech.from_runtime(ANSWER, speech.Wanted("verbose_json", ("segment", "word"), None))
+    _, body = speech.from_parakeet(ANSWER, speech.Wanted("verbose_json", ("segment", "word"), None))
     verbose = json.loads(body)
     assert verbose["language"] == "french" and verbose["duration"] == 3723.5
     assert [s["id"] for s in verbose["segments"]] == [0, 1]
     assert verbose["words"] == [{"word": "one", "start": 0.0, "end": 0.5}]
-    _, body = speech.from_runtime(ANSWER, speech.Wanted("verbose_json", ("word",), "fr"))
+    _, body = speech.from_parakeet(ANSWER, speech.Wanted("verbose_json", ("word",), "fr"))
     assert "segments" not in json.loads(body)
 
 
 def test_subtitles_without_timings_are_a_clear_upstream_failure():
     with pytest.raises(GatewayError) as failed:
-        speech.from_runtime({"text": "hi"}, speech.Wanted("srt", ("segment",), None))
+        speech.from_parakeet({"text": "hi"}, speech.Wanted("srt", ("segment",), None))
     assert failed.value.status == 502 and "timestamps" in failed.value.message
     with pytest.raises(GatewayError):
-        speech.from_runtime(["not", "an", "object"], speech.Wanted("json", (), None))
+        speech.from_parakeet(["not", "an", "object"], speech.Wanted("json", (), None))
 
 
 def test_multipart_round_trip_and_malformed_bodies():
@@ -127,3 +128,44 @@ def test_multipart_round_trip_and_malformed_bodies():
     )
     with pytest.raises(GatewayError, match="more than"):
         speech.parse_multipart(many + b"--b--\r\n", "b")
+
+
+WHISPER_ANSWER = {
+    "task": "transcribe",
+    "language": "fr",
+    "duration": 2.5,
+    "text": " un deux trois",
+    "segments": [
+        {"id": 0, "start": 0.0, "end": 1.0, "text": " un deux", "tokens": [1, 2],
+         "temperature": 0.2, "avg_logprob": -0.3, "compression_ratio": 1.2,
+         "no_speech_prob": 0.05},
+        {"id": 1, "start": 1.0, "end": 2.5, "text": " trois", "tokens": "broken"},
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fmt", "body"),
+    [
+        ("json", b'{"text": "un deux trois"}'),
+        ("text", b"un deux trois\n"),
+        ("srt", b"1\n00:00:00,000 --> 00:00:01,000\nun deux\n\n"
+                b"2\n00:00:01,000 --> 00:00:02,500\ntrois\n"),
+        ("vtt", b"WEBVTT\n\n00:00:00.000 --> 00:00:01.000\nun deux\n\n"
+                b"00:00:01.000 --> 00:00:02.500\ntrois\n"),
+    ],
+)  # fmt: skip
+def test_faster_whisper_answers_rebuilt_in_the_format_asked(fmt, body):
+    assert speech.from_whisper_server(WHISPER_ANSWER, speech.Wanted(fmt, ("segment",), None))[
+        1
+    ] == (body)
+
+
+def test_faster_whisper_verbose_json_keeps_its_segment_figures_and_names_the_language():
+    wanted = speech.Wanted("verbose_json", ("segment",), None, "translate")
+    verbose = json.loads(speech.from_whisper_server(WHISPER_ANSWER, wanted)[1])
+    assert verbose["task"] == "translate" and verbose["language"] == "french"
+    first, second = verbose["segments"]
+    assert first["tokens"] == [1, 2] and first["avg_logprob"] == -0.3 and first["seek"] == 0
+    assert second["tokens"] == []  # not a list of token ids: left out, not passed on
+    assert "words" not in verbose

@@ -44,6 +44,7 @@ def test_deploy_comes_up_running_with_an_endpoint(app):
     assert app.phase in ("Loading", "Running")
     until(app, "Running")
     assert app.endpoint.startswith("http://127.0.0.1:")
+    assert app.runtime == ""  # SERVEDECK_LOCAL_COMMAND's server: the manifest's engine holds
     assert app.served_at is not None
     assert (app.ready_replicas, app.desired_replicas) == (1, 1)
     models = httpx.get(app.endpoint + "/v1/models", timeout=5).json()

@@ -132,6 +132,7 @@ def test_a_model_folder_runs_on_the_chosen_cpu_runtime_like_any_replica(cpu_mach
     try:
         runner.apply("chat", chat, 1)
         status = running(runner, "chat")  # the stand-in answers /health only, not /v1/models
+        assert status.runtime == "transformers"  # recorded, for the gateway's dialect
         given = seen(runner, "chat")
         argv = given["argv"]
         assert argv[:2] == ["serve", "--host"] and argv[2] == "127.0.0.1"

@@ -83,6 +83,9 @@ class LocalStatus:
     desired_replicas: int
     revision: int | None = None
     replicas: tuple[ReplicaStatus, ...] = ()
+    # The server it runs ("vllm" or a CPU runtime's name), for the gateway's dialect; empty
+    # for SERVEDECK_LOCAL_COMMAND, whose server the manifest's runtime.engine describes.
+    runtime: str = ""
 
 
 def now_iso() -> str:
@@ -121,6 +124,7 @@ def derive_status(
         "desired_replicas": desired,
         "revision": state.revision,
         "replicas": replicas,
+        "runtime": "" if state.runtime == "command" else state.runtime,
     }
     if state.stopped is not None:
         reason, next_step = _stopped_words(state)
