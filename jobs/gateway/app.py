@@ -46,9 +46,9 @@ STREAMING_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/re
 USAGE_OPTION_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions"})
 MAX_JSON_BODY = 8 * 1024 * 1024
 MAX_AUDIO_BODY = 32 * 1024 * 1024  # OpenAI takes audio files up to 25 MB
-# The most of a translated runtime's answer the gateway reads and rebuilds (2048 texts of
-# 1024-dimension embeddings as JSON floats are about 40 MB).
-MAX_TRANSLATED_ANSWER = 64 * 1024 * 1024
+# The most of a plain (not streamed) answer the gateway reads, passed through or rebuilt from a
+# runtime's dialect (2048 texts of 1024-dimension embeddings as JSON floats are about 40 MB).
+MAX_ANSWER = 64 * 1024 * 1024
 _JSON = b"application/json"
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -89,7 +89,7 @@ class Gateway:
         self.upstream = Upstream(timeouts or Timeouts())
         self.limiter = LocalLimiter()
         self.start_meter = start_meter
-        self.max_translated_answer = MAX_TRANSLATED_ANSWER
+        self.max_answer = MAX_ANSWER
         self.started = False
         self._starting: asyncio.Lock | None = None
 
@@ -371,7 +371,7 @@ class Gateway:
                 await self._stream(ex, response, keep_usage, send)
                 return
             try:
-                data = await response.read()
+                data = await _read_bounded(response, self.max_answer)
             except (TimeoutError, aiohttp.ClientError) as error:
                 raise _upstream_failure(error, "failed while answering") from None
             status = response.status
@@ -422,7 +422,7 @@ class Gateway:
 
     async def translated(self, ex, target, plan: dialects.Plan, send) -> None:
         """One request in the runtime's own terms (dialects.py), its answer rebuilt in the
-        client's; read whole, at most MAX_TRANSLATED_ANSWER of it."""
+        client's; read whole, at most MAX_ANSWER of it."""
         session = self.upstream.session or self.upstream.open()
         try:
             async with session.post(
@@ -433,7 +433,7 @@ class Gateway:
                 allow_redirects=False,
             ) as response:
                 status = response.status
-                data = await _read_bounded(response, self.max_translated_answer)
+                data = await _read_bounded(response, self.max_answer)
         except (TimeoutError, aiohttp.ClientError) as error:
             raise _upstream_failure(error, "could not be reached") from None
         if status >= 500:
@@ -485,7 +485,7 @@ def _too_big(limit: int) -> GatewayError:
     size = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
     return GatewayError(
         502,
-        f"The model server's answer is larger than {size}, more than the gateway rebuilds; "
+        f"The model server's answer is larger than {size}, more than the gateway reads; "
         "ask for less in one request.",
         code="upstream_failed",
     )

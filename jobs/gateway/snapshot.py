@@ -239,17 +239,21 @@ def _networks(values: Any, policy: str) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def upstream_of(application, backend: str, namespace: str, engine: str, api: str) -> str:
+def upstream_of(
+    application, backend: str, namespace: str, engine: str, api: str, isolation: str = ""
+) -> str:
     """Where the gateway sends this application's requests. Local: the model server's loopback
     port the backend recorded. Kubernetes: the predictor's cluster-local Service (the recorded
     status URL may be the public host name, which can lead back to this gateway), under
-    KServe's /openai prefix for the Hugging Face (vLLM) server."""
+    KServe's /openai prefix for the Hugging Face (vLLM) server; virtual machines run vLLM
+    itself behind that Service, at its own /v1."""
     if not application.endpoint:
         return ""
     if backend != "kubernetes":
         return application.endpoint.rstrip("/")
     base = f"http://{application.name}-predictor.{namespace}.svc.cluster.local"
-    return base + ("/openai" if engine == "vllm" and api in ("", "OpenAI") else "")
+    kserve_prefix = isolation != "VirtualMachine" and engine == "vllm" and api in ("", "OpenAI")
+    return base + ("/openai" if kserve_prefix else "")
 
 
 def load_snapshot(version: int = -1) -> Snapshot:
@@ -306,6 +310,7 @@ def load_snapshot(version: int = -1) -> Snapshot:
         )
         engine = dig(spec, "source", "model", "runtime", "engine")
         api = dig(spec, "source", "model", "serving", "apiFormat")
+        isolation = dig(spec, "source", "model", "runtime", "isolation")
         namespace = spec.get("namespace") or app.profile.namespace
         route = Route(
             id=app.pk,
@@ -319,6 +324,7 @@ def load_snapshot(version: int = -1) -> Snapshot:
                 str(namespace),
                 engine if isinstance(engine, str) else "",
                 api if isinstance(api, str) else "",
+                isolation if isinstance(isolation, str) else "",
             ),
             runtime=app.runtime or (engine if isinstance(engine, str) else ""),
             policy_name=policy_name,

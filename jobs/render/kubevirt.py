@@ -37,7 +37,7 @@ from .common import ORGANIZATION_LABEL, RenderError, dig, metadata, quantity_tex
 from .engine import HF_TOKEN_KEY, _vllm_args
 from .extras import predictor_service
 from .placement import gpu_of, node_affinity
-from .runtimes import HUGGINGFACE_OPENAI_PREFIX, PARAKEET_PORT
+from .runtimes import PARAKEET_PORT
 from .target import RenderTarget
 
 KUBEVIRT_API = "kubevirt.io/v1"
@@ -424,11 +424,6 @@ class _Layout:
             "--host=0.0.0.0",
             f"--port={VLLM_PORT}",
             f"--served-model-name={self.name}",
-            # The gateway calls a vLLM application's predictor Service under KServe's /openai
-            # prefix; with it as the root path the server answers there and at /v1 alike
-            # (Starlette strips a root path that leads the request path), so the readiness
-            # probe and in-cluster callers keep /v1.
-            f"--root-path={HUGGINGFACE_OPENAI_PREFIX}",
             *args,
         ]
         steps: tuple[tuple[str, ...], ...] = ()

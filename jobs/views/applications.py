@@ -13,8 +13,8 @@ from jobs.access import get_application
 from jobs.live.fragments import overview_context, shown
 from jobs.models import Profile
 from jobs.phases import Phase
-from jobs.views import overview
 from jobs.usage import health_of
+from jobs.views import overview
 
 
 def to_yaml(manifest: dict) -> str:

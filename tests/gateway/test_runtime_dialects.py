@@ -261,13 +261,14 @@ def test_faster_whisper_has_no_models_route_and_the_gateway_needs_none(
     assert "faster-whisper-server, which does not answer /v1/embeddings" in missing.value.message
 
 
-def test_a_translated_answer_is_read_bounded(gateway, world):
-    gateway.gateway.max_translated_answer = 300  # bytes; the rerank answer is longer
-    asked = {"model": "minilm", "query": "q", "documents": DOCUMENTS}
+@pytest.mark.parametrize("model", ["minilm", "alpha"])  # translated, and passed through
+def test_a_plain_answer_is_read_bounded(gateway, world, model):
+    gateway.gateway.max_answer = 300  # bytes; the rerank answer is longer
+    asked = {"model": model, "query": "q", "documents": DOCUMENTS}
     answer = post(gateway, world, "/v1/rerank", asked)
     assert answer.status_code == 502, answer.text
     assert "larger than 300 bytes" in answer.json()["error"]["message"]
-    gateway.gateway.max_translated_answer = 1 << 20
+    gateway.gateway.max_answer = 1 << 20
     assert post(gateway, world, "/v1/rerank", asked).status_code == 200
 
 

@@ -200,7 +200,6 @@ def test_the_cloud_init_starts_vllm_with_exactly_the_manifests_arguments():
         "--host=0.0.0.0",
         "--port=8000",
         "--served-model-name=app",
-        "--root-path=/openai",
         "--max-model-len=8192",
         "--tensor-parallel-size=2",
         "--pipeline-parallel-size=1",
