@@ -153,9 +153,6 @@ class FirstModel:
     size: str  # roughly, for the card
 
 
-# Whisper tiny.en (hf://Systran/faster-whisper-tiny.en) would be the speech model: the
-# faster-whisper runtime serves it, but Check model reads a Hub repository's architecture from
-# config.json, which a CTranslate2 checkpoint lacks, so it is refused from the Hub for now.
 FIRST_MODELS = (
     FirstModel(
         "smollm2-135m-instruct",
@@ -172,6 +169,14 @@ FIRST_MODELS = (
         "Embeddings",
         "/v1/embeddings",
         "23M parameters, 90 MB",
+    ),
+    FirstModel(
+        "faster-whisper-tiny-en",
+        "Whisper tiny.en",
+        "hf://Systran/faster-whisper-tiny.en",
+        "Speech to text",
+        "/v1/audio/transcriptions",
+        "39M parameters, 75 MB",
     ),
 )
 FIRST_MODELS_BY_KEY = {model.key: model for model in FIRST_MODELS}

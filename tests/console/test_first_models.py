@@ -12,6 +12,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from jobs.backends.local import runtimes as rt
 from jobs.deploy import apply, dry_run
 from jobs.first_models import first_manifest
 from jobs.models import Application
@@ -19,6 +20,7 @@ from jobs.wizard.drafts import unsaved_draft
 from models_catalog import hub_reach
 from models_catalog.recommended import FIRST_MODELS
 from tests.helpers import SHORTEST, client_for
+from tests.jobs.test_local_cpu_wiring import cpu_machine, install_fake  # noqa: F401 (fixture)
 
 CHAT = "smollm2-135m-instruct"
 DEPLOY_CHAT = reverse("jobs:first-model-deploy", args=[CHAT])
@@ -187,3 +189,16 @@ def test_a_hub_that_never_answers_is_given_up_on():
             connection.close()
     assert not reach.reachable
     assert reach.why == f"no answer within {hub_reach.TIMEOUT:g} s"
+
+
+@pytest.mark.parametrize("model", FIRST_MODELS, ids=lambda m: m.key)
+def test_every_first_model_passes_the_dry_run_on_a_machine_with_the_cpu_runtimes(
+    model, admin, cpu_machine
+):
+    """The Hub's repository (the fake Hub's copy) checked for the local profile: each first
+    model gets a CPU runtime here, so a newcomer's click deploys it."""
+    runtimes, _ = cpu_machine
+    for name in rt.CPU_RUNTIMES:
+        install_fake(runtimes, name)
+    checked = dry_run(first_manifest(model, model.key, "local"), admin.organization)
+    assert not checked.refusals, checked.refusals
