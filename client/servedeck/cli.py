@@ -38,11 +38,11 @@ FORMATTER = argparse.RawDescriptionHelpFormatter
 
 
 def out(line: str = "") -> None:
-    print(line, flush=True)
+    print(present.terminal_safe(line), flush=True)
 
 
 def err(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    print(present.terminal_safe(line), file=sys.stderr, flush=True)
 
 
 def lines(found) -> None:
