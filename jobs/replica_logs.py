@@ -27,6 +27,8 @@ CREDENTIAL_NAMES = frozenset({"DATABASE_URL", "REDIS_URL", "CHANNEL_REDIS_URL"})
 TOKEN_SHAPES = re.compile(
     r"\bhf_[A-Za-z0-9]{20,}|\bsd[kp]_[A-Za-z0-9_\-]{16,}|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*"
 )
+# The longest token shape looked at whole; a longer one is still taken out, its tail left.
+TOKEN_SHAPE_CHARS = 512
 KSERVE_CONTAINER = "kserve-container"
 
 
@@ -68,15 +70,18 @@ def secret_values(*environments: Mapping[str, str], extra: Iterable[str | None] 
 
 def redact(lines: Iterable[str], secrets: Iterable[str]) -> list[str]:
     """The lines with every secret value and token-shaped word replaced (longest first, so a
-    value containing another is taken out whole); each line cut to MAX_LINE_CHARS."""
+    value containing another is taken out whole); each line cut to MAX_LINE_CHARS after, so
+    the cut never leaves the first characters of a secret that redaction would not know."""
     ordered = sorted(set(secrets), key=len, reverse=True)
+    # Enough beyond the cut for any secret or token shape that starts before it.
+    margin = max([len(v) for v in ordered] + [TOKEN_SHAPE_CHARS])
     out = []
     for line in lines:
-        line = line[:MAX_LINE_CHARS]
+        line = line[: MAX_LINE_CHARS + margin]
         for value in ordered:
             if value in line:
                 line = line.replace(value, REDACTED)
-        out.append(TOKEN_SHAPES.sub(REDACTED, line))
+        out.append(TOKEN_SHAPES.sub(REDACTED, line)[:MAX_LINE_CHARS])
     return out
 
 

@@ -38,11 +38,11 @@ FORMATTER = argparse.RawDescriptionHelpFormatter
 
 
 def out(line: str = "") -> None:
-    print(line, flush=True)
+    print(present.terminal_safe(line), flush=True)
 
 
 def err(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    print(present.terminal_safe(line), file=sys.stderr, flush=True)
 
 
 def lines(found) -> None:
@@ -68,9 +68,18 @@ def check_url(url: str, allow_http: bool) -> str:
     if parts.scheme == "http" and not (allow_http or _loopback(parts.hostname)):
         raise UsageError(
             f"URL {url[:100]!r}: plain http would send the token unencrypted; use https://, or "
-            "--allow-http for a console on a network you trust."
+            f"--allow-http ({ALLOW_HTTP_SETTING}=1 for an address from the environment) for a "
+            "console on a network you trust."
         )
     return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+
+
+# What --allow-http is to an address from the environment (SERVEDECK_URL, SERVEDECK_GATEWAY_URL).
+ALLOW_HTTP_SETTING = "SERVEDECK_ALLOW_HTTP"
+
+
+def env_allows_http() -> bool:
+    return os.environ.get(ALLOW_HTTP_SETTING, "").strip().lower() in ("1", "true", "yes")
 
 
 def _loopback(host: str) -> bool:
@@ -89,7 +98,7 @@ def chosen_context(args) -> tuple[str, config.Context]:
     env_url, env_token = os.environ.get("SERVEDECK_URL"), os.environ.get("SERVEDECK_TOKEN")
     org = getattr(args, "org", None)
     if env_url and env_token:
-        url = check_url(env_url, allow_http=True)
+        url = check_url(env_url, allow_http=env_allows_http())
         return "(SERVEDECK_URL)", config.Context(url=url, token=env_token, organization=org or "")
     cfg = config.load()
     name = getattr(args, "console", None) or os.environ.get("SERVEDECK_CONSOLE") or cfg.current
@@ -574,7 +583,10 @@ def gateway_for(args):
             "makes one)."
         )
     override = os.environ.get("SERVEDECK_GATEWAY_URL")  # gateway processes of their own
-    base = check_url(override, True) if override else chosen_context(args)[1].url + "/v1"
+    if override:
+        base = check_url(override, env_allows_http())
+    else:
+        base = chosen_context(args)[1].url + "/v1"
     return Gateway(base, key, timeout=args.timeout if args.timeout_given else 600.0)
 
 

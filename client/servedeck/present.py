@@ -9,6 +9,7 @@ I/O, so the client installs without the console.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +17,16 @@ from typing import Any
 import yaml
 
 # --- plain formatting ----------------------------------------------------------------------
+
+# Control characters but newline and tab: in a log line or a message a console relays (a
+# model server's log holds what its callers sent), an escape sequence would drive the
+# terminal (retitle it, hide lines, rewrite what was printed before).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control character but newline and tab shown as its escape (\\x1b)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
 def dump(data: Any, output: str) -> str:

@@ -71,6 +71,7 @@ class Part:
 
 
 _DISPOSITION = re.compile(rb'(\w+)="([^"]*)"')
+_HEADER_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")  # a tab is allowed
 
 
 def boundary_of(content_type: str) -> str | None:
@@ -93,6 +94,13 @@ def parse_multipart(body: bytes, boundary: str) -> list[Part]:
             raise GatewayError(400, "The multipart body is malformed: a part has no headers.")
         name = filename = content_type = None
         for line in head.strip(b"\r\n").split(b"\r\n"):
+            if _HEADER_CONTROL.search(line):
+                # Passed on, a bare CR or LF would start a header line of our own request.
+                raise GatewayError(
+                    400,
+                    "The multipart body is malformed: a part's header holds a control "
+                    "character (a bare CR or LF, or NUL); send each header on its own CRLF line.",
+                )
             field, _, value = line.partition(b":")
             field = field.strip().lower()
             if field == b"content-disposition":

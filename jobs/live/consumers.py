@@ -11,6 +11,9 @@ organisation, as on the pages). Others are accepted and closed at once with a cl
     4404  no application of that name in the organisation (another organisation's included)
     4400  the dashboard's `shown` list is malformed or too long
 
+A member removed from the organisation (or a user deleted) while listening is closed with
+4403 at the next send, never sent another fragment: membership is checked again each send.
+
 Coalescing: each message marks the fragments it changes; a page gets at most one send every
 MIN_SEND_INTERVAL seconds, each fragment rendered from the latest state when sent, so however
 much traffic there is, the last state is what a page shows last. A page that connects (or
@@ -29,6 +32,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import Http404
 
 from accesspolicies.access import ORG_SESSION_KEY, membership_for
+from accesspolicies.models import Membership
 from jobs.live import fragments
 from jobs.live.groups import application_group, dashboard_group, note_console_loop
 from jobs.models import Application
@@ -59,6 +63,7 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
     """Marks what changed; sends the latest rendering of it at most every MIN_SEND_INTERVAL."""
 
     group: str = ""
+    membership_pk: int | None = None  # whose socket: checked again before every send
 
     async def refuse(self, code: int) -> None:
         await self.accept()
@@ -84,13 +89,22 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
                 if wait > 0:
                     await asyncio.sleep(wait)
                 batch, self.dirty = self.dirty, {}
-                html = await database_sync_to_async(self.render_batch)(batch)
+                html = await database_sync_to_async(self._render_for_member)(batch)
+                if html is None:
+                    await self.close(code=CLOSE_NOT_A_MEMBER)
+                    return
                 if html:
                     await self.send(text_data=html)
                     self.sent += 1
                 self.last_sent = loop.time()
         finally:
             self.flusher = None
+
+    def _render_for_member(self, batch: dict[str, tuple]) -> str | None:
+        """The batch's HTML; None once the listener is no longer a member (nothing rendered)."""
+        if not Membership.objects.filter(pk=self.membership_pk).exists():
+            return None
+        return self.render_batch(batch)
 
     def render_batch(self, batch: dict[str, tuple]) -> str:
         raise NotImplementedError
@@ -125,6 +139,7 @@ class ApplicationConsumer(CoalescingConsumer):
         membership, code = _membership(self.scope)
         if membership is None:
             return None, code
+        self.membership_pk = membership.pk
         name = self.scope["url_route"]["kwargs"]["name"]
         try:
             return Application.objects.object_for_member(membership, name), None
@@ -222,6 +237,7 @@ class DashboardConsumer(CoalescingConsumer):
         membership, code = _membership(self.scope)
         if membership is None:
             return None, code
+        self.membership_pk = membership.pk
         applications = list(
             Application.objects.for_member(membership)
             .filter(name__in=shown)

@@ -103,3 +103,19 @@ def test_the_config_file_is_private_and_a_readable_one_is_made_private(tmp_path,
     path.write_text("not json")
     with pytest.raises(config.ConfigError, match="not a servedeck configuration"):
         config.load()
+
+
+@pytest.mark.parametrize("variable", ["SERVEDECK_URL", "SERVEDECK_GATEWAY_URL"])
+def test_an_address_from_the_environment_is_refused_plain_http_as_login_is(
+    variable, capsys, monkeypatch
+):
+    """No request is made: the token (or API key) would cross the network unencrypted."""
+    monkeypatch.setenv("SERVEDECK_URL", "https://console.example")
+    monkeypatch.setenv("SERVEDECK_TOKEN", "sdp_x")
+    monkeypatch.setenv("SERVEDECK_API_KEY", "sdk_x")
+    monkeypatch.setenv(variable, "http://console.example:8000")
+    verb = ["app", "list"] if variable == "SERVEDECK_URL" else ["embed", "m", "hello"]
+    assert cli.main(verb) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("error: URL 'http://console.example:8000': plain http"), said
+    assert "SERVEDECK_ALLOW_HTTP=1" in said

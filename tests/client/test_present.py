@@ -101,3 +101,21 @@ def test_problems_and_the_refused_summary():
 )
 def test_logs_follow_prints_only_new_lines(before, now, new):
     assert cli._new_lines(before, now) == new
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("plain text\twith a tab", "plain text\twith a tab"),
+        ("\x1b]0;owned\x07title", "\\x1b]0;owned\\x07title"),  # retitles the terminal
+        ("\x1b[2J\x1b[Hcleared", "\\x1b[2J\\x1b[Hcleared"),  # clears what was printed
+        ("fake\rover", "fake\\x0dover"),  # a carriage return hides the line's start
+        ("\x9b31mC1", "\\x9b31mC1"),  # the one-byte CSI
+        ("naïve ünïcode ✓", "naïve ünïcode ✓"),
+    ],
+)
+def test_a_log_line_cannot_drive_the_terminal(line, shown, capsys):
+    cli.lines([line])  # what `app logs` prints each line with
+    cli.err(line)
+    said = capsys.readouterr()
+    assert said.out == shown + "\n" and said.err == shown + "\n"

@@ -169,3 +169,17 @@ def test_faster_whisper_verbose_json_keeps_its_segment_figures_and_names_the_lan
     assert first["tokens"] == [1, 2] and first["avg_logprob"] == -0.3 and first["seek"] == 0
     assert second["tokens"] == []  # not a list of token ids: left out, not passed on
     assert "words" not in verbose
+
+
+@pytest.mark.parametrize("breaker", [b"\n", b"\r", b"\x00"])
+def test_a_part_header_with_a_line_break_is_refused_not_passed_to_the_runtime(breaker):
+    """A bare LF or CR inside a part's header would become a header line of the gateway's own
+    request to the runtime (a second Content-Disposition renaming the audio part)."""
+    smuggled = b"audio/wav" + breaker + b'Content-Disposition: form-data; name="model"'
+    body = (
+        b'--b\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
+        b"Content-Type: " + smuggled + b"\r\n\r\nRIFF....\r\n--b--\r\n"
+    )
+    with pytest.raises(GatewayError, match="control character") as refused:
+        speech.parse_multipart(body, "b")
+    assert refused.value.status == 400

@@ -283,3 +283,27 @@ async def test_dashboard_sparklines_follow_usage(org, viewer, layer):
     await finish(communicator)
     assert len(got) == 1 and ids(got[0]) == ["dash-spark-chat"]
     assert 'aria-label="7 requests in the last hour"' in got[0]
+
+
+async def test_a_member_removed_while_listening_is_closed_not_shown_more(org, viewer, layer):
+    """The socket checked membership at connect; a member removed (or who signed out) since
+    gets no further fragment of the organisation's application, only the close code."""
+    app = await sync_to_async(make_app)(org, phase="Pending")
+    cookie = await sync_to_async(session_cookie)(viewer)
+    communicator, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+    await communicator.receive_from(timeout=5)  # the catch-up
+    await sync_to_async(viewer.delete)()
+    await sync_to_async(record_status)(app, Observed(phase="Running", reason="secret-ish"))
+    assert await closed_with(communicator) == consumers.CLOSE_NOT_A_MEMBER
+    await finish(communicator)
+
+
+async def test_a_dashboard_of_a_removed_member_is_closed(org, viewer, layer):
+    chat = await sync_to_async(make_app)(org, "chat")
+    cookie = await sync_to_async(session_cookie)(viewer)
+    communicator, _, _ = await connect("/ws/dashboard/?shown=chat", ORIGIN, cookie)
+    await communicator.receive_from(timeout=5)  # the phases
+    await sync_to_async(viewer.delete)()
+    await sync_to_async(record_status)(chat, Observed(phase="Running"))
+    assert await closed_with(communicator) == consumers.CLOSE_NOT_A_MEMBER
+    await finish(communicator)

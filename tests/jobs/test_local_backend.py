@@ -508,6 +508,27 @@ def test_a_server_that_fails_on_start(runner):
     assert status.endpoint == ""
 
 
+def test_the_failure_reason_takes_secrets_out_of_the_log_lines_it_quotes(tag, monkeypatch):
+    """The reason of a Failed replica quotes its last log lines on every page (viewers' too,
+    and the events): they are redacted as the log tail is, the operator's secrets and the
+    application's Hugging Face token taken out."""
+    operator = "operator-database-password-123"
+    monkeypatch.setenv("SERVEDECK_TEST_DB_PASSWORD", operator)
+    own = "hf_ApplicationsOwnToken0123456789abcd"
+    runner = LocalRunner(tag, template=stand_in(tag), grace_seconds=1.0, probe_timeout=0.5)
+    runner.token_for = lambda name: own
+    try:
+        runner.apply("broken", manifest("broken", engine={"extraArgs": ["--fail-on-start"]}), 1)
+        wait_for(runner, "broken", FAILED)
+        with open(tag / "broken" / "replica-0.log", "a") as log:
+            log.write(f"connecting with {operator}\nAuthorization: Bearer {own}\n")
+        reason = runner.observe("broken").reason
+    finally:
+        runner.shutdown()
+    assert "connecting with [redacted]" in reason and "Bearer [redacted]" in reason
+    assert operator not in reason and own not in reason
+
+
 def test_a_server_that_ignores_sigterm_is_killed_after_the_grace_period(tag):
     runner = LocalRunner(tag, template=stand_in(tag), grace_seconds=0.3, probe_timeout=0.5)
     try:

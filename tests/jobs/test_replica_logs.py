@@ -107,6 +107,19 @@ def test_redaction_takes_out_longest_values_first_and_token_shapes():
     assert got == ["key=[redacted]", "[redacted] in a url", "/usr/bin"]
 
 
+@pytest.mark.parametrize("kept", [8, 20, 33])
+def test_a_secret_across_the_line_cut_is_taken_out_not_shown_in_part(kept):
+    """A long line is cut to MAX_LINE_CHARS: the cut must not leave a secret's first `kept`
+    characters, as a value or a token shape, where redaction no longer recognises them."""
+    value = "value-of-a-secret-0123456789abcdefghij"
+    token = "hf_" + "Q" * 34
+    pad = "x" * (replica_logs.MAX_LINE_CHARS - kept - 1) + " "
+    got = replica_logs.redact([pad + value, pad + token + " and more"], {value})
+    for line, secret in zip(got, (value, token), strict=True):
+        assert len(line) <= replica_logs.MAX_LINE_CHARS
+        assert secret[:kept] not in line, line[-40:]
+
+
 # --- a Kubernetes cluster -------------------------------------------------------------------
 
 

@@ -718,7 +718,7 @@ class LocalRunner:
         if [r.warmed for r in live] != warmed:
             self._save(state)
         exited = next((r for r in state.replicas if r.exited_at is not None), None)
-        lines = self._last_run_lines(state.name, exited.index) if exited else []
+        lines = self._quoted_lines(state.name, exited.index) if exited else []
         downloading = {
             r.index: self._progress(state.name, r.index)
             for r in live
@@ -736,6 +736,14 @@ class LocalRunner:
         lines = self._last_run_lines(name, index)
         said = [line for line in lines if line.startswith(download_launcher.SAY)]
         return said[-1] if said else ""
+
+    def _quoted_lines(self, name: str, index: int) -> list[str]:
+        """The last run's lines as a Failed status quotes them (on every page, in the events):
+        redacted as the log tail is (jobs/replica_logs.py, the one place that decides)."""
+        from jobs.replica_logs import operator_secrets, redact, secret_values
+
+        secrets = operator_secrets() | secret_values(extra=[self._token(name)])
+        return redact(self._last_run_lines(name, index), secrets)
 
     def _last_run_lines(self, name: str, index: int) -> list[str]:
         """The log lines of the replica's latest run, at most FAILED_LOG_LINES of them."""
