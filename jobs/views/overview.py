@@ -48,7 +48,9 @@ def chart_data(request, name):
 
 @require_GET
 def logs(request, name):
-    application = get_application(request.membership, name)
+    # A deployer's, as on the REST API and the command line: a model server's log may quote
+    # what callers sent.
+    application = get_application(request.membership, name, "deploy")
     context = {"application": application}
     try:
         context["replicas"] = replica_logs.replicas(application)

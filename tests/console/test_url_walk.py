@@ -92,7 +92,7 @@ PAGES = {
     # the overview's chart data (JSON), a replica's log, the diff of two revisions (no
     # revisions named: 400 saying which to name)
     "models/<slug:name>/charts/": {"GET": "login 200 200 200 404", "POST": "login 405 405 405 405"},
-    "models/<slug:name>/logs/": {"GET": "login 200 200 200 404", "POST": "login 405 405 405 405"},
+    "models/<slug:name>/logs/": {"GET": "login 200 200 403 404", "POST": "login 405 405 405 405"},
     "models/<slug:name>/diff/": {"GET": "login 400 400 400 404", "POST": "login 405 405 405 405"},
     # deploy model: from YAML, and the wizard (its drafts are their author's: dan's)
     "deploy/yaml/": {"GET": "login 200 200 403 200", "POST": "login 200 200 403 200"},

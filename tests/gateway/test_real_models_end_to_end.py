@@ -20,6 +20,9 @@ import time
 import httpx
 import openai
 import pytest
+from django.conf import settings
+from django.test import Client
+from django.urls import reverse
 
 from jobs.backends.local import runtimes as rt
 from jobs.models import Application
@@ -117,6 +120,14 @@ def cosine(a: list[float], b: list[float]) -> float:
     return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
 
 
+def signed_in(live: str, user, path: str) -> httpx.Response:
+    """A page of the live console as `user` sees it (a session made in the shared database)."""
+    browser = Client()
+    browser.force_login(user)
+    cookie = {settings.SESSION_COOKIE_NAME: browser.cookies[settings.SESSION_COOKIE_NAME].value}
+    return httpx.get(live + path, cookies=cookie, timeout=30)
+
+
 def test_real_models_answer_through_the_gateway(real_machine, console_server, admin, tmp_path):
     live = console_server
     headers = {"Authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
@@ -187,6 +198,15 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
     per_app = usage(live, "applications/chat", headers, want_requests=2)
     assert per_app["totals"]["requests"] >= 2, per_app["totals"]
     assert per_app["totals"]["completionTokens"] > 0, per_app["totals"]
+    # The model's page (its cards, and the chart data it draws) shows the same traffic.
+    page = signed_in(live, admin.user, reverse("jobs:application-detail", args=["chat"]))
+    assert page.status_code == 200
+    for figure in ("requests-per-minute", "tokens-per-second"):
+        shown = page.text.split(f'data-figure="{figure}">', 1)[1].split("<", 1)[0]
+        assert float(shown) > 0, (figure, shown)
+    charts = signed_in(live, admin.user, reverse("jobs:application-charts", args=["chat"]))
+    points = charts.json()["points"]
+    assert sum(p["requests"] for p in points) >= 2 and sum(p["completionTokens"] for p in points)
 
     # Restarted: a new process, the same port, and it answers again.
     restarted = httpx.post(f"{live}/api/v1/applications/minilm/restart", headers=headers)

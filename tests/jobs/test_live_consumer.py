@@ -3,6 +3,8 @@
 each kind of message brings, catch-up on connect, coalescing, and the dashboard. On the
 in-memory layer, and on Redis when REDIS_URL is set."""
 
+import html as html_module
+import json
 import os
 import re
 import uuid
@@ -131,6 +133,7 @@ async def test_connect_catches_up_then_a_status_change_arrives(org, viewer, laye
         "live-endpoint",
         "live-events",
         "live-traffic",
+        "live-chart-points",
         "live-serving",
     ]
     assert ">Downloading<" in first and 'aria-current="step">Downloading weights' in first
@@ -170,7 +173,10 @@ async def test_usage_updates_are_coalesced_and_the_latest_arrives_last(org, view
     got = await receive_all(communicator)
     await finish(communicator)
     assert 1 <= len(got) <= 3, f"{len(got)} sends for 40 messages"
-    assert all(ids(html) == ["live-traffic"] for html in got)
+    assert all(ids(html) == ["live-traffic", "live-chart-points"] for html in got)
+    # The charts' newest points ride along: this minute's holds all 40 requests.
+    points = re.search(r'id="live-chart-points" hidden data-points="([^"]*)"', got[-1]).group(1)
+    assert json.loads(html_module.unescape(points))[-1]["requests"] == 40
     # 40 requests in the five-minute window: the last send shows all of them
     rate = re.search(r'data-figure="requests-per-minute">([^<]+)<', got[-1]).group(1)
     seconds = (datetime.now(UTC).second or 1) + 4 * 60

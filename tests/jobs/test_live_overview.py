@@ -197,12 +197,13 @@ def test_the_overview_queries_stay_the_same_as_usage_grows(as_viewer, org, minut
     with CaptureQueriesContext(connection) as queries:
         response = as_viewer.get("/models/chat/")
     assert response.status_code == 200
-    # session, user, membership, the application, revisions, events, the cards' window,
-    # the other organisations (the switcher)
+    # session, user, membership, the application, revisions, replica days and clock (cost),
+    # the week's usage per key (cost), events, the cards' window, the other organisations
+    # (the switcher)
     assert len(queries) == OVERVIEW_QUERIES, "\n".join(q["sql"] for q in queries)
 
 
-OVERVIEW_QUERIES = 8
+OVERVIEW_QUERIES = 11
 
 
 @pytest.fixture

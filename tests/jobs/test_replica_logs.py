@@ -48,7 +48,7 @@ def local_log(lines: list[str]) -> None:
         log.write("".join(f"{line}\n" for line in lines))
 
 
-def test_local_replica_log_tail_with_secrets_taken_out(as_viewer, running, monkeypatch):
+def test_local_replica_log_tail_with_secrets_taken_out(as_deployer, running, monkeypatch):
     monkeypatch.setenv("OPERATOR_HF_TOKEN", OPERATOR_TOKEN)
     local_log(
         [
@@ -57,7 +57,7 @@ def test_local_replica_log_tail_with_secrets_taken_out(as_viewer, running, monke
             "the last line",
         ]
     )
-    response = get(as_viewer, replica="0", lines="100")
+    response = get(as_deployer, replica="0", lines="100")
     assert response.status_code == 200
     html = response.content.decode()
     assert OPERATOR_TOKEN not in html and "sdk_abcdefghijklmnop1234" not in html
@@ -65,23 +65,30 @@ def test_local_replica_log_tail_with_secrets_taken_out(as_viewer, running, monke
     assert "replica 0 (ready" in html  # the picker names the replica and its state
 
 
-def test_local_log_lines_are_bounded(as_viewer, running):
+def test_local_log_lines_are_bounded(as_deployer, running):
     local_log([f"line {n}" for n in range(3000)])
-    html = get(as_viewer, lines="50").content.decode()
+    html = get(as_deployer, lines="50").content.decode()
     # the server adds a line or two as the view asks whether it answers
     assert "line 2999" in html and "line 2940" not in html
-    refused = get(as_viewer, lines="5000")
+    refused = get(as_deployer, lines="5000")
     assert refused.status_code == 400
     assert (
         "lines: &#x27;5000&#x27; is not a whole number from 1 to 2000" in refused.content.decode()
     )
 
 
-def test_a_replica_that_is_not_one_is_refused_by_name(as_viewer, running):
-    response = get(as_viewer, replica="../../etc/passwd")
+def test_a_replica_that_is_not_one_is_refused_by_name(as_deployer, running):
+    response = get(as_deployer, replica="../../etc/passwd")
     assert response.status_code == 400
     text = response.content.decode()
     assert "replica: &#x27;../../etc/passwd&#x27; is not a replica" in text and "0" in text
+
+
+def test_viewers_do_not_read_logs(as_viewer, running):
+    """A deployer's, as on the REST API: a model server's log may quote what callers sent."""
+    assert get(as_viewer).status_code == 403
+    page = as_viewer.get(f"/models/{running.name}/").content.decode()
+    assert 'id="replica-logs"' not in page
 
 
 def test_outsiders_get_404(as_outsider, running):
@@ -144,8 +151,8 @@ def on_cluster(prod, deployer, kube) -> Application:
     return application
 
 
-def test_pod_logs_through_the_kubernetes_api(as_viewer, on_cluster, kube):
-    response = get(as_viewer, lines="10")
+def test_pod_logs_through_the_kubernetes_api(as_deployer, on_cluster, kube):
+    response = get(as_deployer, lines="10")
     assert response.status_code == 200, response.content
     html = response.content.decode()
     assert "pod line 499" in html and "pod line 489" not in html
@@ -158,22 +165,22 @@ def test_pod_logs_through_the_kubernetes_api(as_viewer, on_cluster, kube):
     assert asked[-1].query["container"] == "kserve-container"
 
 
-def test_another_organisations_pod_is_not_a_replica(as_viewer, on_cluster, kube):
-    response = get(as_viewer, replica="theirs")
+def test_another_organisations_pod_is_not_a_replica(as_deployer, on_cluster, kube):
+    response = get(as_deployer, replica="theirs")
     assert response.status_code == 400
     assert "globex" not in response.content.decode()
     assert not [r for r in kube.requests if r.path.endswith("/pods/theirs/log")]
 
 
-def test_a_pod_log_the_cluster_refuses_says_why(as_viewer, on_cluster, kube):
+def test_a_pod_log_the_cluster_refuses_says_why(as_deployer, on_cluster, kube):
     kube.fail_next(403, "pods/log is forbidden", verb="get", resource="pods", name=POD)
-    html = get(as_viewer).content.decode()
+    html = get(as_deployer).content.decode()
     assert f"The log of {POD} cannot be read" in html
 
 
-def test_a_cluster_that_is_down_says_so(as_viewer, on_cluster, kube):
+def test_a_cluster_that_is_down_says_so(as_deployer, on_cluster, kube):
     with kube.down():
-        response = get(as_viewer)
+        response = get(as_deployer)
     assert response.status_code == 503
     html = response.content.decode()
     assert (
