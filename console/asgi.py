@@ -25,5 +25,6 @@ console_application = ProtocolTypeRouter(
         ),
     }
 )
+gateway = make_gateway()
 # On the embedded defaults the reconciler runs in this process (jobs/live/in_process.py).
-application = StartsReconciler(MountGateway(console_application, make_gateway()))
+application = StartsReconciler(MountGateway(console_application, gateway))

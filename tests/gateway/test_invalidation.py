@@ -30,7 +30,7 @@ def test_application_changes_bump_the_counter_unrelated_saves_do_not(org):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_console_app_mounts_the_gateway_at_v1():
-    from console.asgi import application
+    from console.asgi import application, gateway
 
     sent = []
 
@@ -69,7 +69,7 @@ def test_the_console_app_mounts_the_gateway_at_v1():
         try:
             return await get("/v1/models"), await get("/login/")
         finally:
-            await application.gateway.shutdown()
+            await gateway.shutdown()
 
     (status, body), (page_status, _) = asyncio.run(run())
     assert status == 401 and b'"authentication_error"' in body  # the gateway answered
