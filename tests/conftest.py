@@ -1,6 +1,7 @@
 """Personas and a little of everything the tests share: an org admin, a deployer, a viewer, and
 an outsider from another organisation, each with a `local` profile in their organisation."""
 
+import os
 import shlex
 import shutil
 import sys
@@ -44,13 +45,16 @@ def fake_hub_server():
         yield server
 
 
-@pytest.fixture(autouse=True)
-def no_reconciler_in_process(settings, monkeypatch):
-    """Tests drive the reconciler's steps themselves: no console started here (in this process,
-    a forked live server, or a console process a test starts) runs one of its own, unless a
-    test asks for it (the test of the embedded defaults does)."""
+def pytest_configure(config):
+    """Tests drive the reconciler's steps themselves: no console started in this session (in
+    this process, a live server forked by a module's fixture, or a console process a test
+    starts) runs one of its own, unless a test asks for it (the embedded defaults' tests do,
+    through the settings fixture and monkeypatch, which put this back). Set for the whole
+    session, before any fixture forks a server."""
+    from django.conf import settings
+
     settings.SERVEDECK_RECONCILER_IN_PROCESS = False
-    monkeypatch.setenv("SERVEDECK_RECONCILER_IN_PROCESS", "false")
+    os.environ["SERVEDECK_RECONCILER_IN_PROCESS"] = "false"
 
 
 @pytest.fixture(autouse=True)
