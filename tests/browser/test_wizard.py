@@ -68,6 +68,11 @@ STEP_TIMEOUT = 20_000
 def press_next(page: Page) -> None:
     """Enter on the step's Next once the swapped-in step has settled (focus kept on it)."""
     next_button = page.locator(".wizard-nav button.primary")
+    # The step's settle moves focus to its heading: focus Next only once no swap is settling.
+    page.wait_for_function(
+        "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')",
+        timeout=STEP_TIMEOUT,
+    )
     next_button.focus()
     expect(next_button).to_be_focused()
     page.keyboard.press("Enter")

@@ -214,7 +214,8 @@ def test_the_serving_facts_come_from_the_filled_manifest(as_viewer, gpu_app):
     gpu_app.ready_replicas, gpu_app.desired_replicas = 1, 1
     gpu_app.save()
     html = as_viewer.get(reverse("jobs:application-detail", args=["qwen"])).content.decode()
-    facts = html[html.index('id="serving-facts-h"') : html.index('id="charts-h"')]
+    start = html.index('id="serving-facts-h"')
+    facts = html[start : html.index("</section>", start)]
     for said in (
         "<dt>GPU</dt><dd>2 × l4 per replica</dd>",
         "<dt>Context window</dt><dd>32,768 tokens</dd>",
