@@ -192,6 +192,7 @@ async def traffic_with_clients(base: str, cookie: str, key: str, clients: int, s
     ws_base = base.replace("http://", "ws://")
     headers = {"Cookie": f"sessionid={cookie}", "Origin": base}
     counts = [0] * clients
+    closed: list = []  # (message type, close code) of every socket the console closed
     stop = asyncio.Event()
     answered = {"ok": 0, "failed": 0}
     connector = aiohttp.TCPConnector(limit=0)  # 200 sockets stay open beside the calls
@@ -207,6 +208,7 @@ async def traffic_with_clients(base: str, cookie: str, key: str, clients: int, s
                     except TimeoutError:
                         continue
                     if message.type != aiohttp.WSMsgType.TEXT:
+                        closed.append((message.type.name, ws.close_code))
                         return
                     counts[index] += 1
 
@@ -243,15 +245,17 @@ async def traffic_with_clients(base: str, cookie: str, key: str, clients: int, s
         stop.set()
         await asyncio.gather(*listeners, return_exceptions=True)
     got = [after - before for after, before in zip(counts, counts_before, strict=True)]
-    return duration, answered, got
+    return duration, answered, got, closed
 
 
 def load_case(base, cookie, key, pid, clients, seconds):
     before = cpu_seconds(pid)
     started = time.monotonic()
-    duration, answered, got = asyncio.run(traffic_with_clients(base, cookie, key, clients, seconds))
+    duration, answered, got, closed = asyncio.run(
+        traffic_with_clients(base, cookie, key, clients, seconds)
+    )
     cores = (cpu_seconds(pid) - before) / (time.monotonic() - started)
-    return duration, answered, got, cores
+    return duration, answered, got, closed, cores
 
 
 def main() -> None:
@@ -279,7 +283,7 @@ def main() -> None:
                 f"{'fewest/client':>14} {'console CPU':>12}"
             )
             for clients in (0, CLIENTS):
-                duration, answered, got, cores = load_case(
+                duration, answered, got, closed, cores = load_case(
                     base, cookie, key, console.pid, clients, seconds
                 )
                 total = sum(got)
@@ -288,6 +292,8 @@ def main() -> None:
                     f"{clients:>8} {answered['ok'] / duration:>9.1f} {answered['failed']:>7} "
                     f"{total / duration:>12.1f} {fewest:>14} {cores:>9.2f} core"
                 )
+                if closed:
+                    print(f"         {len(closed)} sockets closed by the console: {closed[:5]}")
             print(f"(target: every client keeps updating; the console under {CPU_TARGET} core)")
         finally:
             console.terminate()

@@ -137,11 +137,20 @@ DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME") or None}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_url("REDIS_URL", {"redis", "rediss", "unix"})
+# Connections each Redis pool of a process may open (the channel layer's, the gateway's limits):
+# redis-py refuses a call past its default of 100 rather than waiting for one. 200 pages opened
+# at once are 200 group joins at once (bench/live_bench.py).
+SERVEDECK_REDIS_MAX_CONNECTIONS = env_int("SERVEDECK_REDIS_MAX_CONNECTIONS", 1000)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("REDIS_PREFIX", "servedeck")},
+            "CONFIG": {
+                "hosts": [
+                    {"address": REDIS_URL, "max_connections": SERVEDECK_REDIS_MAX_CONNECTIONS}
+                ],
+                "prefix": env_str("REDIS_PREFIX", "servedeck"),
+            },
         }
     }
     CACHES = {

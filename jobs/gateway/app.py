@@ -82,10 +82,12 @@ class Gateway:
         redis_url: str | None = None,
         timeouts: Timeouts | None = None,
         start_meter: bool = True,
+        redis_max_connections: int = 100,  # redis-py's own default
     ) -> None:
         self.meter = meter if meter is not None else Meter()
         self.keeper = keeper if keeper is not None else SnapshotKeeper(redis_url=redis_url)
         self.redis_url = redis_url
+        self.redis_max_connections = redis_max_connections
         self.upstream = Upstream(timeouts or Timeouts())
         self.limiter = LocalLimiter()
         self.start_meter = start_meter
@@ -108,7 +110,9 @@ class Gateway:
             if self.redis_url:
                 from .limits import RedisLimiter
 
-                self.limiter = RedisLimiter(self.redis_url)
+                self.limiter = RedisLimiter(
+                    self.redis_url, max_connections=self.redis_max_connections
+                )
             self.upstream.open()
             if self.start_meter:
                 self.meter.start()

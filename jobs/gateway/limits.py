@@ -134,10 +134,12 @@ class RedisLimiter:
     request is let through (limits are a fairness tool, not an authentication) and a warning
     is written at most once a minute."""
 
-    def __init__(self, url: str, prefix: str = "servedeck:gw") -> None:
+    def __init__(self, url: str, prefix: str = "servedeck:gw", max_connections: int = 100) -> None:
         import redis.asyncio as aioredis
 
-        self.redis = aioredis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        self.redis = aioredis.Redis.from_url(
+            url, socket_timeout=2, socket_connect_timeout=2, max_connections=max_connections
+        )
         self.script = self.redis.register_script(ACQUIRE_SCRIPT)
         self.prefix = prefix
         self._warned = 0.0

@@ -22,6 +22,7 @@ def make_gateway(meter: Meter | None = None) -> Gateway:
         keeper=SnapshotKeeper(redis_url=redis_url),
         redis_url=redis_url,
         timeouts=timeouts,
+        redis_max_connections=settings.SERVEDECK_REDIS_MAX_CONNECTIONS,
     )
 
 

@@ -3,6 +3,8 @@
 each kind of message brings, catch-up on connect, coalescing, and the dashboard. On the
 in-memory layer, and on Redis when REDIS_URL is set."""
 
+import asyncio
+import copy
 import html as html_module
 import json
 import os
@@ -29,15 +31,13 @@ LAYERS = ["memory"] + (["redis"] if os.environ.get("REDIS_URL") else [])
 @pytest.fixture(params=LAYERS)
 def layer(request, settings):
     if request.param == "redis":
-        settings.CHANNEL_LAYERS = {
-            "default": {
-                "BACKEND": "channels_redis.core.RedisChannelLayer",
-                "CONFIG": {
-                    "hosts": [os.environ["REDIS_URL"]],
-                    "prefix": f"test-live-{uuid.uuid4().hex[:8]}",
-                },
-            }
-        }
+        # The console's own Redis layer (REDIS_URL is set), under a prefix of this test's.
+        config = copy.deepcopy(settings.CHANNEL_LAYERS["default"])
+        assert config["BACKEND"] == "channels_redis.core.RedisChannelLayer", config
+        config["CONFIG"]["prefix"] = f"test-live-{uuid.uuid4().hex[:8]}"
+        settings.CHANNEL_LAYERS = {"default": config}
+    else:
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     from channels.layers import channel_layers
 
     channel_layers.backends.clear()  # the layer of these settings, not a cached one
@@ -313,3 +313,20 @@ async def test_a_dashboard_of_a_removed_member_is_closed(org, viewer, layer):
     await sync_to_async(record_status)(chat, Observed(phase="Running"))
     assert await closed_with(communicator) == consumers.CLOSE_NOT_A_MEMBER
     await finish(communicator)
+
+
+async def test_many_pages_opened_at_once_all_connect(org, viewer, layer):
+    """150 sockets joining their group at once: on Redis, more calls at once than redis-py's
+    default pool of 100 connections, which it refuses rather than waits for."""
+    await sync_to_async(make_app)(org)
+    cookie = await sync_to_async(session_cookie)(viewer)
+    opened = await asyncio.gather(
+        *(connect("/ws/applications/chat/", ORIGIN, cookie) for _ in range(150))
+    )
+    try:
+        assert all(connected for _, connected, _ in opened)
+        firsts = await asyncio.gather(*(c.receive_from(timeout=10) for c, _, _ in opened))
+        assert all('id="live-phase"' in first for first in firsts)
+    finally:
+        await asyncio.gather(*(c.disconnect() for c, _, _ in opened))
+        await sync_to_async(connections.close_all)()
