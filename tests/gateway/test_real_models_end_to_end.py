@@ -120,6 +120,54 @@ def cosine(a: list[float], b: list[float]) -> float:
     return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
 
 
+def caller(live: str, key_name: str) -> openai.OpenAI:
+    """The openai client with an API key made now, once the gateway accepts it (it reloads its
+    keys within RELOAD_TIMEOUT) and lists the three models."""
+    made = json.loads(command("apikey", "create", key_name, "--json"))
+    client = openai.OpenAI(
+        base_url=f"{live}/v1", api_key=made["key"], max_retries=0, timeout=ANSWER_TIMEOUT
+    )
+    deadline = time.monotonic() + RELOAD_TIMEOUT
+    while True:
+        try:
+            listed = sorted(m.id for m in client.models.list().data)
+            break
+        except openai.AuthenticationError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"the new key was not accepted within {RELOAD_TIMEOUT:.0f} s")
+            time.sleep(0.1)
+    assert listed == ["chat", "minilm", "whisper"]
+    return client
+
+
+def the_three_answer(client: openai.OpenAI, tmp_path):
+    """A chat answer naming Paris, embeddings that rank bread nearer food than a plane, and a
+    spoken sentence (espeak-ng) heard; the embedding of "A man is eating food." is returned."""
+    answer = client.chat.completions.create(
+        model="chat",
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+        max_tokens=12,
+        temperature=0,
+    )
+    assert "Paris" in answer.choices[0].message.content, answer
+    assert answer.usage.completion_tokens > 0
+
+    food, bread, plane = client.embeddings.create(
+        model="minilm",
+        input=["A man is eating food.", "A man is eating bread.", "A plane is taking off."],
+    ).data
+    assert len(food.embedding) == 384
+    assert cosine(food.embedding, bread.embedding) > cosine(food.embedding, plane.embedding)
+
+    wav = tmp_path / "speech.wav"
+    spoken = ["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(wav)]
+    subprocess.run([*spoken, "The capital of France is Paris."], check=True)
+    with open(wav, "rb") as audio:
+        heard = client.audio.transcriptions.create(model="whisper", file=audio).text
+    assert "paris" in heard.lower(), heard
+    return food
+
+
 def signed_in(live: str, user, path: str) -> httpx.Response:
     """A page of the live console as `user` sees it (a session made in the shared database)."""
     browser = Client()
@@ -147,29 +195,8 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
     for name, _ in deployed:
         follow(name, "Running")
 
-    made = json.loads(command("apikey", "create", "real-caller", "--json"))
-    client = openai.OpenAI(
-        base_url=f"{live}/v1", api_key=made["key"], max_retries=0, timeout=ANSWER_TIMEOUT
-    )
-    deadline = time.monotonic() + RELOAD_TIMEOUT
-    while True:  # a key made a moment ago reaches the gateway within its reload
-        try:
-            listed = sorted(m.id for m in client.models.list().data)
-            break
-        except openai.AuthenticationError:
-            if time.monotonic() > deadline:
-                pytest.fail(f"the new key was not accepted within {RELOAD_TIMEOUT:.0f} s")
-            time.sleep(0.1)
-    assert listed == ["chat", "minilm", "whisper"]
-
-    answer = client.chat.completions.create(
-        model="chat",
-        messages=[{"role": "user", "content": "What is the capital of France?"}],
-        max_tokens=12,
-        temperature=0,
-    )
-    assert "Paris" in answer.choices[0].message.content, answer
-    assert answer.usage.completion_tokens > 0
+    client = caller(live, "real-caller")
+    food = the_three_answer(client, tmp_path)
 
     stream = client.chat.completions.create(
         model="chat",
@@ -180,20 +207,6 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
     )
     pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta]
     assert len([p for p in pieces if p]) > 1, pieces  # chunk by chunk, not one block
-
-    food, bread, plane = client.embeddings.create(
-        model="minilm",
-        input=["A man is eating food.", "A man is eating bread.", "A plane is taking off."],
-    ).data
-    assert len(food.embedding) == 384
-    assert cosine(food.embedding, bread.embedding) > cosine(food.embedding, plane.embedding)
-
-    wav = tmp_path / "speech.wav"
-    spoken = ["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(wav)]
-    subprocess.run([*spoken, "The capital of France is Paris."], check=True)
-    with open(wav, "rb") as audio:
-        heard = client.audio.transcriptions.create(model="whisper", file=audio).text
-    assert "paris" in heard.lower(), heard
 
     per_app = usage(live, "applications/chat", headers, want_requests=2)
     assert per_app["totals"]["requests"] >= 2, per_app["totals"]

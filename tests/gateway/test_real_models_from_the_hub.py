@@ -13,27 +13,20 @@ test_real_models_end_to_end (CI=true: a missing runtime or model fails it).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import time
-
 import httpx
-import openai
 import pytest
 
 from jobs.backends.local import runtimes as rt
 from tests.fakes.hub import FakeHub, disk_repo
-from tests.gateway.test_embedded_end_to_end import command
 from tests.gateway.test_real_models_end_to_end import (
-    ANSWER_TIMEOUT,
     IN_CI,
     MISSING,
-    RELOAD_TIMEOUT,
     WHY_MISSING,
+    caller,
     console_server,
-    cosine,
     follow,
     real_machine,
+    the_three_answer,
 )
 from tests.helpers import bearer
 
@@ -107,42 +100,8 @@ def test_hub_models_download_and_answer_through_the_gateway(
     fetched = [r.path for r in hub.requests if r.method == "GET" and "/resolve/" in r.path]
     assert fetched and not [p for p in fetched if "onnx" in p or "pytorch_model" in p], fetched
 
-    made = json.loads(command("apikey", "create", "hub-caller", "--json"))
-    client = openai.OpenAI(
-        base_url=f"{live}/v1", api_key=made["key"], max_retries=0, timeout=ANSWER_TIMEOUT
-    )
-    deadline = time.monotonic() + RELOAD_TIMEOUT
-    while True:  # a key made a moment ago reaches the gateway within its reload
-        try:
-            listed = sorted(m.id for m in client.models.list().data)
-            break
-        except openai.AuthenticationError:
-            if time.monotonic() > deadline:
-                pytest.fail(f"the new key was not accepted within {RELOAD_TIMEOUT:.0f} s")
-            time.sleep(0.1)
-    assert listed == ["chat", "minilm", "whisper"]
-
-    answer = client.chat.completions.create(
-        model="chat",
-        messages=[{"role": "user", "content": "What is the capital of France?"}],
-        max_tokens=12,
-        temperature=0,
-    )
-    assert "Paris" in answer.choices[0].message.content, answer
-
-    food, bread, plane = client.embeddings.create(
-        model="minilm",
-        input=["A man is eating food.", "A man is eating bread.", "A plane is taking off."],
-    ).data
-    assert len(food.embedding) == 384
-    assert cosine(food.embedding, bread.embedding) > cosine(food.embedding, plane.embedding)
-
-    wav = tmp_path / "speech.wav"
-    spoken = ["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(wav)]
-    subprocess.run([*spoken, "The capital of France is Paris."], check=True)
-    with open(wav, "rb") as audio:
-        heard = client.audio.transcriptions.create(model="whisper", file=audio).text
-    assert "paris" in heard.lower(), heard
+    client = caller(live, "hub-caller")
+    the_three_answer(client, tmp_path)
     client.close()
 
 
