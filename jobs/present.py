@@ -46,7 +46,9 @@ def described(app: Application) -> dict:
         "createdAt": app.created_at.isoformat(),
         "deployedAt": app.deployed_at.isoformat() if app.deployed_at else None,
     }
-    return {**app.manifest, "status": status}
+    # In the API's order whatever the database kept (PostgreSQL's jsonb orders keys its own way).
+    top = {key: app.manifest[key] for key in ("apiVersion", "kind", "spec") if key in app.manifest}
+    return {**top, **app.manifest, "status": status}
 
 
 def local_profile_note(profile_name: str) -> str:

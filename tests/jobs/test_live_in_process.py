@@ -5,6 +5,7 @@ of the same process, and stopping it stops the local model servers it followed."
 import httpx
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.db import connections
 from django.test import Client
@@ -25,8 +26,11 @@ def cookie_of(membership):
 async def test_status_changes_reach_the_page_from_the_reconciler_in_this_process(
     deployer, settings
 ):
+    # The embedded defaults, whatever this run is pointed at: the in-memory layer, which
+    # reaches only this process, and the reconciler inside it.
     settings.SERVEDECK_RECONCILER_IN_PROCESS = True
-    assert settings.CHANNEL_LAYERS["default"]["BACKEND"].endswith("InMemoryChannelLayer")
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
     app = (await sync_to_async(verbs.apply)(SHORTEST, deployer)).application
     from console.asgi import application
 
@@ -46,6 +50,7 @@ async def test_status_changes_reach_the_page_from_the_reconciler_in_this_process
         await communicator.disconnect()
         await sync_to_async(in_process.stop)()
         await sync_to_async(connections.close_all)()
+        channel_layers.backends.clear()
     assert not in_process.running()
     # the reconciler's exit stopped the local model server it followed
     with pytest.raises(httpx.HTTPError):
