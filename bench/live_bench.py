@@ -53,19 +53,9 @@ from jobs.live.groups import application_group  # noqa: E402
 from jobs.models import Application, Cluster, Profile  # noqa: E402
 from jobs.reconciler import Reconciler  # noqa: E402
 from tests.fakes.hub import FakeHub  # noqa: E402
+from tests.helpers import SHORTEST  # noqa: E402
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-MANIFEST = """\
-apiVersion: servedeck.io/v1
-kind: Application
-spec:
-  name: bge-embed
-  profileName: local
-  source:
-    type: Model
-    model:
-      uri: hf://BAAI/bge-m3
-"""
 CLIENTS = 200
 RATE = 100  # metered requests per second
 FLIPS = 30
@@ -87,7 +77,7 @@ def set_up() -> tuple[str, str, str]:
     Profile.objects.create(organization=org, name="local", cluster=cluster)
     user = get_user_model().objects.create_user(username="ada")
     membership = Membership.objects.create(organization=org, user=user, role=Role.ADMIN)
-    application = apply(MANIFEST, membership).application
+    application = apply(SHORTEST, membership).application
     reconciler = Reconciler()
     deadline = time.monotonic() + 30
     while application.phase != "Running":

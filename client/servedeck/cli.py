@@ -334,6 +334,15 @@ def output_of(args, default: str | None = None) -> str | None:
     return "json" if getattr(args, "as_json", False) else (args.output or default)
 
 
+def table_or_json(args, found, rows) -> int:
+    """A read verb's answer: the console's JSON with --json, else its rows as a table."""
+    if args.as_json:
+        show_json(found)
+    else:
+        lines(present.table_lines(rows(found)))
+    return EXIT_OK
+
+
 def do_get(args) -> int:
     answer = console_for(args).get(f"/applications/{segment(args.name)}")
     out(present.dump(answer, output_of(args, "yaml")).rstrip("\n"))
@@ -342,20 +351,12 @@ def do_get(args) -> int:
 
 def do_list(args) -> int:
     found = console_for(args).get("/applications")
-    if args.as_json:
-        show_json(found)
-        return EXIT_OK
-    lines(present.table_lines(present.application_rows(found)))
-    return EXIT_OK
+    return table_or_json(args, found, present.application_rows)
 
 
 def do_history(args) -> int:
     found = console_for(args).get(f"/applications/{segment(args.name)}/history")
-    if args.as_json:
-        show_json(found)
-        return EXIT_OK
-    lines(present.table_lines(present.history_rows(found)))
-    return EXIT_OK
+    return table_or_json(args, found, present.history_rows)
 
 
 def do_rollback(args) -> int:
@@ -543,11 +544,7 @@ def do_key_create(args) -> int:
 
 def do_key_list(args) -> int:
     found = console_for(args).get("/keys")
-    if args.as_json:
-        show_json(found)
-        return EXIT_OK
-    lines(present.table_lines(present.key_rows(found)))
-    return EXIT_OK
+    return table_or_json(args, found, present.key_rows)
 
 
 def do_key_revoke(args) -> int:
