@@ -238,6 +238,9 @@ def test_embedding_model_on_the_cpu_keyboard_only_on_a_phone(page: Page, people,
         page.keyboard.press("Tab")
     page.keyboard.press("Enter")
     expect(step_heading(page)).to_have_text("Compute", timeout=STEP_TIMEOUT)
+    # The step's settle focuses its heading: pick a tile only after that, or the settle takes
+    # the focus from the tile.
+    expect(step_heading(page)).to_be_focused()
     # Arrow keys move through the tiles: ServeDeck's choice, a t4, then up to the CPU.
     chosen = page.locator("input[name=gpu_kind]:checked")
     expect(chosen).to_have_value("t4")
@@ -265,6 +268,7 @@ def test_embedding_model_on_the_cpu_keyboard_only_on_a_phone(page: Page, people,
     press_next(page)
     # Review runs the whole dry run (Check model included): slower than a step on a busy CI.
     expect(step_heading(page)).to_have_text("Review", timeout=STEP_TIMEOUT)
+    expect(step_heading(page)).to_be_focused()  # settled: focusing Deploy now keeps it
     manifest = yaml.safe_load(page.locator("#review-yaml").inner_text())
     assert "accelerator" not in manifest["spec"]["source"]["model"]["resources"]
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
