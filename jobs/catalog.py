@@ -106,6 +106,14 @@ def cpu_machines(catalog: Iterable[Any]) -> list[Mapping[str, Any]]:
     return [k for k in _named(catalog) if not is_gpu_kind(k)]
 
 
+def gpu_kind_named(catalog: Iterable[Any], name: Any) -> Mapping[str, Any] | None:
+    """The catalog's GPU kind called `name` (a manifest's gpu.model), or None: no such kind,
+    or no name (any GPU)."""
+    if not isinstance(name, str):
+        return None
+    return next((kind for kind in gpu_kinds(catalog) if kind["name"] == name), None)
+
+
 def _named(catalog: Iterable[Any]) -> list[Mapping[str, Any]]:
     return [k for k in catalog or () if isinstance(k, Mapping) and isinstance(k.get("name"), str)]
 

@@ -20,6 +20,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobs.catalog import kubevirt_device_name
+from jobs.kube_names import (
+    NODE_LABEL,
+    REPLICA_LABEL,
+    ROLE_LABEL,
+    peers_service_name,
+    predictor_service,
+    vm_name,
+    weights_claim_name,
+)
 from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
 
@@ -35,15 +44,11 @@ from .cloud_init import (
 )
 from .common import ORGANIZATION_LABEL, RenderError, dig, metadata, quantity_text
 from .engine import HF_TOKEN_KEY, _vllm_args
-from .extras import predictor_service
 from .placement import gpu_of, node_affinity
 from .runtimes import PARAKEET_PORT
 from .target import RenderTarget
 
 KUBEVIRT_API = "kubevirt.io/v1"
-REPLICA_LABEL = "servedeck.io/replica"
-NODE_LABEL = "servedeck.io/node"
-ROLE_LABEL = "servedeck.io/role"
 TEMPLATE_HASH = "servedeck.io/template-hash"
 LEADER, WORKER = "leader", "worker"
 VLLM_PORT = 8000
@@ -90,18 +95,6 @@ def template_hash(labels: Mapping[str, str], spec: Mapping[str, Any]) -> str:
     machine's template changes, so the backend replaces the instances whose hash differs."""
     text = json.dumps({"labels": labels, "spec": spec}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def vm_name(app: str, replica: int, node: int) -> str:
-    return f"{app}-r{replica}-n{node}"
-
-
-def weights_claim_name(app: str, replica: int) -> str:
-    return f"{app}-weights-r{replica}"
-
-
-def peers_service_name(app: str) -> str:
-    return f"{app}-nodes"
 
 
 class _Layout:

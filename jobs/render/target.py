@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.catalog import gpu_kinds, newest_known_vllm_version
+from jobs.catalog import gpu_kind_named, newest_known_vllm_version
 
 DEFAULT_NAMESPACE = "default"
 # Karpenter's well-known label; EKS managed node groups use eks.amazonaws.com/capacityType and
@@ -118,12 +118,7 @@ class RenderTarget:
 
     def gpu_kind(self, name: Any) -> Mapping[str, Any] | None:
         """The machine catalog entry of a GPU model, or None (any GPU, or not in the catalog)."""
-        if not isinstance(name, str):
-            return None
-        for kind in gpu_kinds(self.machine_catalog):
-            if kind["name"] == name:
-                return kind
-        return None
+        return gpu_kind_named(self.machine_catalog, name)
 
 
 def service_ref(text: str) -> tuple[str, str, int]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from jobs.kube_names import predictor_url, vm_name
 from jobs.phases import Phase
 from jobs.status.derive import INTERNAL_ERROR, NOTHING, PULL_ERRORS, Status, _pull_trouble
 from jobs.status.readers import (
@@ -39,8 +40,6 @@ from jobs.status.readers import (
 __all__ = ["MachineFacts", "derive_vm_status"]
 
 logger = logging.getLogger(__name__)
-REPLICA_LABEL = "servedeck.io/replica"
-NODE_LABEL = "servedeck.io/node"
 VM_NAME_LABEL = "vm.kubevirt.io/name"  # KubeVirt's label on an instance's virt-launcher pod
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 FAILED_PRINTABLE = {"CrashLoopBackOff", "ErrorPvcNotFound", "DataVolumeError"}
@@ -73,7 +72,7 @@ class MachineFacts:
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self.app}-predictor.{self.namespace}.svc.cluster.local"
+        return predictor_url(self.app, self.namespace)
 
     @property
     def where(self) -> str:
@@ -106,14 +105,13 @@ def derive_vm_status(
     events: list[dict],
     facts: MachineFacts,
     *,
-    stopped: bool = False,
     deleting: bool = False,
     now: datetime | None = None,
 ) -> Status:
     """The status of one virtual-machine application. Never raises: odd input gives a Status."""
     desired = max(as_int(facts.desired) or 0, 0)
     try:
-        return _derive(machines, instances, pods, events, facts, desired, stopped, deleting, now)
+        return _derive(machines, instances, pods, events, facts, desired, deleting, now)
     except Exception:
         logger.exception("derive_vm_status failed on its input")
         return Status(
@@ -124,7 +122,7 @@ def derive_vm_status(
         )
 
 
-def _derive(machines, instances, pods, events, facts, desired, stopped, deleting, now) -> Status:
+def _derive(machines, instances, pods, events, facts, desired, deleting, now) -> Status:
     vms = {as_str(dig(m, "metadata", "name")): as_dict(m) for m in as_list(machines)}
     vmis = {as_str(dig(i, "metadata", "name")): as_dict(i) for i in as_list(instances)}
     launchers = _launchers(pods)
@@ -150,10 +148,12 @@ def _derive(machines, instances, pods, events, facts, desired, stopped, deleting
             f"{plural(len(vmis), 'instance')} of {facts.app}; its volumes go with them.",
             "Nothing to do: it disappears once the cluster has removed it.",
         )
+    # Stopped is what the machines say (runStrategy Halted), as the stop annotation is for
+    # containers: there is no flag of the console's own to disagree with them.
     halted = bool(vms) and all(
         as_str(dig(m, "spec", "runStrategy")) == "Halted" for m in vms.values()
     )
-    if stopped or halted:
+    if halted:
         if vmis:
             return status(
                 Phase.STOPPED,
@@ -263,7 +263,7 @@ def _launchers(pods: Any) -> dict[str, Any]:
 
 
 def _node(r, n, vms, vmis, launchers, events, facts: MachineFacts, now) -> _Node:
-    name = f"{facts.app}-r{r}-n{n}"
+    name = vm_name(facts.app, r, n)
     vm, vmi = vms.get(name), vmis.get(name)
     if vm is None:
         return _Node(

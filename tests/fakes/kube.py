@@ -104,12 +104,6 @@ ADDONS: dict[str, tuple[Resource, ...]] = {
     "kubevirt": (
         Resource("kubevirt.io", "v1", "virtualmachines", "VirtualMachine"),
         Resource("kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance"),
-        Resource(
-            "kubevirt.io",
-            "v1",
-            "virtualmachineinstancereplicasets",
-            "VirtualMachineInstanceReplicaSet",
-        ),
         Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt"),
     ),
 }

@@ -257,7 +257,7 @@ CASES = [
         [running(SINGLE[0])],
         [],
         ONE,
-        {"stopped": True},
+        {},
         Phase.STOPPED,
         "1 instance still shutting down",
         "",

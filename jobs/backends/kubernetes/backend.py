@@ -9,10 +9,10 @@ import threading
 
 from jobs.backends.base import BackendFailed, Preflight, target_answer
 from jobs.backends.kubernetes.errors import BackendError, Unreachable
-from jobs.backends.kubernetes.kinds import VM_RENDERED
+from jobs.backends.kubernetes.kinds import RENDERED
 from jobs.backends.kubernetes.kserve_client import KServeClient
 from jobs.backends.kubernetes.kubevirt_client import Machines, is_virtual_machine_app
-from jobs.catalog import kubevirt_device_name
+from jobs.catalog import gpu_kind_named, kubevirt_device_name
 from jobs.lifecycle import Observed
 from jobs.models import Phase
 from jobs.render import render_for_profile
@@ -82,7 +82,7 @@ class ClusterBackend:
         # (isolation can change until it has served): apply and delete look for those too, and
         # always for an application in machines (its Services and volumes outlive KubeVirt).
         kubevirt = "kubevirt" in (self.profile.cluster.addons or ())
-        return VM_RENDERED if kubevirt or is_virtual_machine_app(manifest) else ()
+        return RENDERED if kubevirt or is_virtual_machine_app(manifest) else ()
 
     def preflight(self, manifest: dict, objects: list) -> Preflight:
         """The cluster's server-side dry run of the rendered objects. Its answers are about the
@@ -236,11 +236,7 @@ def machine_facts(application) -> MachineFacts:
     manifest = application.manifest
     model = manifest["spec"]["source"].get("model") or {}
     resources = model.get("resources") or {}
-    gpu = (resources.get("accelerator") or {}).get("gpu") or {}
-    kind = next(
-        (k for k in application.profile.machine_catalog or () if k.get("name") == gpu.get("model")),
-        None,
-    )
+    gpu = _gpu(manifest)
     return MachineFacts(
         app=application.name,
         namespace=manifest["spec"]["namespace"],
@@ -248,8 +244,20 @@ def machine_facts(application) -> MachineFacts:
         nodes=resources.get("nodesPerReplica") or 1,
         gpu_count=gpu.get("countPerReplica") or 0,
         gpu_model=gpu.get("model") or "",
-        gpu_device=(kubevirt_device_name(kind) or "") if kind else "",
+        gpu_device=_device(application.profile, gpu) or "",
     )
+
+
+def _gpu(manifest: dict) -> dict:
+    """The manifest's resources.accelerator.gpu block ({} without one)."""
+    model = manifest["spec"]["source"].get("model") or {}
+    return ((model.get("resources") or {}).get("accelerator") or {}).get("gpu") or {}
+
+
+def _device(profile, gpu: dict) -> str | None:
+    """The KubeVirt device name of the GPU model, from the profile's machine catalog."""
+    kind = gpu_kind_named(profile.machine_catalog or (), gpu.get("model"))
+    return kubevirt_device_name(kind) if kind else None
 
 
 def _device_refusal(profile, manifest: dict):
@@ -257,13 +265,9 @@ def _device_refusal(profile, manifest: dict):
     (as discovered): refused at the dry run, naming what it permits."""
     if not is_virtual_machine_app(manifest):
         return None
-    model = manifest["spec"]["source"].get("model") or {}
-    gpu = ((model.get("resources") or {}).get("accelerator") or {}).get("gpu") or {}
+    gpu = _gpu(manifest)
     cluster = profile.cluster
-    kind = next(
-        (k for k in profile.machine_catalog or () if k.get("name") == gpu.get("model")), None
-    )
-    device = kubevirt_device_name(kind) if kind else None
+    device = _device(profile, gpu)
     if not gpu or device is None or "kubevirt" not in (cluster.addons or ()):
         return None  # no GPU, or the renderer already refused; no KubeVirt: the rules refuse
     permitted = list(cluster.kubevirt_devices or ())
@@ -280,8 +284,7 @@ def _device_refusal(profile, manifest: dict):
 
 
 def _gpu_resource(manifest: dict) -> str:
-    model = manifest["spec"]["source"].get("model") or {}
-    gpu = ((model.get("resources") or {}).get("accelerator") or {}).get("gpu") or {}
+    gpu = _gpu(manifest)
     return f"{gpu.get('vendor', 'nvidia')}.com/gpu"
 
 

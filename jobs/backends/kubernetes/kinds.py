@@ -120,7 +120,6 @@ RENDERED = (
 # What an application in containers has (all ServeDeck looks for unless told more): listing
 # the KubeVirt application's kinds too would need rights a KServe-only console lacks.
 CONTAINER_RENDERED = (LOCAL_MODEL_CACHE, SERVING_RUNTIME, INFERENCE_SERVICE, HTTP_ROUTE)
-VM_RENDERED = RENDERED
 _BY_TYPE = {(k.api_version, k.kind): k for k in RENDERED}
 
 

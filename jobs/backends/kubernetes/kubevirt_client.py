@@ -21,13 +21,13 @@ from typing import Any
 from jobs.render.kubevirt import TEMPLATE_HASH
 
 from .errors import BackendError, NotFound
-from .kinds import EVENT, POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, VM_RENDERED
+from .kinds import EVENT, POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE
 from .kserve_client import KServeClient, _about, _name, _selector
 from .owner import is_ours
 
 HALTED, ALWAYS = "Halted", "Always"
 
-__all__ = ["VM_RENDERED", "MachineObjects", "Machines", "is_virtual_machine_app"]
+__all__ = ["MachineObjects", "Machines", "is_virtual_machine_app"]
 
 
 def is_virtual_machine_app(manifest: Mapping[str, Any]) -> bool:
