@@ -43,7 +43,7 @@ from .cloud_init import (
     user_data,
 )
 from .common import ORGANIZATION_LABEL, RenderError, dig, metadata, quantity_text
-from .engine import HF_TOKEN_KEY, _vllm_args
+from .engine import HF_TOKEN_KEY, engine_args, engine_env
 from .placement import gpu_of, node_affinity
 from .runtimes import PARAKEET_PORT
 from .target import RenderTarget
@@ -380,7 +380,11 @@ class _Layout:
         return f"{MODELS_DIR}/{inner}"
 
     def _env(self, leader: bool) -> dict[str, str]:
-        env = {"HF_HOME": f"{WEIGHTS_DIR}/huggingface"} if self.downloads else {}
+        # The server's own variables on every machine of the replica: Ray's workers inherit
+        # them from `ray start`, as the leader's server does from the launcher.
+        env = engine_env(self.model, self.engine, self.gpu is not None)
+        if self.downloads:
+            env["HF_HOME"] = f"{WEIGHTS_DIR}/huggingface"
         if self.downloads and leader and self.target.hf_secret_name:
             # huggingface_hub reads the token from this file; its value never enters the plan.
             env["HF_TOKEN_PATH"] = f"{HF_TOKEN_DIR}/{HF_TOKEN_KEY}"
@@ -393,23 +397,21 @@ class _Layout:
             download = {"repo": self.uri.hf_repo or "", "to": path}
             if self.uri.hf_revision:
                 download["revision"] = self.uri.hf_revision
-        extra = [str(a) for a in (dig(self.model, "engine", "extraArgs") or ())]
+        on_gpu = self.gpu is not None
         if self.engine == "parakeet":
             argv = (
                 "parakeet-server",
                 f"--model_name={self.name}",
                 f"--model_dir={path}",
                 f"--http_port={PARAKEET_PORT}",
-                *extra,
+                *engine_args(self.model, self.engine, on_gpu),
             )
             return StartPlan(exec=argv, env=self._env(True), download=download)
-        on_gpu = self.gpu is not None
         # One model copy spans the replica's nodes: pipeline parallel size = nodes per replica
         # (manifest.parse refuses any other), tensor parallel size = the GPUs of one node.
         engine = {**(self.model.get("engine") or {})}
         engine["pipelineParallelSize"] = self.nodes
         model = {**self.model, "engine": engine}
-        args = [a for a in _vllm_args(model, on_gpu, False) if a != "--backend=vllm"]
         argv = [
             "vllm",
             "serve",
@@ -417,7 +419,6 @@ class _Layout:
             "--host=0.0.0.0",
             f"--port={VLLM_PORT}",
             f"--served-model-name={self.name}",
-            *args,
         ]
         steps: tuple[tuple[str, ...], ...] = ()
         if self.nodes > 1:
@@ -427,7 +428,8 @@ class _Layout:
                 ("ray", "stop"),
                 ("ray", "start", "--head", f"--port={RAY_PORT}", "--disable-usage-stats"),
             )
-        return StartPlan(exec=(*argv, *extra), steps=steps, env=self._env(True), download=download)
+        argv += engine_args(model, "vllm", on_gpu)
+        return StartPlan(exec=tuple(argv), steps=steps, env=self._env(True), download=download)
 
     def _worker_plan(self, replica: int) -> StartPlan:
         leader = f"{vm_name(self.name, replica, 0)}.{peers_service_name(self.name)}"

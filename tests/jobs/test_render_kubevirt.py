@@ -226,6 +226,41 @@ def test_the_cloud_init_starts_vllm_with_exactly_the_manifests_arguments():
     assert volumes["hf-token"] == {"name": "hf-token", "secret": {"secretName": "hf-token"}}
 
 
+def test_a_cpu_machine_starts_vllm_with_exactly_the_manifests_arguments_and_variables():
+    changes = {
+        "resources.memory": "16Gi",
+        "serving.maxContextTokens": 4096,
+        "serving.maxConcurrentRequests": 8,
+        "serving.kvCacheSize": "6Gi",
+        "engine.extraArgs": ["--seed=7"],
+    }
+    (vm,) = machines(vm_build(changes))
+    plan = plan_of(vm)
+    assert plan["exec"] == [
+        "vllm",
+        "serve",
+        "/weights/model",
+        "--host=0.0.0.0",
+        "--port=8000",
+        "--served-model-name=app",
+        "--max-model-len=4096",
+        "--dtype=auto",  # parse's default on CPU: a manifest value like the others
+        "--max-num-seqs=8",
+        "--seed=7",
+    ]
+    # vLLM on CPU sizes its KV cache from a variable, not a flag.
+    assert plan["env"] == {
+        "VLLM_CPU_KVCACHE_SPACE": "6",
+        "HF_HOME": "/weights/huggingface",
+        "HF_TOKEN_PATH": "/run/servedeck/hf-token/HF_TOKEN",
+    }
+    # The same as the container gets from the same manifest (after KServe's own --backend).
+    (isvc,) = [o for o in build(changes) if o["kind"] == "InferenceService"]
+    container = isvc["spec"]["predictor"]["model"]
+    assert container["args"] == ["--backend=vllm", *plan["exec"][6:]]
+    assert {"name": "VLLM_CPU_KVCACHE_SPACE", "value": "6"} in container["env"]
+
+
 def test_multi_node_leader_and_workers_join_with_ray():
     objects = vm_build(CASES["multinode-2"])
     leader, worker = machines(objects)
