@@ -33,3 +33,8 @@ def weights_claim_name(app: str, replica: int) -> str:
 
 def peers_service_name(app: str) -> str:
     return f"{app}-nodes"
+
+
+def guest_files_name(app: str) -> str:
+    """The ConfigMap of the files every machine's guest reads at boot (launcher, plans)."""
+    return f"{app}-guest"

@@ -1,14 +1,15 @@
 """The KubeVirt renderer: an application with runtime.isolation VirtualMachine as KubeVirt
 VirtualMachines (one per node of each replica; the VirtualMachine keeps its instance running
-and is what stop halts), a weight volume per replica, the Services the gateway and the
-replica's nodes reach, and a NetworkPolicy that opens only the serving port (and the replica's
-nodes to each other, for Ray and the pipeline's traffic).
+and is what stop halts), a weight volume per replica, the files the guests start from, the
+Services the gateway and the replica's nodes reach, and a NetworkPolicy that opens only the
+serving port (and the replica's nodes to each other, for Ray and the pipeline's traffic).
 
 Names, for application `llama` with 2 replicas of 2 nodes: VirtualMachines llama-r0-n0
 (replica 0's leader), llama-r0-n1, llama-r1-n0, llama-r1-n1; PersistentVolumeClaims
-llama-weights-r0, llama-weights-r1; Service llama-predictor (the ready leaders, as KServe
-names a predictor, so the gateway routes to it alike) and llama-nodes (headless: the leaders'
-DNS names for the workers); NetworkPolicy llama.
+llama-weights-r0, llama-weights-r1; ConfigMap llama-guest (the launcher and each machine's
+start plan, cloud_init.py); Service llama-predictor (the ready leaders, as KServe names a
+predictor, so the gateway routes to it alike) and llama-nodes (headless: the leaders' DNS
+names for the workers); NetworkPolicy llama.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from jobs.kube_names import (
     NODE_LABEL,
     REPLICA_LABEL,
     ROLE_LABEL,
+    guest_files_name,
     peers_service_name,
     predictor_service,
     vm_name,
@@ -33,6 +35,7 @@ from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
 
 from .cloud_init import (
+    GUEST_SERIAL,
     HF_TOKEN_DIR,
     HF_TOKEN_SERIAL,
     MODELS_DIR,
@@ -40,6 +43,8 @@ from .cloud_init import (
     WEIGHTS_DIR,
     WEIGHTS_TAG,
     StartPlan,
+    guest_digest,
+    guest_files,
     user_data,
 )
 from .common import ORGANIZATION_LABEL, RenderError, dig, metadata, quantity_text
@@ -77,23 +82,27 @@ def vm_objects(
         # On the instance template too: KubeVirt copies it onto the instances and their
         # virt-launcher pods, which the Services, the policy and the backend select by it.
         base[ORGANIZATION_LABEL] = target.organization
+    grid = [(r, n) for r in range(plan.replicas) for n in range(plan.nodes)]
+    files = guest_files({vm_name(name, r, n): plan.start_plan(r, n) for r, n in grid})
     objects: list[dict[str, Any]] = []
     if plan.downloads:
         objects += [plan.weights_claim(r, base) for r in range(plan.replicas)]
+    objects.append(plan.guest_config(base, files))
     objects.append(plan.service(base))
     if plan.nodes > 1:
         objects.append(plan.peers_service(base))
     objects.append(plan.network_policy(base))
-    for replica in range(plan.replicas):
-        for node in range(plan.nodes):
-            objects.append(plan.virtual_machine(replica, node, base))
+    for r, n in grid:
+        objects.append(plan.virtual_machine(r, n, base, guest_digest(files, vm_name(name, r, n))))
     return objects
 
 
-def template_hash(labels: Mapping[str, str], spec: Mapping[str, Any]) -> str:
-    """What an instance was made from: KubeVirt does not restart a running instance when its
-    machine's template changes, so the backend replaces the instances whose hash differs."""
-    text = json.dumps({"labels": labels, "spec": spec}, sort_keys=True, separators=(",", ":"))
+def template_hash(labels: Mapping[str, str], spec: Mapping[str, Any], guest: str = "") -> str:
+    """What an instance was made from (its labels, spec, and the digest of the guest files it
+    reads): KubeVirt does not restart a running instance when its machine's template changes,
+    so the backend replaces the instances whose hash differs."""
+    made = {"labels": labels, "spec": spec, "guest": guest}
+    text = json.dumps(made, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -260,7 +269,17 @@ class _Layout:
             "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": ingress},
         }
 
-    def virtual_machine(self, replica: int, node: int, base: dict[str, str]) -> dict[str, Any]:
+    def guest_config(self, base: dict[str, str], files: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": metadata(guest_files_name(self.name), self.namespace, base),
+            "data": files,
+        }
+
+    def virtual_machine(
+        self, replica: int, node: int, base: dict[str, str], guest: str
+    ) -> dict[str, Any]:
         labels = self._replica_labels(base, replica, node)
         name = vm_name(self.name, replica, node)
         spec = self._instance_spec(replica, node, base)
@@ -273,7 +292,7 @@ class _Layout:
                 "template": {
                     "metadata": {
                         "labels": dict(labels),
-                        "annotations": {TEMPLATE_HASH: template_hash(labels, spec)},
+                        "annotations": {TEMPLATE_HASH: template_hash(labels, spec, guest)},
                     },
                     "spec": spec,
                 },
@@ -285,12 +304,14 @@ class _Layout:
         disks: list[dict[str, Any]] = [
             {"name": "rootdisk", "disk": {"bus": "virtio"}},
             {"name": "cloudinitdisk", "disk": {"bus": "virtio"}},
+            {"name": "guest", "serial": GUEST_SERIAL, "disk": {}},
         ]
         image = (
             self.target.vllm_vm_image if self.engine == "vllm" else self.target.parakeet_vm_image
         )
         volumes: list[dict[str, Any]] = [
             {"name": "rootdisk", "containerDisk": {"image": image}},
+            {"name": "guest", "configMap": {"name": guest_files_name(self.name)}},
         ]
         filesystems: list[dict[str, Any]] = []
         secret = self.target.hf_secret_name if self.downloads else None
@@ -310,9 +331,8 @@ class _Layout:
         if secret and leader:
             disks.append({"name": HF_TOKEN_SERIAL, "serial": HF_TOKEN_SERIAL, "disk": {}})
             volumes.append({"name": HF_TOKEN_SERIAL, "secret": {"secretName": secret}})
-        plan = self._plan(replica) if leader else self._worker_plan(replica)
         data = user_data(
-            plan,
+            vm_name(self.name, replica, node),
             weights=self.downloads,
             models=not self.downloads,
             hf_token=bool(secret and leader),
@@ -389,6 +409,9 @@ class _Layout:
             # huggingface_hub reads the token from this file; its value never enters the plan.
             env["HF_TOKEN_PATH"] = f"{HF_TOKEN_DIR}/{HF_TOKEN_KEY}"
         return env
+
+    def start_plan(self, replica: int, node: int) -> StartPlan:
+        return self._plan(replica) if node == 0 else self._worker_plan(replica)
 
     def _plan(self, replica: int) -> StartPlan:
         path = self._model_path()

@@ -66,6 +66,7 @@ CORE = (
     Resource("", "v1", "events", "Event"),
     Resource("", "v1", "services", "Service"),
     Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    Resource("", "v1", "configmaps", "ConfigMap"),
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
 )
 # What installing each add-on (jobs.models.ADDONS keys) adds to the API, as its CRDs do.

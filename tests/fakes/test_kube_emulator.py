@@ -243,6 +243,7 @@ def test_services_claims_and_policies_are_served(kube):
     for path in (
         "/api/v1/namespaces/models/services",
         "/api/v1/namespaces/models/persistentvolumeclaims",
+        "/api/v1/namespaces/models/configmaps",
         "/apis/networking.k8s.io/v1/namespaces/models/networkpolicies",
         VMS,
         "/apis/kubevirt.io/v1/kubevirts",

@@ -124,10 +124,15 @@ def test_the_dry_run_asks_the_cluster_about_every_object(vm_cluster, org, kube):
     run = verbs.dry_run(manifest(nodes=2), org)
     assert run.ok, run.refusals
     kinds = [o["kind"] for o in run.objects]
-    assert (
-        kinds
-        == ["PersistentVolumeClaim", "Service", "Service", "NetworkPolicy"] + ["VirtualMachine"] * 2
-    )
+    assert kinds == [
+        "PersistentVolumeClaim",
+        "ConfigMap",
+        "Service",
+        "Service",
+        "NetworkPolicy",
+        "VirtualMachine",
+        "VirtualMachine",
+    ]
     assert names(kube, "VirtualMachine") == [] and names(kube, "Service") == []
     dry = [r.path for r in kube.requests if r.query.get("dryRun") == "All"]
     assert any("/virtualmachines/llama-r0-n1" in p for p in dry)
@@ -145,6 +150,7 @@ def test_deploy_and_follow_a_multi_node_replica_node_by_node(vm_cluster, deploye
     assert names(kube, "PersistentVolumeClaim") == ["llama-weights-r0"]
     assert names(kube, "Service") == ["llama-nodes", "llama-predictor"]
     assert names(kube, "NetworkPolicy") == ["llama"]
+    assert names(kube, "ConfigMap") == ["llama-guest"]
     boot(kube, "llama-r0-n1")
     kube.put(
         instance_of(
@@ -222,7 +228,7 @@ def test_delete_removes_machines_services_and_volumes_of_this_application_only(
     boot(kube, "llama-r0-n0")
     verbs.delete(app, deployer)
     assert names(kube, "VirtualMachine") == ["llama-theirs"]
-    for kind in ("PersistentVolumeClaim", "Service", "NetworkPolicy"):
+    for kind in ("PersistentVolumeClaim", "ConfigMap", "Service", "NetworkPolicy"):
         assert names(kube, kind) == [], kind
     # KubeVirt's garbage collector removes the instance; the reconciler then forgets the row.
     assert Application.objects.filter(name="llama").exists()

@@ -20,7 +20,15 @@ from hypothesis import strategies as st
 
 from jobs.manifest import parse
 from jobs.render import APP_LABEL, MANAGED_BY_LABEL, RenderError, render, validate
-from jobs.render.cloud_init import LAUNCHER, PLAN_PATH, UNIT, StartPlan, read_plan, user_data
+from jobs.render.cloud_init import (
+    UNIT,
+    USER_DATA_MAX,
+    StartPlan,
+    guest_files,
+    launcher,
+    plan_file,
+    user_data,
+)
 from jobs.render.common import ORGANIZATION_LABEL
 from tests.jobs.test_render import CATALOG, CTX, GPU_KINDS, TARGETS, build, document, filled, gpu
 
@@ -84,9 +92,23 @@ def instance(obj: dict) -> dict:
     return obj["spec"]["template"]["spec"]
 
 
-def plan_of(obj: dict) -> dict:
-    volumes = {v["name"]: v for v in instance(obj)["volumes"]}
-    return read_plan(volumes["cloudinitdisk"]["cloudInitNoCloud"]["userData"])
+def volumes_of(vm: dict) -> dict:
+    return {v["name"]: v for v in instance(vm)["volumes"]}
+
+
+def guest_of(objects: list[dict], vm: dict) -> dict[str, str]:
+    """The guest files the machine reads: the ConfigMap its guest disk names."""
+    name = volumes_of(vm)["guest"]["configMap"]["name"]
+    (config,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == name]
+    return config["data"]
+
+
+def plan_of(objects: list[dict], vm: dict) -> dict:
+    return json.loads(guest_of(objects, vm)[plan_file(vm["metadata"]["name"])])
+
+
+def user_data_of(vm: dict) -> dict:
+    return yaml.safe_load(volumes_of(vm)["cloudinitdisk"]["cloudInitNoCloud"]["userData"])
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -104,6 +126,9 @@ def test_every_rendered_object_passes_kubevirts_schema(case):
         # The instances (and their virt-launcher pods) carry whose they are as well.
         template = vm["spec"]["template"]["metadata"]["labels"]
         assert template[APP_LABEL] == "app" and template[ORGANIZATION_LABEL] == "acme"
+        # KubeVirt's webhook refuses inline user data above 2048 bytes.
+        data = volumes_of(vm)["cloudinitdisk"]["cloudInitNoCloud"]["userData"]
+        assert len(data.encode()) <= USER_DATA_MAX, len(data.encode())
     assert objects == vm_build(CASES[case])  # deterministic
 
 
@@ -114,6 +139,7 @@ def test_the_same_manifest_deploys_as_containers_or_machines_by_one_field():
     assert [o["kind"] for o in containers] == ["InferenceService"]
     assert [o["kind"] for o in vms] == [
         "PersistentVolumeClaim",
+        "ConfigMap",
         "Service",
         "NetworkPolicy",
         "VirtualMachine",
@@ -191,8 +217,9 @@ def test_a_catalog_entry_names_its_own_device():
 
 
 def test_the_cloud_init_starts_vllm_with_exactly_the_manifests_arguments():
-    (vm,) = machines(vm_build(CASES["engine-fields"] | {"engine.extraArgs": ["--seed=7"]}))
-    plan = plan_of(vm)
+    objects = vm_build(CASES["engine-fields"] | {"engine.extraArgs": ["--seed=7"]})
+    (vm,) = machines(objects)
+    plan = plan_of(objects, vm)
     assert plan["exec"] == [
         "vllm",
         "serve",
@@ -234,8 +261,9 @@ def test_a_cpu_machine_starts_vllm_with_exactly_the_manifests_arguments_and_vari
         "serving.kvCacheSize": "6Gi",
         "engine.extraArgs": ["--seed=7"],
     }
-    (vm,) = machines(vm_build(changes))
-    plan = plan_of(vm)
+    objects = vm_build(changes)
+    (vm,) = machines(objects)
+    plan = plan_of(objects, vm)
     assert plan["exec"] == [
         "vllm",
         "serve",
@@ -264,12 +292,12 @@ def test_a_cpu_machine_starts_vllm_with_exactly_the_manifests_arguments_and_vari
 def test_multi_node_leader_and_workers_join_with_ray():
     objects = vm_build(CASES["multinode-2"])
     leader, worker = machines(objects)
-    lead = plan_of(leader)
+    lead = plan_of(objects, leader)
     assert "--pipeline-parallel-size=2" in lead["exec"]
     assert "--tensor-parallel-size=8" in lead["exec"]
     assert "--distributed-executor-backend=ray" in lead["exec"]
     assert lead["steps"][-1][:3] == ["ray", "start", "--head"]
-    work = plan_of(worker)
+    work = plan_of(objects, worker)
     assert work["exec"][:3] == [
         "ray",
         "start",
@@ -298,7 +326,7 @@ def test_single_node_opens_only_the_serving_port():
 def test_parakeet_runs_its_speech_to_text_server():
     objects = vm_build(CASES["parakeet"])
     (vm,) = machines(objects)
-    plan = plan_of(vm)
+    plan = plan_of(objects, vm)
     assert plan["exec"] == [
         "parakeet-server",
         "--model_name=app",
@@ -319,8 +347,8 @@ def test_a_pvc_artifact_is_mounted_read_only_without_a_weight_volume():
     (vm,) = machines(objects)
     volumes = {v["name"]: v for v in instance(vm)["volumes"]}
     assert volumes["models"]["persistentVolumeClaim"] == {"claimName": "weights", "readOnly": True}
-    assert plan_of(vm)["exec"][2] == "/mnt/models/qwen3"
-    assert "download" not in plan_of(vm)
+    assert plan_of(objects, vm)["exec"][2] == "/mnt/models/qwen3"
+    assert "download" not in plan_of(objects, vm)
 
 
 HOSTILE = [
@@ -330,19 +358,24 @@ HOSTILE = [
 
 
 def test_hostile_engine_values_reach_the_server_as_one_argument_each():
-    (vm,) = machines(vm_build({"engine.extraArgs": HOSTILE}))
-    volumes = {v["name"]: v for v in instance(vm)["volumes"]}
-    data = volumes["cloudinitdisk"]["cloudInitNoCloud"]["userData"]
-    config = yaml.safe_load(data)
-    assert sorted(config) == ["mounts", "runcmd", "write_files"]
+    objects = vm_build({"engine.extraArgs": HOSTILE})
+    (vm,) = machines(objects)
+    config = user_data_of(vm)
+    assert sorted(config) == ["mounts", "runcmd"]
     assert config["runcmd"] == [
+        [
+            "cp",
+            "/run/servedeck/guest/servedeck-model.service",
+            "/etc/systemd/system/servedeck-model@.service",
+        ],
         ["systemctl", "daemon-reload"],
-        ["systemctl", "enable", "--now", "servedeck-model.service"],
+        ["systemctl", "enable", "--now", "servedeck-model@app-r0-n0.service"],
     ]
-    files = {f["path"]: f["content"] for f in config["write_files"]}
-    assert files["/usr/local/lib/servedeck/launch.py"] == LAUNCHER
-    assert files["/etc/systemd/system/servedeck-model.service"] == UNIT
-    assert json.loads(files[PLAN_PATH])["exec"][-2:] == HOSTILE
+    files = guest_of(objects, vm)
+    assert sorted(files) == ["app-r0-n0.json", "launch.py", "servedeck-model.service"]
+    assert files["launch.py"] == launcher()
+    assert files["servedeck-model.service"] == UNIT
+    assert json.loads(files["app-r0-n0.json"])["exec"][-2:] == HOSTILE
 
 
 @pytest.mark.parametrize(
@@ -356,22 +389,32 @@ def test_hostile_engine_values_reach_the_server_as_one_argument_each():
         "#cloud-config\nbootcmd: [reboot]",
     ],
 )
-def test_the_user_data_holds_any_value_as_data(value):
+def test_the_guest_files_hold_any_value_as_data(value):
     plan = StartPlan(exec=("vllm", "serve", value), env={"X": value}, steps=((value,),))
-    config = yaml.safe_load(user_data(plan, weights=True, models=False, hf_token=False))
-    assert sorted(config) == ["mounts", "runcmd", "write_files"]
-    files = {f["path"]: f["content"] for f in config["write_files"]}
-    assert sorted(files) == sorted(
-        [
-            PLAN_PATH,
-            "/usr/local/lib/servedeck/launch.py",
-            "/etc/systemd/system/servedeck-model.service",
-        ]
-    )
-    written = json.loads(files[PLAN_PATH])
+    files = guest_files({"app-r0-n0": plan})
+    written = json.loads(files["app-r0-n0.json"])
     assert written["exec"] == ["vllm", "serve", value]
     assert written["env"] == {"X": value} and written["steps"] == [[value]]
-    assert value not in files["/etc/systemd/system/servedeck-model.service"]
+    assert value not in files["servedeck-model.service"]
+    # The user data names the machine only: no value of the plan is in it.
+    data = user_data("app-r0-n0", weights=True, models=False, hf_token=False)
+    assert value not in data and sorted(yaml.safe_load(data)) == ["mounts", "runcmd"]
+
+
+def test_a_changed_plan_is_a_changed_machine():
+    """The machines name the ConfigMap only: their template hash covers the files they read, so
+    a new revision that changes only arguments still replaces their instances."""
+
+    def hashes(changes):
+        return [
+            vm["spec"]["template"]["metadata"]["annotations"]["servedeck.io/template-hash"]
+            for vm in machines(vm_build(changes))
+        ]
+
+    leader, worker = hashes(CASES["multinode-2"])
+    changed = hashes(CASES["multinode-2"] | {"engine.extraArgs": ["--seed=7"]})
+    assert changed[0] != leader  # the leader's plan changed
+    assert changed[1] == worker  # the worker's did not
 
 
 @pytest.mark.parametrize(
@@ -466,19 +509,22 @@ def test_every_accepted_virtual_machine_manifest_renders_to_valid_objects(change
     replicas = result.manifest["spec"]["source"]["model"]["scaling"]["minReplicas"]
     assert len(machines(objects)) == nodes * replicas
     for vm in machines(objects):
-        assert plan_of(vm)["exec"]  # every machine starts something, from its plan
+        assert plan_of(objects, vm)["exec"]  # every machine starts something, from its plan
 
 
-def test_services_volumes_and_the_network_policy_are_checked_against_kubernetes_models():
+def test_services_volumes_guest_files_and_the_policy_are_checked_as_kubernetes_would():
     broken = copy.deepcopy(vm_build(CASES["multinode-2"]))
     by_name = {o["metadata"]["name"]: o for o in broken}
     by_name["app"]["spec"]["ingress"][0]["ports"][0]["bogus"] = 1
     by_name["app-predictor"]["spec"]["ports"][0]["port"] = "eighty"
     by_name["app-weights-r0"]["spec"]["accessMode"] = ["ReadWriteOnce"]
+    by_name["app-guest"]["data"]["servedeck-model@.service"] = "[Unit]"
     problems = validate(broken)
     assert problems == [
         "PersistentVolumeClaim ml-serving/app-weights-r0: spec.accessMode: unknown field (not "
         "in V1PersistentVolumeClaimSpec)",
+        "ConfigMap ml-serving/app-guest: data.servedeck-model@.service: not a ConfigMap key "
+        "(letters, digits, '-', '_' and '.' only)",
         "Service ml-serving/app-predictor: port: Input should be a valid integer",
         "NetworkPolicy ml-serving/app: spec.ingress[0].ports[0].bogus: unknown field (not in "
         "V1NetworkPolicyPort)",

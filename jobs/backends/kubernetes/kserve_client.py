@@ -495,8 +495,8 @@ def _rendered_kind(obj: Mapping[str, Any]) -> Kind:
         raise BackendError(
             f"ServeDeck does not apply {obj.get('apiVersion')} {obj.get('kind')} objects",
             "Apply only what jobs.render made: InferenceService, ServingRuntime, "
-            "LocalModelCache and HTTPRoute; VirtualMachine, Service, PersistentVolumeClaim and "
-            "NetworkPolicy for virtual machines.",
+            "LocalModelCache and HTTPRoute; VirtualMachine, Service, PersistentVolumeClaim, "
+            "ConfigMap and NetworkPolicy for virtual machines.",
         )
     return kind
 
