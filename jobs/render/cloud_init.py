@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from .guest_launcher import REFUSED
+
 # KubeVirt's webhook: inline userData (and userDataBase64) of at most this many bytes.
 USER_DATA_MAX = 2048
 GUEST_SERIAL = "servedeck-guest"  # the disk serial of the guest files' ConfigMap (<= 20)
@@ -41,9 +43,6 @@ MODELS_TAG = "models"  # the virtiofs tag of a pvc:// artifact's claim
 MODELS_DIR = "/mnt/models"
 HF_TOKEN_SERIAL = "hf-token"  # the disk serial of the Secret holding HF_TOKEN
 HF_TOKEN_DIR = "/run/servedeck/hf-token"
-# The launcher's exit status for a refusal that a restart of the unit cannot mend (sysexits'
-# EX_CONFIG): systemd leaves it stopped instead of retrying every few seconds.
-REFUSED = 78
 
 # Read once per boot by the unit below; its only input is the plan file. Its messages go to
 # the guest's serial console too, which `virtctl console` and KubeVirt's console log show.
@@ -75,15 +74,25 @@ def launcher() -> str:
 
 @dataclass(frozen=True)
 class StartPlan:
-    """What one virtual machine runs: optional download, steps, then the server (exec)."""
+    """What one virtual machine runs (guest_launcher.py reads it): the volumes that must be
+    mounted (path -> virtiofs tag), the readiness probe's port (the leader's, answered by the
+    launcher until the server starts), the name to advertise to the replica's other machines,
+    an optional download, steps, then the server (exec)."""
 
     exec: tuple[str, ...]
     steps: tuple[tuple[str, ...], ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     download: Mapping[str, str] | None = None
+    mounts: Mapping[str, str] = field(default_factory=dict)
+    probe_port: int | None = None
+    advertise: str | None = None
 
     def as_json(self) -> str:
-        plan: dict[str, Any] = {}
+        plan: dict[str, Any] = {"mounts": dict(self.mounts)}
+        if self.probe_port is not None:
+            plan["probe_port"] = self.probe_port
+        if self.advertise:
+            plan["advertise"] = self.advertise
         if self.download:
             plan["download"] = dict(self.download)
         plan["env"] = dict(self.env)

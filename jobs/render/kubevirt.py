@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from jobs.catalog import kubevirt_device_name
@@ -341,7 +342,7 @@ class _Layout:
         devices: dict[str, Any] = {
             "disks": disks,
             "filesystems": filesystems,
-            "interfaces": [{"name": "default", "masquerade": {}}],
+            "interfaces": [self._interface()],
         }
         if self.gpu is not None:
             count = int(self.gpu["countPerReplica"])
@@ -375,6 +376,17 @@ class _Layout:
                 "failureThreshold": 6,
             }
         return spec
+
+    def _interface(self) -> dict[str, Any]:
+        """The pod network's interface. Masquerade NATs the guest behind the pod's address (the
+        guest sees 10.0.2.2, the same on every machine), which serves HTTP through the pod but
+        cannot carry Ray and NCCL: each machine advertises its own address to the others. So a
+        multi-node replica's machines are bridged: the guest takes the pod's address (KubeVirt's
+        DHCP hands it over). KubeVirt refuses to live-migrate a bridged instance on the pod
+        network, which costs nothing here (evictionStrategy None, GPUs passed through)."""
+        if self.nodes > 1:
+            return {"name": "default", "bridge": {}}
+        return {"name": "default", "masquerade": {}}
 
     def _affinity(self, replica: int, base: dict[str, str]) -> dict[str, Any]:
         affinity: dict[str, Any] = dict(self.affinity or {})
@@ -411,7 +423,21 @@ class _Layout:
         return env
 
     def start_plan(self, replica: int, node: int) -> StartPlan:
-        return self._plan(replica) if node == 0 else self._worker_plan(replica)
+        plan = self._plan(replica) if node == 0 else self._worker_plan(replica)
+        mounts = {WEIGHTS_DIR: WEIGHTS_TAG} if self.downloads else {MODELS_DIR: MODELS_TAG}
+        return replace(
+            plan,
+            mounts=mounts,
+            # The leader's readiness probe asks this port; its launcher answers until the
+            # server starts (downloading, or refusing), so the status can say which.
+            probe_port=self.port if node == 0 else None,
+            advertise=self._peer_address(replica, node) if self.nodes > 1 else None,
+        )
+
+    def _peer_address(self, replica: int, node: int) -> str:
+        """How the replica's machines reach this one: its name in the headless Service."""
+        peers = peers_service_name(self.name)
+        return f"{vm_name(self.name, replica, node)}.{peers}.{self.namespace}.svc.cluster.local"
 
     def _plan(self, replica: int) -> StartPlan:
         path = self._model_path()
@@ -455,11 +481,10 @@ class _Layout:
         return StartPlan(exec=tuple(argv), steps=steps, env=self._env(True), download=download)
 
     def _worker_plan(self, replica: int) -> StartPlan:
-        leader = f"{vm_name(self.name, replica, 0)}.{peers_service_name(self.name)}"
         argv = (
             "ray",
             "start",
-            f"--address={leader}.{self.namespace}.svc.cluster.local:{RAY_PORT}",
+            f"--address={self._peer_address(replica, 0)}:{RAY_PORT}",
             "--block",
             "--disable-usage-stats",
         )

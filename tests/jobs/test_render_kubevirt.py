@@ -303,6 +303,19 @@ def test_multi_node_leader_and_workers_join_with_ray():
         "start",
         "--address=app-r0-n0.app-nodes.ml-serving.svc.cluster.local:6379",
     ]
+    # Each machine advertises the address its name has in the headless Service: its launcher
+    # checks the guest holds it (a bridged interface takes the pod's address; masquerade would
+    # give every guest 10.0.2.2) and hands it to Ray and vLLM.
+    assert lead["advertise"] == "app-r0-n0.app-nodes.ml-serving.svc.cluster.local"
+    assert work["advertise"] == "app-r0-n1.app-nodes.ml-serving.svc.cluster.local"
+    for vm in (leader, worker):
+        assert instance(vm)["domain"]["devices"]["interfaces"] == [
+            {"name": "default", "bridge": {}}
+        ]
+        assert instance(vm)["networks"] == [{"name": "default", "pod": {}}]
+        assert instance(vm)["evictionStrategy"] == "None"  # no live migration to refuse
+    assert lead["probe_port"] == 8000 and "probe_port" not in work
+    assert lead["mounts"] == work["mounts"] == {"/weights": "weights"}
     assert "download" not in work and "readinessProbe" not in instance(worker)
     assert "hf-token" not in {v["name"] for v in instance(worker)["volumes"]}
     policy = next(o for o in objects if o["kind"] == "NetworkPolicy")
@@ -318,6 +331,12 @@ def test_multi_node_leader_and_workers_join_with_ray():
 
 def test_single_node_opens_only_the_serving_port():
     objects = vm_build(gpu("l4"))
+    (vm,) = machines(objects)
+    # One machine has no peer to advertise to: the pod's NAT serves it.
+    assert instance(vm)["domain"]["devices"]["interfaces"] == [
+        {"name": "default", "masquerade": {}}
+    ]
+    assert "advertise" not in plan_of(objects, vm)
     policy = next(o for o in objects if o["kind"] == "NetworkPolicy")
     assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8000}]}]
     assert not any(o["metadata"]["name"] == "app-nodes" for o in objects)
