@@ -16,6 +16,7 @@ from tests.fakes.kube_objects import (
     instance_of,
     kubevirt_cr,
     launcher_pod,
+    now,
 )
 
 NS = PROD_NAMESPACE
@@ -169,7 +170,7 @@ def test_deploy_and_follow_a_multi_node_replica_node_by_node(vm_cluster, deploye
     settle(follower)
     app.refresh_from_db()
     assert app.phase == "Scheduling"
-    assert app.reason.startswith("1 of 2 VMIs of replica 0 are running; the first (llama-r0-n0)")
+    assert app.reason.startswith("1 of 2 VMIs of replica 1 are running; the first (llama-r0-n0)")
     assert "waits for a node with 8 free H100s" in app.reason
     boot(kube, "llama-r0-n0")
     settle(follower)
@@ -177,6 +178,38 @@ def test_deploy_and_follow_a_multi_node_replica_node_by_node(vm_cluster, deploye
     assert app.phase == "Running", app.reason
     assert app.ready_replicas == 1
     assert app.endpoint == f"http://llama-predictor.{NS}.svc.cluster.local"
+
+
+def test_a_replica_waiting_for_its_weight_volume_says_why(vm_cluster, deployer, kube, follower):
+    """The reconciler follows the weight volumes too: a claim no storage class can provide
+    (multi-node replicas share theirs, ReadWriteMany) is the reason, not "waits to be
+    scheduled"."""
+    app = verbs.apply(manifest(nodes=2), deployer).application
+    claim = kube.get("PersistentVolumeClaim", "llama-weights-r0", NS)
+    kube.put({**claim, "status": {"phase": "Pending"}})
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "llama-weights-r0.17f1", "namespace": NS},
+            "involvedObject": {"kind": "PersistentVolumeClaim", "name": "llama-weights-r0"},
+            "reason": "ProvisioningFailed",
+            "message": "access mode ReadWriteMany is not supported",
+            "lastTimestamp": now(),
+        }
+    )
+    for name in ("llama-r0-n0", "llama-r0-n1"):
+        kube.put(instance_of(kube.get("VirtualMachine", name, NS), "Pending"))
+    settle(follower)
+    app.refresh_from_db()
+    assert app.phase == "Scheduling"
+    assert "the first (llama-r0-n0) waits for its weight volume llama-weights-r0" in app.reason
+    assert "ReadWriteMany filesystem volumes" in app.next_step
+    # Bound: the instances are what it waits for again.
+    kube.put({**claim, "status": {"phase": "Bound"}})
+    settle(follower)
+    app.refresh_from_db()
+    assert "weight volume" not in app.reason and "waits to be scheduled" in app.reason
 
 
 def test_restart_replaces_the_instances_and_keeps_the_volumes(vm_cluster, deployer, kube):

@@ -11,7 +11,11 @@ from jobs.backends.base import BackendFailed, Preflight, target_answer
 from jobs.backends.kubernetes.errors import BackendError, Unreachable
 from jobs.backends.kubernetes.kinds import RENDERED
 from jobs.backends.kubernetes.kserve_client import KServeClient
-from jobs.backends.kubernetes.kubevirt_client import Machines, is_virtual_machine_app
+from jobs.backends.kubernetes.kubevirt_client import (
+    MachineObjects,
+    Machines,
+    is_virtual_machine_app,
+)
 from jobs.catalog import gpu_kind_named, kubevirt_device_name
 from jobs.lifecycle import Observed
 from jobs.models import Phase
@@ -186,10 +190,7 @@ class ClusterBackend:
             )
         if gone_is_none and not seen.machines and not seen.instances:
             return None
-        status = machine_status_of(
-            application, seen.machines, seen.instances, seen.pods, seen.events, deleting
-        )
-        return Observed.of(status)
+        return Observed.of(machine_status_of(application, seen, deleting))
 
     def observe(self, application) -> Observed:
         if self._vm(application):
@@ -220,14 +221,15 @@ def status_of(application, isvc, pods, events, deleting: bool | None = None):
     )
 
 
-def machine_status_of(application, machines, instances, pods, events, deleting=None):
+def machine_status_of(application, seen: MachineObjects, deleting=None):
     """derive_vm_status for one application in virtual machines."""
     return derive_vm_status(
-        machines,
-        instances,
-        pods,
-        events,
+        seen.machines,
+        seen.instances,
+        seen.pods,
+        seen.events,
         machine_facts(application),
+        claims=seen.claims,
         deleting=application.phase == Phase.DELETING if deleting is None else deleting,
     )
 

@@ -36,6 +36,7 @@ from .kinds import (
     KUBEVIRT,
     LOCAL_MODEL_CACHE,
     LOCAL_MODEL_NODE_GROUP,
+    PERSISTENT_VOLUME_CLAIM,
     POD,
     RENDERED,
     SERVING_RUNTIME,
@@ -424,6 +425,16 @@ class KServeClient:
     def list_virtual_machine_instances(self, namespace: str | None = None) -> Listing:
         """The instances of ServeDeck's VirtualMachines (they carry the template's labels)."""
         return _listing(self.api.list(VIRTUAL_MACHINE_INSTANCE, namespace, OURS))
+
+    def list_persistent_volume_claims(self, namespace: str | None = None) -> Listing:
+        """ServeDeck's PersistentVolumeClaims: the weight volumes of virtual machines."""
+        return _listing(self.api.list(PERSISTENT_VOLUME_CLAIM, namespace, OURS))
+
+    def watch_persistent_volume_claims(
+        self, namespace=None, resource_version=None, timeout_seconds=60
+    ):
+        kind = PERSISTENT_VOLUME_CLAIM
+        return self._watch(kind, namespace, OURS, resource_version, timeout_seconds)
 
     def watch_virtual_machines(self, namespace=None, resource_version=None, timeout_seconds=60):
         return self._watch(VIRTUAL_MACHINE, namespace, OURS, resource_version, timeout_seconds)
