@@ -35,6 +35,11 @@ def peers_service_name(app: str) -> str:
     return f"{app}-nodes"
 
 
+def peers_policy_name(app: str, replica: int) -> str:
+    """The NetworkPolicy that opens a multi-node replica's machines to each other."""
+    return f"{app}-peers-r{replica}"
+
+
 def guest_files_name(app: str) -> str:
     """The ConfigMap of the files every machine's guest reads at boot (launcher, plans)."""
     return f"{app}-guest"

@@ -1,15 +1,17 @@
 """The KubeVirt renderer: an application with runtime.isolation VirtualMachine as KubeVirt
 VirtualMachines (one per node of each replica; the VirtualMachine keeps its instance running
 and is what stop halts), a weight volume per replica, the files the guests start from, the
-Services the gateway and the replica's nodes reach, and a NetworkPolicy that opens only the
-serving port (and the replica's nodes to each other, for Ray and the pipeline's traffic).
+Services the gateway and the replica's nodes reach, and NetworkPolicies that open only the
+leaders' serving port to the gateway's namespace, and each replica's machines to each other
+(Ray and the pipeline's traffic), never to another replica's.
 
 Names, for application `llama` with 2 replicas of 2 nodes: VirtualMachines llama-r0-n0
 (replica 0's leader), llama-r0-n1, llama-r1-n0, llama-r1-n1; PersistentVolumeClaims
 llama-weights-r0, llama-weights-r1; ConfigMap llama-guest (the launcher and each machine's
 start plan, cloud_init.py); Service llama-predictor (the ready leaders, as KServe names a
 predictor, so the gateway routes to it alike) and llama-nodes (headless: the leaders' DNS
-names for the workers); NetworkPolicy llama.
+names for the workers); NetworkPolicies llama (the serving port), llama-peers-r0 and
+llama-peers-r1.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from jobs.kube_names import (
     REPLICA_LABEL,
     ROLE_LABEL,
     guest_files_name,
+    peers_policy_name,
     peers_service_name,
     predictor_service,
     vm_name,
@@ -55,6 +58,8 @@ from .runtimes import PARAKEET_PORT
 from .target import RenderTarget
 
 KUBEVIRT_API = "kubevirt.io/v1"
+# Set by Kubernetes on every namespace (1.22 and later): how a policy names one.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 TEMPLATE_HASH = "servedeck.io/template-hash"
 LEADER, WORKER = "leader", "worker"
 VLLM_PORT = 8000
@@ -93,6 +98,8 @@ def vm_objects(
     if plan.nodes > 1:
         objects.append(plan.peers_service(base))
     objects.append(plan.network_policy(base))
+    if plan.nodes > 1:
+        objects += [plan.peers_policy(r, base) for r in range(plan.replicas)]
     for r, n in grid:
         objects.append(plan.virtual_machine(r, n, base, guest_digest(files, vm_name(name, r, n))))
     return objects
@@ -257,17 +264,39 @@ class _Layout:
         }
 
     def network_policy(self, base: dict[str, str]) -> dict[str, Any]:
-        selector = {"matchLabels": self._selector(base)}
-        ingress: list[dict[str, Any]] = [{"ports": [{"protocol": "TCP", "port": self.port}]}]
-        if self.nodes > 1:
-            # Ray and the pipeline stages' NCCL traffic use ports chosen at run time; they are
-            # open between this application's machines only.
-            ingress.append({"from": [{"podSelector": selector}]})
+        """The leaders' serving port, open to the callers' namespaces only: the gateway sends
+        every request (the kubelet's probes come from the node, which a NetworkPolicy always
+        lets through). Workers serve nothing; they are the replica's (peers_policy)."""
+        served: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": self.port}]}
+        callers = self.target.vm_caller_namespaces
+        if callers and "*" not in callers:
+            served["from"] = [
+                {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}
+                for namespace in callers
+            ]
+        leaders = self._selector(base, **{ROLE_LABEL: LEADER})
+        return self._policy(self.name, base, leaders, [served])
+
+    def peers_policy(self, replica: int, base: dict[str, str]) -> dict[str, Any]:
+        """Ray and the pipeline stages' NCCL traffic use ports chosen at run time: open between
+        the machines of one replica, never to another replica's."""
+        machines = self._selector(base, **{REPLICA_LABEL: str(replica)})
+        peers = [{"from": [{"podSelector": {"matchLabels": dict(machines)}}]}]
+        return self._policy(peers_policy_name(self.name, replica), base, machines, peers)
+
+    def _policy(
+        self, name: str, base: dict[str, str], selected: dict[str, str], ingress: list
+    ) -> dict[str, Any]:
+        # Selecting a machine isolates it: only what some policy's ingress allows comes in.
         return {
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
-            "metadata": metadata(self.name, self.namespace, base),
-            "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": ingress},
+            "metadata": metadata(name, self.namespace, base),
+            "spec": {
+                "podSelector": {"matchLabels": selected},
+                "policyTypes": ["Ingress"],
+                "ingress": ingress,
+            },
         }
 
     def guest_config(self, base: dict[str, str], files: dict[str, str]) -> dict[str, Any]:

@@ -74,6 +74,9 @@ class RenderTarget:
     parakeet_vm_image: str = PARAKEET_VM_IMAGE
     weights_storage_class: str = ""
     vllm_version: str = ""
+    # The namespaces whose pods may call a virtual machine's serving port (the gateway's);
+    # ("*",): any source.
+    vm_caller_namespaces: tuple[str, ...] = (DEFAULT_GATEWAY_SERVICE.partition("/")[0],)
 
     @classmethod
     def from_profile(cls, profile: Any) -> RenderTarget:
@@ -89,8 +92,10 @@ class RenderTarget:
         cluster = profile.cluster
         from django.conf import settings
 
+        callers = getattr(settings, "SERVEDECK_VM_CALLER_NAMESPACES", None)
         return cls(
             gateway_service=getattr(settings, "SERVEDECK_GATEWAY_SERVICE", DEFAULT_GATEWAY_SERVICE),
+            vm_caller_namespaces=tuple(callers or cls.vm_caller_namespaces),
             namespace=profile.namespace or DEFAULT_NAMESPACE,
             machine_catalog=tuple(k for k in catalog if isinstance(k, Mapping)),
             addons=frozenset(cluster.addons or ()),

@@ -131,6 +131,7 @@ def test_the_dry_run_asks_the_cluster_about_every_object(vm_cluster, org, kube):
         "Service",
         "Service",
         "NetworkPolicy",
+        "NetworkPolicy",
         "VirtualMachine",
         "VirtualMachine",
     ]
@@ -150,7 +151,7 @@ def test_deploy_and_follow_a_multi_node_replica_node_by_node(vm_cluster, deploye
     assert names(kube, "VirtualMachine") == ["llama-r0-n0", "llama-r0-n1"]
     assert names(kube, "PersistentVolumeClaim") == ["llama-weights-r0"]
     assert names(kube, "Service") == ["llama-nodes", "llama-predictor"]
-    assert names(kube, "NetworkPolicy") == ["llama"]
+    assert names(kube, "NetworkPolicy") == ["llama", "llama-peers-r0"]
     assert names(kube, "ConfigMap") == ["llama-guest"]
     boot(kube, "llama-r0-n1")
     kube.put(

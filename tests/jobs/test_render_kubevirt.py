@@ -318,10 +318,6 @@ def test_multi_node_leader_and_workers_join_with_ray():
     assert lead["mounts"] == work["mounts"] == {"/weights": "weights"}
     assert "download" not in work and "readinessProbe" not in instance(worker)
     assert "hf-token" not in {v["name"] for v in instance(worker)["volumes"]}
-    policy = next(o for o in objects if o["kind"] == "NetworkPolicy")
-    served, peers = policy["spec"]["ingress"]
-    assert served == {"ports": [{"protocol": "TCP", "port": 8000}]}
-    assert peers["from"][0]["podSelector"] == policy["spec"]["podSelector"]
     service = next(o for o in objects if o["metadata"]["name"] == "app-predictor")
     assert service["spec"]["selector"]["servedeck.io/role"] == "leader"
     assert service["spec"]["ports"][0]["port"] == 80
@@ -337,9 +333,58 @@ def test_single_node_opens_only_the_serving_port():
         {"name": "default", "masquerade": {}}
     ]
     assert "advertise" not in plan_of(objects, vm)
-    policy = next(o for o in objects if o["kind"] == "NetworkPolicy")
-    assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8000}]}]
+    (policy,) = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["ingress"] == [SERVED]
     assert not any(o["metadata"]["name"] == "app-nodes" for o in objects)
+
+
+GATEWAY_NAMESPACE = {
+    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "servedeck"}}
+}
+SERVED = {"ports": [{"protocol": "TCP", "port": 8000}], "from": [GATEWAY_NAMESPACE]}
+APP = {"servedeck.io/application": "app", "servedeck.io/organization": "acme"}
+
+
+def selected(policy: dict) -> dict:
+    labels = policy["spec"]["podSelector"]["matchLabels"]
+    return {k: v for k, v in labels.items() if k != "servedeck.io/namespace"}
+
+
+def test_each_replica_is_open_to_its_own_machines_only_and_the_port_to_the_gateway():
+    objects = vm_build(CASES["multinode-3-two-replicas"])
+    policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "NetworkPolicy"}
+    assert sorted(policies) == ["app", "app-peers-r0", "app-peers-r1"]
+    # The serving port: on the leaders, from the gateway's namespace (the setting's default).
+    assert selected(policies["app"]) == {**APP, "servedeck.io/role": "leader"}
+    assert policies["app"]["spec"]["ingress"] == [SERVED]
+    # Ray and NCCL: any port, between the machines of one replica.
+    for replica in ("0", "1"):
+        policy = policies[f"app-peers-r{replica}"]
+        own = {**APP, "servedeck.io/replica": replica}
+        assert selected(policy) == own
+        (peers,) = policy["spec"]["ingress"]
+        assert peers == {"from": [{"podSelector": policy["spec"]["podSelector"]}]}
+        assert "ports" not in peers and policy["spec"]["policyTypes"] == ["Ingress"]
+    # Every machine is selected by some policy, so nothing else comes in.
+    for vm in machines(objects):
+        labels = vm["spec"]["template"]["metadata"]["labels"]
+        assert any(
+            all(labels.get(k) == v for k, v in p["spec"]["podSelector"]["matchLabels"].items())
+            for p in policies.values()
+        ), vm["metadata"]["name"]
+
+
+def test_the_callers_namespaces_are_a_setting():
+    target = replace(ORG_TARGET, vm_caller_namespaces=("edge", "servedeck"))
+    (policy,) = [o for o in vm_build(gpu("l4"), target) if o["kind"] == "NetworkPolicy"]
+    (served,) = policy["spec"]["ingress"]
+    assert [f["namespaceSelector"]["matchLabels"] for f in served["from"]] == [
+        {"kubernetes.io/metadata.name": "edge"},
+        {"kubernetes.io/metadata.name": "servedeck"},
+    ]
+    anyone = replace(ORG_TARGET, vm_caller_namespaces=("*",))
+    (policy,) = [o for o in vm_build(gpu("l4"), anyone) if o["kind"] == "NetworkPolicy"]
+    assert policy["spec"]["ingress"] == [{"ports": [{"protocol": "TCP", "port": 8000}]}]
 
 
 def test_parakeet_runs_its_speech_to_text_server():
