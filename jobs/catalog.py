@@ -76,6 +76,21 @@ def kubevirt_device_name(kind: Mapping[str, Any]) -> str | None:
     return KUBEVIRT_GPU_DEVICES.get(product) if isinstance(product, str) else None
 
 
+def unpermitted_gpu_kinds(
+    catalog: Iterable[Any], permitted: Iterable[str]
+) -> list[tuple[str, str | None]]:
+    """The catalog's GPU kinds a virtual machine cannot have, as (name, device name): their
+    device is not among the `permitted` ones (KubeVirt's permittedHostDevices), or they name no
+    device (None)."""
+    allowed = set(permitted)
+    found = []
+    for kind in gpu_kinds(catalog):
+        device = kubevirt_device_name(kind)
+        if device not in allowed:
+            found.append((str(kind["name"]), device))
+    return found
+
+
 def default_machine_catalog() -> list[dict]:
     """A fresh copy, for model field defaults."""
     return [dict(kind, nodeLabels=dict(kind["nodeLabels"])) for kind in DEFAULT_MACHINE_CATALOG]

@@ -322,6 +322,7 @@ def test_discovery_reads_addons_queues_and_cache_node_groups(kube, backend):
         addons=ALL,
         queues=("cpu-queue", "gpu-queue"),
         cache_node_groups={"gpu-h100": 1536 * GIB, "gpu-l4": 500 * GIB},
+        kubevirt_devices=(),  # read: its (absent) CR permits none
     )
 
 

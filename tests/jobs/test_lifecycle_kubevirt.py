@@ -7,7 +7,12 @@ removing everything of this application and nothing of another's, rollback, disc
 import pytest
 
 from jobs import deploy as verbs
-from jobs.backends.kubernetes.backend import discover, forget_clients
+from jobs.backends.kubernetes.backend import (
+    describe_addons,
+    discover,
+    discovery_warnings,
+    forget_clients,
+)
 from jobs.models import Application, Cluster, Profile
 from jobs.reconciler.watching import KINDS, VM_KINDS, ClusterFollower
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
@@ -101,7 +106,58 @@ def test_discovery_reads_kubevirt_and_the_devices_it_permits(vm_cluster, kube):
     kube.uninstall("kubevirt")
     discover(vm_cluster)
     vm_cluster.refresh_from_db()
-    assert "kubevirt" not in vm_cluster.addons and vm_cluster.kubevirt_devices == []
+    assert "kubevirt" not in vm_cluster.addons and vm_cluster.kubevirt_devices is None
+
+
+def test_a_kubevirt_cr_the_console_may_not_read_leaves_the_devices_unknown_not_none(
+    vm_cluster, org, kube
+):
+    """A 403 on the KubeVirt CR is no answer about devices: the dry run does not refuse every
+    GPU machine ("it permits none"), it warns that it could not check and says why."""
+    kube.put(kubevirt_cr(H100))
+    kube.fail_next(403, verb="list", resource="kubevirts")
+    discover(vm_cluster)
+    vm_cluster.refresh_from_db()
+    assert "kubevirt" in vm_cluster.addons and vm_cluster.kubevirt_devices is None
+    assert "KubeVirt devices unknown (the KubeVirt CR could not be read: grant list on " in (
+        describe_addons(vm_cluster)
+    )
+    run = verbs.dry_run(manifest(gpu="l4", count=1, memory="16Gi"), org)
+    assert run.ok, run.refusals
+    (warning,) = [w for w in run.warnings if "KubeVirt" in w.message]
+    assert f"Whether KubeVirt on cluster vm permits passing through {L4}" in warning.message
+    assert "could not read the KubeVirt CR" in warning.message
+    assert "grant list on kubevirts.kubevirt.io" in warning.message.lower()
+    assert warning.about == "spec.source.model.resources.accelerator.gpu.model"
+    # Read again with the right: known, and checked.
+    discover(vm_cluster)
+    vm_cluster.refresh_from_db()
+    assert vm_cluster.kubevirt_devices == [H100]
+    (problem,) = verbs.dry_run(manifest(gpu="l4", count=1, memory="16Gi"), org).refusals
+    assert f"does not permit passing through {L4}" in problem.message
+
+
+def test_discovery_names_the_catalogs_gpu_kinds_kubevirt_does_not_permit(
+    vm_cluster, admin, as_admin, kube
+):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.urls import reverse
+
+    kube.put(kubevirt_cr(H100, L4))
+    out, err = StringIO(), StringIO()
+    call_command("cluster", "discover", "vm", stdout=out, stderr=err)
+    assert out.getvalue().startswith("cluster/vm: add-ons")
+    (warning,) = err.getvalue().splitlines()
+    assert warning.startswith("warning: KubeVirt on cluster vm does not permit the GPU kinds ")
+    assert "t4 (nvidia.com/TU104GL_Tesla_T4), a10g (nvidia.com/GA102GL_A10G)" in warning
+    assert "b200 (no device name)" in warning and "of profile vm's machine catalog" in warning
+    assert "h100" not in warning and "l4 (" not in warning.replace("t4 (", "")
+    vm_cluster.refresh_from_db()
+    assert discovery_warnings(vm_cluster) == [warning.removeprefix("warning: ")]
+    page = as_admin.post(reverse("jobs:cluster-discover", args=["vm"]), follow=True)
+    assert "does not permit the GPU kinds t4" in page.content.decode()
 
 
 def test_virtual_machines_on_a_cluster_without_kubevirt_are_refused(vm_cluster, org, kube):

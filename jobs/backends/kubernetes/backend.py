@@ -9,14 +9,14 @@ import threading
 
 from jobs.backends.base import BackendFailed, Preflight, target_answer
 from jobs.backends.kubernetes.errors import BackendError, Unreachable
-from jobs.backends.kubernetes.kinds import RENDERED
+from jobs.backends.kubernetes.kinds import KUBEVIRT, RENDERED
 from jobs.backends.kubernetes.kserve_client import KServeClient
 from jobs.backends.kubernetes.kubevirt_client import (
     MachineObjects,
     Machines,
     is_virtual_machine_app,
 )
-from jobs.catalog import gpu_kind_named, kubevirt_device_name
+from jobs.catalog import gpu_kind_named, kubevirt_device_name, unpermitted_gpu_kinds
 from jobs.lifecycle import Observed
 from jobs.models import Phase
 from jobs.render import render_for_profile
@@ -91,9 +91,10 @@ class ClusterBackend:
     def preflight(self, manifest: dict, objects: list) -> Preflight:
         """The cluster's server-side dry run of the rendered objects. Its answers are about the
         objects, not a manifest field: said at the profile, shown at Review."""
-        device = _device_refusal(self.profile, manifest)
-        if device is not None:
+        device = _device_check(self.profile, manifest)
+        if device is not None and device.level == "refusal":
             return Preflight(refusals=[device])
+        warnings = [device] if device is not None else []
         try:
             refused = self.client.dry_run(objects)
         except Unreachable as error:
@@ -101,10 +102,12 @@ class ClusterBackend:
                 f"The server-side dry run on cluster {self.profile.cluster.name} could not "
                 f"run: {error.reason} Everything else was checked. {self._next_step(error)}"
             )
-            return Preflight(warnings=[target_answer(said, level="warning")])
+            return Preflight(warnings=[*warnings, target_answer(said, level="warning")])
         except BackendError as error:
             return Preflight(refusals=[target_answer(f"{error.reason} {error.next_step}")])
-        return Preflight(refusals=[target_answer(sentence) for sentence in refused])
+        return Preflight(
+            refusals=[target_answer(sentence) for sentence in refused], warnings=warnings
+        )
 
     def gpus_here(self) -> None:
         """Unknown without asking the cluster: the profile's machine catalog says what it has."""
@@ -262,9 +265,13 @@ def _device(profile, gpu: dict) -> str | None:
     return kubevirt_device_name(kind) if kind else None
 
 
-def _device_refusal(profile, manifest: dict):
-    """A VirtualMachine application's GPU device that the cluster's KubeVirt does not permit
-    (as discovered): refused at the dry run, naming what it permits."""
+GPU_FIELD = "spec.source.model.resources.accelerator.gpu.model"
+
+
+def _device_check(profile, manifest: dict):
+    """A VirtualMachine application's GPU device against what the cluster's KubeVirt permits
+    (as discovered): a refusal naming what it permits, or, when that is unknown, a warning
+    saying why it was not checked. None: nothing to say."""
     if not is_virtual_machine_app(manifest):
         return None
     gpu = _gpu(manifest)
@@ -272,7 +279,17 @@ def _device_refusal(profile, manifest: dict):
     device = _device(profile, gpu)
     if not gpu or device is None or "kubevirt" not in (cluster.addons or ()):
         return None  # no GPU, or the renderer already refused; no KubeVirt: the rules refuse
-    permitted = list(cluster.kubevirt_devices or ())
+    permitted = cluster.kubevirt_devices
+    if permitted is None:
+        return target_answer(
+            f"Whether KubeVirt on cluster {cluster.name} permits passing through {device} (the "
+            f"device of GPU model {gpu.get('model')}) is unknown: the console could not read the "
+            "KubeVirt CR, so this was not checked; an instance it does not permit stays "
+            f"Scheduling. Grant list on {KUBEVIRT.resource} and discover the cluster again to "
+            "have it checked.",
+            GPU_FIELD,
+            level="warning",
+        )
     if device in permitted:
         return None
     listed = ", ".join(permitted) or "none"
@@ -281,7 +298,7 @@ def _device_refusal(profile, manifest: dict):
         f"device of GPU model {gpu.get('model')}); it permits {listed}. Ask an admin to add "
         f"{device} to the KubeVirt CR's spec.configuration.permittedHostDevices.pciHostDevices "
         "and discover the cluster again, or pick a GPU model whose device it permits.",
-        "spec.source.model.resources.accelerator.gpu.model",
+        GPU_FIELD,
     )
 
 
@@ -296,7 +313,8 @@ def discover(cluster) -> None:
     cluster.addons = sorted(found.addons)
     cluster.queues = list(found.queues)
     cluster.cache_node_groups = dict(found.cache_node_groups)
-    cluster.kubevirt_devices = list(found.kubevirt_devices)
+    devices = found.kubevirt_devices
+    cluster.kubevirt_devices = None if devices is None else list(devices)
     cluster.save(update_fields=["addons", "queues", "cache_node_groups", "kubevirt_devices"])
 
 
@@ -313,10 +331,39 @@ def discovered_vllm_version(cluster, namespace: str) -> str | None:
         return None
 
 
+def discovery_warnings(cluster) -> list[str]:
+    """What discovery found that its profiles cannot use: the GPU kinds of each profile's
+    machine catalog that KubeVirt does not pass through (a virtual machine on one is refused
+    at the dry run). Warnings: containers still run on them."""
+    permitted = cluster.kubevirt_devices
+    if "kubevirt" not in (cluster.addons or ()) or permitted is None:
+        return []
+    said = []
+    for profile in cluster.profiles.order_by("name"):
+        kinds = unpermitted_gpu_kinds(profile.machine_catalog or (), permitted)
+        if not kinds:
+            continue
+        named = ", ".join(f"{name} ({device or 'no device name'})" for name, device in kinds)
+        said.append(
+            f"KubeVirt on cluster {cluster.name} does not permit the GPU kinds {named} of "
+            f"profile {profile.name}'s machine catalog: a VirtualMachine application on one is "
+            "refused at the dry run (containers are not affected). Add their devices to the "
+            "KubeVirt CR's spec.configuration.permittedHostDevices and discover again; a kind "
+            "with no device name needs kubevirtDeviceName in the catalog."
+        )
+    return said
+
+
 def describe_addons(cluster) -> str:
     addons = ", ".join(cluster.addons) or "none"
     said = f"add-ons {addons}; queues {', '.join(cluster.queues) or 'none'}"
     if "kubevirt" in (cluster.addons or ()):
-        devices = ", ".join(cluster.kubevirt_devices or ()) or "none"
-        said += f"; KubeVirt devices {devices}"
+        devices = cluster.kubevirt_devices
+        if devices is None:
+            listed = (
+                f"unknown (the KubeVirt CR could not be read: grant list on {KUBEVIRT.resource})"
+            )
+        else:
+            listed = ", ".join(devices) or "none"
+        said += f"; KubeVirt devices {listed}"
     return said
