@@ -284,9 +284,21 @@ def test_restart_replaces_the_instances_and_keeps_the_volumes(vm_cluster, deploy
 
 def test_stop_frees_the_gpus_and_keeps_the_rest_also_across_a_redeploy(vm_cluster, deployer, kube):
     app = verbs.apply(manifest(nodes=2), deployer).application
-    verbs.stop(app, deployer)
+    boot(kube, "llama-r0-n0")
+    boot(kube, "llama-r0-n1")
+    kept = {
+        kind: names(kube, kind)
+        for kind in ("PersistentVolumeClaim", "ConfigMap", "Service", "NetworkPolicy")
+    }
+    observed = verbs.stop(app, deployer)
     strategies = {o["spec"]["runStrategy"] for o in kube.objects("VirtualMachine", NS)}
     assert strategies == {"Halted"}
+    # The instances and their virt-launcher pods, which held the GPUs, are gone ...
+    assert names(kube, "VirtualMachineInstance") == [] and names(kube, "Pod") == []
+    assert observed.phase == "Stopped" and "GPUs free" in observed.reason
+    # ... and everything else is kept.
+    for kind, were in kept.items():
+        assert names(kube, kind) == were, kind
     assert names(kube, "PersistentVolumeClaim") == ["llama-weights-r0"]
     assert names(kube, "Service") == ["llama-nodes", "llama-predictor"]
     verbs.apply(manifest(nodes=2, memory="96Gi"), deployer)
