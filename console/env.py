@@ -1,6 +1,7 @@
 """Typed readers for settings from the environment; a bad value stops start-up, naming it."""
 
 import os
+import re
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -42,6 +43,24 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def env_namespaces(name: str, default: list[str]) -> list[str]:
+    """Kubernetes namespace names, comma-separated, or "*" alone for any."""
+    items = env_list(name, default)
+    if items == ["*"]:
+        return items
+    bad = [item for item in items if not DNS_LABEL.fullmatch(item)]
+    if bad or not items:
+        shown = ", ".join(repr(item[:80]) for item in bad) or "nothing"
+        raise ImproperlyConfigured(
+            f"{name} holds {shown}; accepts namespace names (lowercase letters, digits and '-', "
+            "at most 63), comma-separated, or * alone for any namespace."
+        )
+    return items
 
 
 def env_url(name: str, schemes: set[str], default: str = "") -> str:

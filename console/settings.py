@@ -11,7 +11,15 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from console.env import env_bool, env_host_port, env_int, env_list, env_str, env_url
+from console.env import (
+    env_bool,
+    env_host_port,
+    env_int,
+    env_list,
+    env_namespaces,
+    env_str,
+    env_url,
+)
 
 # Everything this process creates (the SQLite database and its journal, the secret key, the
 # local backend's state and logs) is private to the user that runs it, from its first byte.
@@ -277,6 +285,12 @@ SERVEDECK_DNS_TIMEOUT = env_int("SERVEDECK_DNS_TIMEOUT", 5)
 # Where an HTTPRoute of Domain exposure sends requests: ServeDeck's gateway Service
 # (namespace/name:port), so the access policy applies to every request.
 SERVEDECK_GATEWAY_SERVICE = env_str("SERVEDECK_GATEWAY_SERVICE", "servedeck/servedeck-gateway:8000")
+# The namespaces whose pods may call a virtual machine's model server (its NetworkPolicy opens
+# the serving port to them only): the gateway's by default, where the console runs too. "*":
+# any source, for a gateway outside the cluster's pod network.
+SERVEDECK_VM_CALLER_NAMESPACES = env_namespaces(
+    "SERVEDECK_VM_CALLER_NAMESPACES", [SERVEDECK_GATEWAY_SERVICE.partition("/")[0] or "servedeck"]
+)
 # Where KServe's CRDs are read from to validate rendered objects (tests; optional elsewhere).
 KSERVE_CRD_DIR = env_str("KSERVE_CRD_DIR")
 

@@ -76,6 +76,21 @@ def kubevirt_device_name(kind: Mapping[str, Any]) -> str | None:
     return KUBEVIRT_GPU_DEVICES.get(product) if isinstance(product, str) else None
 
 
+def unpermitted_gpu_kinds(
+    catalog: Iterable[Any], permitted: Iterable[str]
+) -> list[tuple[str, str | None]]:
+    """The catalog's GPU kinds a virtual machine cannot have, as (name, device name): their
+    device is not among the `permitted` ones (KubeVirt's permittedHostDevices), or they name no
+    device (None)."""
+    allowed = set(permitted)
+    found = []
+    for kind in gpu_kinds(catalog):
+        device = kubevirt_device_name(kind)
+        if device not in allowed:
+            found.append((str(kind["name"]), device))
+    return found
+
+
 def default_machine_catalog() -> list[dict]:
     """A fresh copy, for model field defaults."""
     return [dict(kind, nodeLabels=dict(kind["nodeLabels"])) for kind in DEFAULT_MACHINE_CATALOG]
@@ -104,6 +119,14 @@ def gpu_kinds(catalog: Iterable[Any]) -> list[Mapping[str, Any]]:
 def cpu_machines(catalog: Iterable[Any]) -> list[Mapping[str, Any]]:
     """The catalog's machines without GPUs: where a model may run on the CPU."""
     return [k for k in _named(catalog) if not is_gpu_kind(k)]
+
+
+def gpu_kind_named(catalog: Iterable[Any], name: Any) -> Mapping[str, Any] | None:
+    """The catalog's GPU kind called `name` (a manifest's gpu.model), or None: no such kind,
+    or no name (any GPU)."""
+    if not isinstance(name, str):
+        return None
+    return next((kind for kind in gpu_kinds(catalog) if kind["name"] == name), None)
 
 
 def _named(catalog: Iterable[Any]) -> list[Mapping[str, Any]]:

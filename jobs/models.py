@@ -80,8 +80,9 @@ class Cluster(models.Model):
     queues = models.JSONField(default=list, blank=True)
     cache_node_groups = models.JSONField(default=dict, blank=True)
     # The device names KubeVirt's CR permits to pass through (permittedHostDevices), as
-    # discovered; a VirtualMachine application's GPUs must be among them.
-    kubevirt_devices = models.JSONField(default=list, blank=True)
+    # discovered; a VirtualMachine application's GPUs must be among them. None: unknown (not
+    # discovered, or the CR could not be read), which the dry run does not take for "none".
+    kubevirt_devices = models.JSONField(null=True, blank=True, default=None)
     created_at = models.DateTimeField(default=timezone.now)
     # Why the reconciler cannot follow the cluster (a refused watch names the rule to grant);
     # empty while it follows it.

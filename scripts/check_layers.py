@@ -24,6 +24,7 @@ SKIPPED = {"tests", ".venv", "var", "migrations", "node_modules", "__pycache__",
 # plain values and import no Django model. Keep this the one list.
 PURE_CORES = (
     "jobs.catalog",
+    "jobs.kube_names",
     "jobs.manifest",
     "jobs.render",
     "jobs.status",

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from accesspolicies.models import API_KEY_PREFIX, LOOKUP_LENGTH
+from jobs.kube_names import predictor_url
 from jobs.manifest.view import dig
 
 from .errors import GatewayError
@@ -251,7 +252,7 @@ def upstream_of(
         return ""
     if backend != "kubernetes":
         return application.endpoint.rstrip("/")
-    base = f"http://{application.name}-predictor.{namespace}.svc.cluster.local"
+    base = predictor_url(application.name, namespace)
     kserve_prefix = isolation != "VirtualMachine" and engine == "vllm" and api in ("", "OpenAI")
     return base + ("/openai" if kserve_prefix else "")
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobs.kube_names import PREDICTOR_SUFFIX
+
 from .capacity import byte_amount, check_capacity, kind_of_gpu
 from .checks import Bad, Qty
 from .context import ManifestContext
@@ -35,7 +37,7 @@ MODALITY_FIELDS = {
 }
 MULTIMODAL_WARN_ABOVE = 64
 # KServe names the predictor Service "<name>-predictor"; a Service name is at most 63.
-KSERVE_NAME_MAX = 63 - len("-predictor")
+KSERVE_NAME_MAX = 63 - len(PREDICTOR_SUFFIX)
 KSERVE_RENAME_PREFIX = "m-"
 
 

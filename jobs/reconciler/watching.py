@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from jobs.backends.kubernetes.backend import client_for, machine_status_of, status_of
 from jobs.backends.kubernetes.errors import BackendError, Gone, Unreachable
-from jobs.backends.kubernetes.kubevirt_client import is_virtual_machine_app
+from jobs.backends.kubernetes.kubevirt_client import MachineObjects, is_virtual_machine_app
 from jobs.backends.kubernetes.owner import is_ours
 from jobs.lifecycle import Observed, record_deleted, record_status
 from jobs.models import Application, Cluster, Phase, Profile
@@ -31,8 +31,9 @@ from jobs.render import APP_LABEL
 logger = logging.getLogger(__name__)
 
 KINDS = ("inference_services", "pods", "events")
-# Followed too where the cluster has KubeVirt: applications in virtual machines.
-VM_KINDS = ("virtual_machines", "virtual_machine_instances")
+# Followed too where the cluster has KubeVirt: applications in virtual machines (and their
+# weight volumes, which a replica may wait for).
+VM_KINDS = ("virtual_machines", "virtual_machine_instances", "persistent_volume_claims")
 Stream = tuple[str, str]  # (kind, namespace)
 Key = tuple[str, str]  # (namespace, name)
 
@@ -317,8 +318,9 @@ class ClusterFollower:
         self.counts["drained"] += len(keys)
         return changed
 
-    def machines_of(self, namespace: str, app: str, organization: str) -> tuple[list, list]:
-        """The VirtualMachines and instances of one application, from the copy."""
+    def machines_of(self, namespace: str, app: str, organization: str) -> tuple[list, ...]:
+        """The VirtualMachines, instances and weight volumes of one application, from the
+        copy."""
         with self.lock:
             return tuple(  # type: ignore[return-value]
                 [
@@ -331,15 +333,17 @@ class ClusterFollower:
 
     def _drain_machines(self, application, namespace: str, pods: list, events: list) -> int:
         """As drain does for containers, for an application in virtual machines."""
-        vms, vmis = self.machines_of(namespace, application.name, application.organization.slug)
+        vms, vmis, claims = self.machines_of(
+            namespace, application.name, application.organization.slug
+        )
         # Without KubeVirt (not followed) there are no machines to wait for.
-        followed = [kind for kind in VM_KINDS if kind in self.kinds]
+        followed = [kind for kind in VM_KINDS[:2] if kind in self.kinds]
         listed = all(self.versions.get((kind, namespace)) for kind in followed)
         if application.phase == Phase.DELETING and listed and not vms and not vmis:
             record_deleted(application)
             return 1
-        status = machine_status_of(application, vms, vmis, pods, events)
-        return record_status(application, Observed.of(status))
+        seen = MachineObjects(vms, vmis, pods, events, claims)
+        return record_status(application, Observed.of(machine_status_of(application, seen)))
 
     def _gone(self, namespace: str, isvc: dict | None, pods: list) -> bool:
         """Nothing of the application left, as far as lists of both kinds have told."""

@@ -1,6 +1,7 @@
 """Kubernetes' own kinds that the KubeVirt renderer makes (Service, PersistentVolumeClaim,
-NetworkPolicy), checked against the API's definitions as the official `kubernetes` client's
-models carry them: each field's name (strict: an unknown one is an error) and type.
+ConfigMap, NetworkPolicy), checked against the API's definitions as the official `kubernetes`
+client's models carry them: each field's name (strict: an unknown one is an error) and type;
+and a ConfigMap's keys as the API server checks them.
 
 The models are plain data classes; nothing here talks to a cluster. They are imported on first
 use only: the client's model package is large.
@@ -8,6 +9,7 @@ use only: the client's model package is large.
 
 from __future__ import annotations
 
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -15,8 +17,13 @@ from typing import Any
 MODELS = {
     ("v1", "Service"): "V1Service",
     ("v1", "PersistentVolumeClaim"): "V1PersistentVolumeClaim",
+    ("v1", "ConfigMap"): "V1ConfigMap",
     ("networking.k8s.io/v1", "NetworkPolicy"): "V1NetworkPolicy",
 }
+
+
+# The API server's rule for a ConfigMap's keys (IsConfigMapKey): they become file names.
+CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
 
 
 def is_core(obj: Mapping[str, Any]) -> bool:
@@ -38,6 +45,12 @@ def core_problems(obj: Mapping[str, Any]) -> list[str]:
             problems.append(f"{where}: {each['msg']}")
     except (ValueError, TypeError) as error:
         problems.append(f"(object): {error}")
+    if obj.get("kind") == "ConfigMap" and isinstance(obj.get("data"), Mapping):
+        problems += [
+            f"data.{key}: not a ConfigMap key (letters, digits, '-', '_' and '.' only)"
+            for key in obj["data"]
+            if not (isinstance(key, str) and CONFIG_MAP_KEY.fullmatch(key) and key not in ".")
+        ]
     return problems
 
 

@@ -1,5 +1,8 @@
-"""The model container's arguments and environment: vLLM engine flags from the engine and
-serving fields, the CPU KV cache, and the Hugging Face token from the profile's Secret.
+"""What a model server is started with, from the manifest: vLLM engine flags from the engine
+and serving fields and extraArgs as given (engine_args), the variables it reads (engine_env:
+the CPU KV cache), and, for KServe's container, the Hugging Face token from the profile's
+Secret. The container (container_args, container_env) and the virtual machine (its start plan)
+take both from here, so the same manifest starts the same server either way.
 
 manifest.parse refuses an extraArgs entry that repeats a flag set here, so flags never clash.
 """
@@ -26,14 +29,36 @@ MODALITY_KEYS = (
 )
 
 
+def engine_args(
+    model: Mapping[str, Any], engine: str, on_gpu: bool, *, sizes: bool = True
+) -> list[str]:
+    """The server's arguments from the manifest: for vLLM its flags, then extraArgs; any other
+    server takes only extraArgs, as is (engine fields are vLLM flags). `sizes`: vLLM's tensor and
+    pipeline parallel sizes are passed (KServe's multi-node runtime passes them itself)."""
+    extra = [str(a) for a in _engine(model).get("extraArgs") or ()]
+    if engine == "vllm":
+        return [*_vllm_args(model, on_gpu, multinode=not sizes), *extra]
+    return extra
+
+
+def engine_env(model: Mapping[str, Any], engine: str, on_gpu: bool) -> dict[str, str]:
+    """The variables the server reads from the manifest (values, never secrets)."""
+    env: dict[str, str] = {}
+    kv = _kv_cache(model)
+    if engine == "vllm" and not on_gpu and kv is not None:
+        # vLLM on CPU sizes its KV cache from this variable, in whole GiB (at least 1).
+        env[CPU_KV_CACHE_ENV] = str(max(1, parse_bytes(kv) // GIB))
+    return env
+
+
 def container_args(model: Mapping[str, Any], runtime: Runtime, on_gpu: bool) -> list[str]:
     """Arguments appended to the runtime's own (KServe concatenates runtime + predictor)."""
-    extra = list(_engine(model).get("extraArgs") or ())
     if runtime.kind == "vllm":
-        return [*_vllm_args(model, on_gpu, runtime.multinode), *extra]
+        # KServe's Hugging Face server runs vLLM when told so; vLLM's own flags follow.
+        args = engine_args(model, "vllm", on_gpu, sizes=not runtime.multinode)
+        return ["--backend=vllm", *args]
     if runtime.kind in ("parakeet", "custom"):
-        # Engine fields are vLLM flags; only what the user passes "as is" reaches another server.
-        return extra
+        return engine_args(model, runtime.kind, on_gpu)
     return []
 
 
@@ -45,7 +70,7 @@ def _engine(model: Mapping[str, Any]) -> Mapping[str, Any]:
 def _vllm_args(model: Mapping[str, Any], on_gpu: bool, multinode: bool) -> list[str]:
     engine = _engine(model)
     serving = model.get("serving") or {}
-    args = ["--backend=vllm"]
+    args: list[str] = []
     if serving.get("maxContextTokens") is not None:
         args.append(f"--max-model-len={serving['maxContextTokens']}")
     if on_gpu and not multinode:
@@ -84,11 +109,10 @@ def _multimodal_limits(block: Any) -> dict[str, int]:
 def container_env(
     model: Mapping[str, Any], runtime: Runtime, on_gpu: bool, hf_secret: str | None
 ) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = []
-    kv = _kv_cache(model)
-    if runtime.kind == "vllm" and not on_gpu and kv is not None:
-        # vLLM on CPU sizes its KV cache from this variable, in whole GiB (at least 1).
-        env.append({"name": CPU_KV_CACHE_ENV, "value": str(max(1, parse_bytes(kv) // GIB))})
+    env: list[dict[str, Any]] = [
+        {"name": name, "value": value}
+        for name, value in engine_env(model, runtime.kind, on_gpu).items()
+    ]
     if hf_secret and runtime.kind != "predictive":
         # Runtimes of Hub models fetch tokenizer and processor files too; the token comes from
         # the Secret by reference, never as a value.

@@ -14,10 +14,6 @@ GATEWAY_GROUP = "gateway.networking.k8s.io"
 PREDICTOR_PORT = 80  # KServe's Standard-mode predictor Service listens on 80
 
 
-def predictor_service(name: str) -> str:
-    return f"{name}-predictor"
-
-
 def cache_name(namespace: str, name: str, uri: str) -> str:
     # LocalModelCache is cluster-scoped, so the namespace is part of the name; and its
     # sourceModelUri is immutable, so the uri's hash is too: a corrected uri makes a new cache

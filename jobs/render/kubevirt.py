@@ -1,14 +1,17 @@
 """The KubeVirt renderer: an application with runtime.isolation VirtualMachine as KubeVirt
 VirtualMachines (one per node of each replica; the VirtualMachine keeps its instance running
-and is what stop halts), a weight volume per replica, the Services the gateway and the
-replica's nodes reach, and a NetworkPolicy that opens only the serving port (and the replica's
-nodes to each other, for Ray and the pipeline's traffic).
+and is what stop halts), a weight volume per replica, the files the guests start from, the
+Services the gateway and the replica's nodes reach, and NetworkPolicies that open only the
+leaders' serving port to the gateway's namespace, and each replica's machines to each other
+(Ray and the pipeline's traffic), never to another replica's.
 
 Names, for application `llama` with 2 replicas of 2 nodes: VirtualMachines llama-r0-n0
 (replica 0's leader), llama-r0-n1, llama-r1-n0, llama-r1-n1; PersistentVolumeClaims
-llama-weights-r0, llama-weights-r1; Service llama-predictor (the ready leaders, as KServe
-names a predictor, so the gateway routes to it alike) and llama-nodes (headless: the leaders'
-DNS names for the workers); NetworkPolicy llama.
+llama-weights-r0, llama-weights-r1; ConfigMap llama-guest (the launcher and each machine's
+start plan, cloud_init.py); Service llama-predictor (the ready leaders, as KServe names a
+predictor, so the gateway routes to it alike) and llama-nodes (headless: the leaders' DNS
+names for the workers); NetworkPolicies llama (the serving port), llama-peers-r0 and
+llama-peers-r1.
 """
 
 from __future__ import annotations
@@ -17,13 +20,26 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from jobs.catalog import kubevirt_device_name
+from jobs.kube_names import (
+    NODE_LABEL,
+    REPLICA_LABEL,
+    ROLE_LABEL,
+    guest_files_name,
+    peers_policy_name,
+    peers_service_name,
+    predictor_service,
+    vm_name,
+    weights_claim_name,
+)
 from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
 
 from .cloud_init import (
+    GUEST_SERIAL,
     HF_TOKEN_DIR,
     HF_TOKEN_SERIAL,
     MODELS_DIR,
@@ -31,19 +47,19 @@ from .cloud_init import (
     WEIGHTS_DIR,
     WEIGHTS_TAG,
     StartPlan,
+    guest_digest,
+    guest_files,
     user_data,
 )
 from .common import ORGANIZATION_LABEL, RenderError, dig, metadata, quantity_text
-from .engine import HF_TOKEN_KEY, _vllm_args
-from .extras import predictor_service
+from .engine import HF_TOKEN_KEY, engine_args, engine_env
 from .placement import gpu_of, node_affinity
 from .runtimes import PARAKEET_PORT
 from .target import RenderTarget
 
 KUBEVIRT_API = "kubevirt.io/v1"
-REPLICA_LABEL = "servedeck.io/replica"
-NODE_LABEL = "servedeck.io/node"
-ROLE_LABEL = "servedeck.io/role"
+# Set by Kubernetes on every namespace (1.22 and later): how a policy names one.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 TEMPLATE_HASH = "servedeck.io/template-hash"
 LEADER, WORKER = "leader", "worker"
 VLLM_PORT = 8000
@@ -72,36 +88,30 @@ def vm_objects(
         # On the instance template too: KubeVirt copies it onto the instances and their
         # virt-launcher pods, which the Services, the policy and the backend select by it.
         base[ORGANIZATION_LABEL] = target.organization
+    grid = [(r, n) for r in range(plan.replicas) for n in range(plan.nodes)]
+    files = guest_files({vm_name(name, r, n): plan.start_plan(r, n) for r, n in grid})
     objects: list[dict[str, Any]] = []
     if plan.downloads:
         objects += [plan.weights_claim(r, base) for r in range(plan.replicas)]
+    objects.append(plan.guest_config(base, files))
     objects.append(plan.service(base))
     if plan.nodes > 1:
         objects.append(plan.peers_service(base))
     objects.append(plan.network_policy(base))
-    for replica in range(plan.replicas):
-        for node in range(plan.nodes):
-            objects.append(plan.virtual_machine(replica, node, base))
+    if plan.nodes > 1:
+        objects += [plan.peers_policy(r, base) for r in range(plan.replicas)]
+    for r, n in grid:
+        objects.append(plan.virtual_machine(r, n, base, guest_digest(files, vm_name(name, r, n))))
     return objects
 
 
-def template_hash(labels: Mapping[str, str], spec: Mapping[str, Any]) -> str:
-    """What an instance was made from: KubeVirt does not restart a running instance when its
-    machine's template changes, so the backend replaces the instances whose hash differs."""
-    text = json.dumps({"labels": labels, "spec": spec}, sort_keys=True, separators=(",", ":"))
+def template_hash(labels: Mapping[str, str], spec: Mapping[str, Any], guest: str = "") -> str:
+    """What an instance was made from (its labels, spec, and the digest of the guest files it
+    reads): KubeVirt does not restart a running instance when its machine's template changes,
+    so the backend replaces the instances whose hash differs."""
+    made = {"labels": labels, "spec": spec, "guest": guest}
+    text = json.dumps(made, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def vm_name(app: str, replica: int, node: int) -> str:
-    return f"{app}-r{replica}-n{node}"
-
-
-def weights_claim_name(app: str, replica: int) -> str:
-    return f"{app}-weights-r{replica}"
-
-
-def peers_service_name(app: str) -> str:
-    return f"{app}-nodes"
 
 
 class _Layout:
@@ -254,20 +264,52 @@ class _Layout:
         }
 
     def network_policy(self, base: dict[str, str]) -> dict[str, Any]:
-        selector = {"matchLabels": self._selector(base)}
-        ingress: list[dict[str, Any]] = [{"ports": [{"protocol": "TCP", "port": self.port}]}]
-        if self.nodes > 1:
-            # Ray and the pipeline stages' NCCL traffic use ports chosen at run time; they are
-            # open between this application's machines only.
-            ingress.append({"from": [{"podSelector": selector}]})
+        """The leaders' serving port, open to the callers' namespaces only: the gateway sends
+        every request (the kubelet's probes come from the node, which a NetworkPolicy always
+        lets through). Workers serve nothing; they are the replica's (peers_policy)."""
+        served: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": self.port}]}
+        callers = self.target.vm_caller_namespaces
+        if callers and "*" not in callers:
+            served["from"] = [
+                {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}
+                for namespace in callers
+            ]
+        leaders = self._selector(base, **{ROLE_LABEL: LEADER})
+        return self._policy(self.name, base, leaders, [served])
+
+    def peers_policy(self, replica: int, base: dict[str, str]) -> dict[str, Any]:
+        """Ray and the pipeline stages' NCCL traffic use ports chosen at run time: open between
+        the machines of one replica, never to another replica's."""
+        machines = self._selector(base, **{REPLICA_LABEL: str(replica)})
+        peers = [{"from": [{"podSelector": {"matchLabels": dict(machines)}}]}]
+        return self._policy(peers_policy_name(self.name, replica), base, machines, peers)
+
+    def _policy(
+        self, name: str, base: dict[str, str], selected: dict[str, str], ingress: list
+    ) -> dict[str, Any]:
+        # Selecting a machine isolates it: only what some policy's ingress allows comes in.
         return {
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
-            "metadata": metadata(self.name, self.namespace, base),
-            "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": ingress},
+            "metadata": metadata(name, self.namespace, base),
+            "spec": {
+                "podSelector": {"matchLabels": selected},
+                "policyTypes": ["Ingress"],
+                "ingress": ingress,
+            },
         }
 
-    def virtual_machine(self, replica: int, node: int, base: dict[str, str]) -> dict[str, Any]:
+    def guest_config(self, base: dict[str, str], files: dict[str, str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": metadata(guest_files_name(self.name), self.namespace, base),
+            "data": files,
+        }
+
+    def virtual_machine(
+        self, replica: int, node: int, base: dict[str, str], guest: str
+    ) -> dict[str, Any]:
         labels = self._replica_labels(base, replica, node)
         name = vm_name(self.name, replica, node)
         spec = self._instance_spec(replica, node, base)
@@ -280,7 +322,7 @@ class _Layout:
                 "template": {
                     "metadata": {
                         "labels": dict(labels),
-                        "annotations": {TEMPLATE_HASH: template_hash(labels, spec)},
+                        "annotations": {TEMPLATE_HASH: template_hash(labels, spec, guest)},
                     },
                     "spec": spec,
                 },
@@ -292,12 +334,14 @@ class _Layout:
         disks: list[dict[str, Any]] = [
             {"name": "rootdisk", "disk": {"bus": "virtio"}},
             {"name": "cloudinitdisk", "disk": {"bus": "virtio"}},
+            {"name": "guest", "serial": GUEST_SERIAL, "disk": {}},
         ]
         image = (
             self.target.vllm_vm_image if self.engine == "vllm" else self.target.parakeet_vm_image
         )
         volumes: list[dict[str, Any]] = [
             {"name": "rootdisk", "containerDisk": {"image": image}},
+            {"name": "guest", "configMap": {"name": guest_files_name(self.name)}},
         ]
         filesystems: list[dict[str, Any]] = []
         secret = self.target.hf_secret_name if self.downloads else None
@@ -317,9 +361,8 @@ class _Layout:
         if secret and leader:
             disks.append({"name": HF_TOKEN_SERIAL, "serial": HF_TOKEN_SERIAL, "disk": {}})
             volumes.append({"name": HF_TOKEN_SERIAL, "secret": {"secretName": secret}})
-        plan = self._plan(replica) if leader else self._worker_plan(replica)
         data = user_data(
-            plan,
+            vm_name(self.name, replica, node),
             weights=self.downloads,
             models=not self.downloads,
             hf_token=bool(secret and leader),
@@ -328,7 +371,7 @@ class _Layout:
         devices: dict[str, Any] = {
             "disks": disks,
             "filesystems": filesystems,
-            "interfaces": [{"name": "default", "masquerade": {}}],
+            "interfaces": [self._interface()],
         }
         if self.gpu is not None:
             count = int(self.gpu["countPerReplica"])
@@ -363,6 +406,17 @@ class _Layout:
             }
         return spec
 
+    def _interface(self) -> dict[str, Any]:
+        """The pod network's interface. Masquerade NATs the guest behind the pod's address (the
+        guest sees 10.0.2.2, the same on every machine), which serves HTTP through the pod but
+        cannot carry Ray and NCCL: each machine advertises its own address to the others. So a
+        multi-node replica's machines are bridged: the guest takes the pod's address (KubeVirt's
+        DHCP hands it over). KubeVirt refuses to live-migrate a bridged instance on the pod
+        network, which costs nothing here (evictionStrategy None, GPUs passed through)."""
+        if self.nodes > 1:
+            return {"name": "default", "bridge": {}}
+        return {"name": "default", "masquerade": {}}
+
     def _affinity(self, replica: int, base: dict[str, str]) -> dict[str, Any]:
         affinity: dict[str, Any] = dict(self.affinity or {})
         if self.nodes > 1:
@@ -387,11 +441,32 @@ class _Layout:
         return f"{MODELS_DIR}/{inner}"
 
     def _env(self, leader: bool) -> dict[str, str]:
-        env = {"HF_HOME": f"{WEIGHTS_DIR}/huggingface"} if self.downloads else {}
+        # The server's own variables on every machine of the replica: Ray's workers inherit
+        # them from `ray start`, as the leader's server does from the launcher.
+        env = engine_env(self.model, self.engine, self.gpu is not None)
+        if self.downloads:
+            env["HF_HOME"] = f"{WEIGHTS_DIR}/huggingface"
         if self.downloads and leader and self.target.hf_secret_name:
             # huggingface_hub reads the token from this file; its value never enters the plan.
             env["HF_TOKEN_PATH"] = f"{HF_TOKEN_DIR}/{HF_TOKEN_KEY}"
         return env
+
+    def start_plan(self, replica: int, node: int) -> StartPlan:
+        plan = self._plan(replica) if node == 0 else self._worker_plan(replica)
+        mounts = {WEIGHTS_DIR: WEIGHTS_TAG} if self.downloads else {MODELS_DIR: MODELS_TAG}
+        return replace(
+            plan,
+            mounts=mounts,
+            # The leader's readiness probe asks this port; its launcher answers until the
+            # server starts (downloading, or refusing), so the status can say which.
+            probe_port=self.port if node == 0 else None,
+            advertise=self._peer_address(replica, node) if self.nodes > 1 else None,
+        )
+
+    def _peer_address(self, replica: int, node: int) -> str:
+        """How the replica's machines reach this one: its name in the headless Service."""
+        peers = peers_service_name(self.name)
+        return f"{vm_name(self.name, replica, node)}.{peers}.{self.namespace}.svc.cluster.local"
 
     def _plan(self, replica: int) -> StartPlan:
         path = self._model_path()
@@ -400,23 +475,21 @@ class _Layout:
             download = {"repo": self.uri.hf_repo or "", "to": path}
             if self.uri.hf_revision:
                 download["revision"] = self.uri.hf_revision
-        extra = [str(a) for a in (dig(self.model, "engine", "extraArgs") or ())]
+        on_gpu = self.gpu is not None
         if self.engine == "parakeet":
             argv = (
                 "parakeet-server",
                 f"--model_name={self.name}",
                 f"--model_dir={path}",
                 f"--http_port={PARAKEET_PORT}",
-                *extra,
+                *engine_args(self.model, self.engine, on_gpu),
             )
             return StartPlan(exec=argv, env=self._env(True), download=download)
-        on_gpu = self.gpu is not None
         # One model copy spans the replica's nodes: pipeline parallel size = nodes per replica
         # (manifest.parse refuses any other), tensor parallel size = the GPUs of one node.
         engine = {**(self.model.get("engine") or {})}
         engine["pipelineParallelSize"] = self.nodes
         model = {**self.model, "engine": engine}
-        args = [a for a in _vllm_args(model, on_gpu, False) if a != "--backend=vllm"]
         argv = [
             "vllm",
             "serve",
@@ -424,7 +497,6 @@ class _Layout:
             "--host=0.0.0.0",
             f"--port={VLLM_PORT}",
             f"--served-model-name={self.name}",
-            *args,
         ]
         steps: tuple[tuple[str, ...], ...] = ()
         if self.nodes > 1:
@@ -434,14 +506,14 @@ class _Layout:
                 ("ray", "stop"),
                 ("ray", "start", "--head", f"--port={RAY_PORT}", "--disable-usage-stats"),
             )
-        return StartPlan(exec=(*argv, *extra), steps=steps, env=self._env(True), download=download)
+        argv += engine_args(model, "vllm", on_gpu)
+        return StartPlan(exec=tuple(argv), steps=steps, env=self._env(True), download=download)
 
     def _worker_plan(self, replica: int) -> StartPlan:
-        leader = f"{vm_name(self.name, replica, 0)}.{peers_service_name(self.name)}"
         argv = (
             "ray",
             "start",
-            f"--address={leader}.{self.namespace}.svc.cluster.local:{RAY_PORT}",
+            f"--address={self._peer_address(replica, 0)}:{RAY_PORT}",
             "--block",
             "--disable-usage-stats",
         )

@@ -26,7 +26,6 @@ KUBEVIRT_GROUP = "kubevirt.io"
 DEFINITIONS = {
     ("kubevirt.io/v1", "VirtualMachine"): "v1.VirtualMachine",
     ("kubevirt.io/v1", "VirtualMachineInstance"): "v1.VirtualMachineInstance",
-    ("kubevirt.io/v1", "VirtualMachineInstanceReplicaSet"): "v1.VirtualMachineInstanceReplicaSet",
     ("kubevirt.io/v1", "KubeVirt"): "v1.KubeVirt",
 }
 

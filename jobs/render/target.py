@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.catalog import gpu_kinds, newest_known_vllm_version
+from jobs.catalog import gpu_kind_named, newest_known_vllm_version
 
 DEFAULT_NAMESPACE = "default"
 # Karpenter's well-known label; EKS managed node groups use eks.amazonaws.com/capacityType and
@@ -74,6 +74,9 @@ class RenderTarget:
     parakeet_vm_image: str = PARAKEET_VM_IMAGE
     weights_storage_class: str = ""
     vllm_version: str = ""
+    # The namespaces whose pods may call a virtual machine's serving port (the gateway's);
+    # ("*",): any source.
+    vm_caller_namespaces: tuple[str, ...] = (DEFAULT_GATEWAY_SERVICE.partition("/")[0],)
 
     @classmethod
     def from_profile(cls, profile: Any) -> RenderTarget:
@@ -89,8 +92,10 @@ class RenderTarget:
         cluster = profile.cluster
         from django.conf import settings
 
+        callers = getattr(settings, "SERVEDECK_VM_CALLER_NAMESPACES", None)
         return cls(
             gateway_service=getattr(settings, "SERVEDECK_GATEWAY_SERVICE", DEFAULT_GATEWAY_SERVICE),
+            vm_caller_namespaces=tuple(callers or cls.vm_caller_namespaces),
             namespace=profile.namespace or DEFAULT_NAMESPACE,
             machine_catalog=tuple(k for k in catalog if isinstance(k, Mapping)),
             addons=frozenset(cluster.addons or ()),
@@ -118,12 +123,7 @@ class RenderTarget:
 
     def gpu_kind(self, name: Any) -> Mapping[str, Any] | None:
         """The machine catalog entry of a GPU model, or None (any GPU, or not in the catalog)."""
-        if not isinstance(name, str):
-            return None
-        for kind in gpu_kinds(self.machine_catalog):
-            if kind["name"] == name:
-                return kind
-        return None
+        return gpu_kind_named(self.machine_catalog, name)
 
 
 def service_ref(text: str) -> tuple[str, str, int]:

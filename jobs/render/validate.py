@@ -4,10 +4,10 @@ Each KServe object is checked against the openAPIV3Schema of its real CRD (stric
 fields are errors, as with kubectl's default field validation) and against the rules KServe's
 webhook and controller add; each KubeVirt object against KubeVirt's OpenAPI definitions (strict
 as well) and the references its webhook checks; every object's metadata against Kubernetes'
-rules. Service, PersistentVolumeClaim and NetworkPolicy are checked against the Kubernetes
-client's models of them (core_schema.py); objects of other APIs (HTTPRoute) get the metadata
-check only. CEL rules (x-kubernetes-validations) are
-not evaluated: the one KServe has (an immutable sourceModelUri) only concerns updates.
+rules. Service, PersistentVolumeClaim, ConfigMap and NetworkPolicy are checked against the
+Kubernetes client's models of them (core_schema.py); objects of other APIs (HTTPRoute) get the
+metadata check only. CEL rules (x-kubernetes-validations) are not evaluated: the one KServe
+has (an immutable sourceModelUri) only concerns updates.
 """
 
 from __future__ import annotations

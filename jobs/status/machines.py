@@ -1,10 +1,14 @@
 """What a user sees of an application in KubeVirt virtual machines: `derive_vm_status` turns
-its VirtualMachines, their instances (VMIs), virt-launcher pods and events into the same
-phases, reasons and next steps as `derive_status` gives for containers, node by node.
+its VirtualMachines, their instances (VMIs), virt-launcher pods, weight volumes (claims) and
+events into the same phases, reasons and next steps as `derive_status` gives for containers,
+node by node.
 
 Pure, like derive.py: the backend and the reconciler fetch, this decides. One replica is
 `nodes` machines (the first leads); it serves when every instance of it runs and its leader
-is Ready (its readiness probe: GET /v1/models).
+is Ready (its readiness probe: GET /v1/models). Replicas are counted from 1 in the words, as
+users count them; the machines' names keep KubeVirt's r0, r1. Until the model server starts,
+the leader's launcher answers the probe itself (jobs/render/guest_launcher.py): the kubelet's
+"Readiness probe failed" event says with which status, downloading or refusing.
 """
 
 from __future__ import annotations
@@ -15,11 +19,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from jobs.kube_names import predictor_url, vm_name, weights_claim_name
 from jobs.phases import Phase
+from jobs.render.guest_launcher import DOWNLOADING, VOLUME_MISSING
 from jobs.status.derive import INTERNAL_ERROR, NOTHING, PULL_ERRORS, Status, _pull_trouble
 from jobs.status.readers import (
+    EPOCH,
     NO_CONDITION,
     Condition,
+    Event,
     as_dict,
     as_int,
     as_list,
@@ -39,8 +47,6 @@ from jobs.status.readers import (
 __all__ = ["MachineFacts", "derive_vm_status"]
 
 logger = logging.getLogger(__name__)
-REPLICA_LABEL = "servedeck.io/replica"
-NODE_LABEL = "servedeck.io/node"
 VM_NAME_LABEL = "vm.kubevirt.io/name"  # KubeVirt's label on an instance's virt-launcher pod
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
 FAILED_PRINTABLE = {"CrashLoopBackOff", "ErrorPvcNotFound", "DataVolumeError"}
@@ -48,6 +54,12 @@ PULL_STEP = (
     "Check the container disk image (the profile's vmImage, or the default for its vLLM "
     "version) and that the registry credentials in {where} can pull it."
 )
+VIRTIOFS = (
+    "KubeVirt must share PersistentVolumeClaims with virtiofs (feature gate "
+    "EnableVirtioFsStorageVolumes)"
+)
+# The kubelet's event when an HTTP readiness probe gets an answer that is not 2xx/3xx.
+PROBE_ANSWER = re.compile(r"Readiness probe failed: HTTP probe failed with statuscode: (\d{3})")
 GPU_STEP = (
     "Lower countPerReplica or nodesPerReplica, pick another GPU model, stop another "
     "application on those nodes, or add GPU nodes whose devices KubeVirt passes through."
@@ -73,7 +85,7 @@ class MachineFacts:
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self.app}-predictor.{self.namespace}.svc.cluster.local"
+        return predictor_url(self.app, self.namespace)
 
     @property
     def where(self) -> str:
@@ -87,8 +99,8 @@ class _Node:
     replica: int
     node: int
     name: str
-    state: str  # missing, halted, pending, unschedulable, scheduled, booting, loading, ready,
-    # failed, pull
+    state: str  # missing, halted, volume, pending, unschedulable, scheduled, booting,
+    # downloading, loading, ready, failed, pull
     detail: str = ""  # the words for this machine's state
     step: str = ""  # what to do, for a blocking state
     host: str = ""
@@ -106,14 +118,16 @@ def derive_vm_status(
     events: list[dict],
     facts: MachineFacts,
     *,
-    stopped: bool = False,
+    claims: list[dict] | None = None,
     deleting: bool = False,
     now: datetime | None = None,
 ) -> Status:
-    """The status of one virtual-machine application. Never raises: odd input gives a Status."""
+    """The status of one virtual-machine application. Never raises: odd input gives a Status.
+    `claims`: its weight volumes (PersistentVolumeClaims), which a replica waits for."""
     desired = max(as_int(facts.desired) or 0, 0)
     try:
-        return _derive(machines, instances, pods, events, facts, desired, stopped, deleting, now)
+        seen = (machines, instances, pods, events, claims)
+        return _derive(*seen, facts, desired, deleting, now)
     except Exception:
         logger.exception("derive_vm_status failed on its input")
         return Status(
@@ -124,17 +138,16 @@ def derive_vm_status(
         )
 
 
-def _derive(machines, instances, pods, events, facts, desired, stopped, deleting, now) -> Status:
+def _derive(machines, instances, pods, events, claims, facts, desired, deleting, now) -> Status:
     vms = {as_str(dig(m, "metadata", "name")): as_dict(m) for m in as_list(machines)}
     vmis = {as_str(dig(i, "metadata", "name")): as_dict(i) for i in as_list(instances)}
+    volumes = {as_str(dig(c, "metadata", "name")): as_dict(c) for c in as_list(claims)}
     launchers = _launchers(pods)
     said = [read_event(e) for e in as_list(events)]
     moment = aware(now)
     nodes = max(as_int(facts.nodes) or 1, 1)
-    grid = [
-        [_node(r, n, vms, vmis, launchers, said, facts, moment) for n in range(nodes)]
-        for r in range(desired)
-    ]
+    seen = _Seen(vms, vmis, volumes, launchers, said)
+    grid = [[_node(r, n, seen, facts, moment) for n in range(nodes)] for r in range(desired)]
     ready = sum(all(n.state == "ready" for n in replica) for replica in grid)
 
     def status(phase: Phase, reason: str, step: str = NOTHING, endpoint: str = "") -> Status:
@@ -150,10 +163,12 @@ def _derive(machines, instances, pods, events, facts, desired, stopped, deleting
             f"{plural(len(vmis), 'instance')} of {facts.app}; its volumes go with them.",
             "Nothing to do: it disappears once the cluster has removed it.",
         )
+    # Stopped is what the machines say (runStrategy Halted), as the stop annotation is for
+    # containers: there is no flag of the console's own to disagree with them.
     halted = bool(vms) and all(
         as_str(dig(m, "spec", "runStrategy")) == "Halted" for m in vms.values()
     )
-    if stopped or halted:
+    if halted:
         if vmis:
             return status(
                 Phase.STOPPED,
@@ -202,10 +217,21 @@ def _derive(machines, instances, pods, events, facts, desired, stopped, deleting
 SHOWN_REPLICAS = 4
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """The objects read, by name."""
+
+    vms: dict[str, dict]
+    vmis: dict[str, dict]
+    claims: dict[str, dict]
+    launchers: dict[str, Any]
+    events: list[Event]
+
+
 def _placement(grid: list[list[_Node]]) -> str:
     """Which node each machine of the first replicas runs on: every VMI, shown."""
     said = [
-        f"replica {replica[0].replica} on {', '.join(n.host or '?' for n in replica)}"
+        f"replica {replica[0].replica + 1} on {', '.join(n.host or '?' for n in replica)}"
         for replica in grid[:SHOWN_REPLICAS]
     ]
     more = len(grid) - SHOWN_REPLICAS
@@ -215,7 +241,17 @@ def _placement(grid: list[list[_Node]]) -> str:
 def _replica_words(replica: list[_Node], nodes: int, facts: MachineFacts):
     """Why this replica does not serve yet: the phase of its least advanced machine, and per
     node detail when it spans several."""
-    order = ("missing", "halted", "unschedulable", "pending", "scheduled", "booting", "loading")
+    order = (
+        "missing",
+        "halted",
+        "volume",
+        "unschedulable",
+        "pending",
+        "scheduled",
+        "booting",
+        "downloading",
+        "loading",
+    )
     behind = min(
         (n for n in replica if n.state != "ready"),
         key=lambda n: order.index(n.state) if n.state in order else len(order),
@@ -223,10 +259,12 @@ def _replica_words(replica: list[_Node], nodes: int, facts: MachineFacts):
     phase = {
         "missing": Phase.PENDING,
         "halted": Phase.PENDING,
+        "volume": Phase.SCHEDULING,
         "unschedulable": Phase.SCHEDULING,
         "pending": Phase.SCHEDULING,
         "scheduled": Phase.DOWNLOADING,
         "booting": Phase.LOADING,
+        "downloading": Phase.DOWNLOADING,
         "loading": Phase.LOADING,
     }.get(behind.state, Phase.PENDING)
     step = behind.step
@@ -237,7 +275,7 @@ def _replica_words(replica: list[_Node], nodes: int, facts: MachineFacts):
     if not others:  # every machine runs: the leader is loading the model
         return behind.detail, phase, step
     parts = [_short(n) for n in others]
-    head = f"{running} of {nodes} VMIs of replica {behind.replica} are running"
+    head = f"{running} of {nodes} VMIs of replica {behind.replica + 1} are running"
     return f"{head}; {'; '.join(parts)}.", phase, step
 
 
@@ -262,9 +300,10 @@ def _launchers(pods: Any) -> dict[str, Any]:
     return found
 
 
-def _node(r, n, vms, vmis, launchers, events, facts: MachineFacts, now) -> _Node:
-    name = f"{facts.app}-r{r}-n{n}"
-    vm, vmi = vms.get(name), vmis.get(name)
+def _node(r: int, n: int, seen: _Seen, facts: MachineFacts, now) -> _Node:
+    name = vm_name(facts.app, r, n)
+    vm, vmi, launcher = seen.vms.get(name), seen.vmis.get(name), seen.launchers.get(name)
+    events = seen.events
     if vm is None:
         return _Node(
             r,
@@ -277,24 +316,29 @@ def _node(r, n, vms, vmis, launchers, events, facts: MachineFacts, now) -> _Node
     if as_str(dig(vm, "spec", "runStrategy")) == "Halted" and vmi is None:
         return _Node(r, n, name, "halted", f"VirtualMachine {name} is halted.")
     printable = as_str(dig(vm, "status", "printableStatus"))
-    pull = _pull_failure(name, printable, launchers.get(name), events, facts)
+    pull = _pull_failure(name, printable, launcher, events, facts)
     if pull is not None:
         return _Node(r, n, name, "pull", pull, PULL_STEP.format(where=facts.where))
-    if vmi is None:
-        if printable in FAILED_PRINTABLE:
-            return _failed(r, n, name, printable, vm)
-        return _Node(r, n, name, "pending", f"VirtualMachine {name} has no instance yet.")
-    status = as_dict(vmi.get("status"))
+    status = as_dict(vmi.get("status")) if vmi is not None else {}
     phase = as_str(status.get("phase"))
+    if vmi is not None and (phase == "Failed" or printable in FAILED_PRINTABLE):
+        return _failed(r, n, name, printable or phase, vm, read_conditions(status))
+    if vmi is None and printable in FAILED_PRINTABLE:
+        return _failed(r, n, name, printable, vm)
+    if phase in ("", "Pending", "Scheduling"):
+        claim = seen.claims.get(weights_claim_name(facts.app, r))
+        volume = _volume_wait(r, n, name, claim, events)
+        if volume is not None:
+            return volume
+    if vmi is None:
+        return _Node(r, n, name, "pending", f"VirtualMachine {name} has no instance yet.")
     conditions = read_conditions(status)
     host = as_str(status.get("nodeName"))
-    if phase == "Failed" or printable in FAILED_PRINTABLE:
-        return _failed(r, n, name, printable or phase, vm, conditions)
     refused = _refused_pod(r, n, name, conditions.get("Synchronized", NO_CONDITION), facts)
     if refused is not None:
         return refused
     scheduled = conditions.get("PodScheduled", NO_CONDITION)
-    pod_scheduled = _pod_scheduled(launchers.get(name))
+    pod_scheduled = _pod_scheduled(launcher)
     for c in (scheduled, pod_scheduled):
         if c.status == "False" and c.reason == "Unschedulable":
             return _unschedulable(r, n, name, c.message, facts)
@@ -321,6 +365,32 @@ def _node(r, n, vms, vmis, launchers, events, facts: MachineFacts, now) -> _Node
             r, n, name, "booting", f"The guest of instance {name} on node {host} is booting.",
             host=host,
         )  # fmt: skip
+    answered = _probe_answer(launcher, events)
+    if answered == DOWNLOADING:
+        claim = weights_claim_name(facts.app, r)
+        return _Node(
+            r,
+            n,
+            name,
+            "downloading",
+            f"Downloading the weights into volume {claim} on instance {name} (node "
+            f"{host or '?'}): its launcher answers the readiness probe until the model server "
+            "starts.",
+            host=host,
+            short="downloads the weights",
+        )
+    if answered == VOLUME_MISSING:
+        return _Node(
+            r,
+            n,
+            name,
+            "failed",
+            f"The launcher of instance {name} refuses to start the model server: the weight "
+            "volume is not mounted in the guest, so the weights would land on its root disk, "
+            "which every restart loses.",
+            f"{VIRTIOFS}, and the claim must be bound; fix that, then Restart. The guest's "
+            f"console log says more (virtctl console {name}).",
+        )
     took = duration(parse_time(_running_since(status)), now)
     agent = conditions.get("AgentConnected", NO_CONDITION).status == "True"
     detail = (
@@ -330,6 +400,60 @@ def _node(r, n, vms, vmis, launchers, events, facts: MachineFacts, now) -> _Node
         + " and its model server does not answer GET /v1/models yet."
     )
     return _Node(r, n, name, "loading", detail, host=host)
+
+
+def _newest(events: list[Event], kind: str, name: str, reasons: tuple[str, ...]) -> Event | None:
+    about = [e for e in events if e.kind == kind and e.name == name and e.reason in reasons]
+    return max(about, key=lambda e: e.when or EPOCH, default=None)
+
+
+def _probe_answer(launcher: Any, events: list[Event]) -> int | None:
+    """The status the leader's readiness probe last got, from the kubelet's newest event about
+    it (None: no answer, or no such event)."""
+    pod = as_str(dig(launcher, "metadata", "name")) if launcher is not None else ""
+    said = _newest(events, "Pod", pod, ("Unhealthy",)) if pod else None
+    found = PROBE_ANSWER.search(said.message) if said is not None else None
+    return int(found.group(1)) if found else None
+
+
+def _volume_wait(r, n, name, claim: Any, events: list[Event]) -> _Node | None:
+    """The replica's weight volume, while it holds the instance back: not bound, and not only
+    waiting for the instance to be scheduled first (WaitForFirstConsumer binds it then)."""
+    if claim is None or as_str(dig(claim, "status", "phase")) != "Pending":
+        return None
+    volume = as_str(dig(claim, "metadata", "name"))
+    said = _newest(
+        events,
+        "PersistentVolumeClaim",
+        volume,
+        ("ProvisioningFailed", "FailedBinding", "ExternalProvisioning", "WaitForFirstConsumer"),
+    )
+    if said is None or said.reason == "WaitForFirstConsumer":
+        return None
+    modes = [as_str(m) for m in as_list(dig(claim, "spec", "accessModes"))]
+    access = modes[0] if modes else "ReadWriteOnce"
+    storage_class = as_str(dig(claim, "spec", "storageClassName"))
+    where = f"storage class {storage_class}" if storage_class else "the cluster's default storage"
+    if said.reason == "ExternalProvisioning":
+        return _Node(
+            r,
+            n,
+            name,
+            "volume",
+            f"Instance {name} waits for its weight volume {volume}: {where} is provisioning it.",
+            short=f"waits for its weight volume {volume}",
+        )
+    shared = " (every machine of a replica mounts it)" if access == "ReadWriteMany" else ""
+    detail = _said(
+        f"Instance {name} waits for its weight volume {volume} (PersistentVolumeClaim, "
+        f"{access}), which {where} cannot provide",
+        last_line(said.message),
+    )
+    step = (
+        f"Set the profile's weightsStorageClass to a storage class that provides {access} "
+        f"filesystem volumes{shared}, or ask an admin for one; {VIRTIOFS}. Then deploy again."
+    )
+    return _Node(r, n, name, "volume", detail, step, short=f"waits for its weight volume {volume}")
 
 
 def _running_since(status: dict) -> str:

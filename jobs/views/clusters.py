@@ -63,7 +63,7 @@ def cluster_discover(request, name):
     if cluster.backend != Cluster.Backend.KUBERNETES:
         messages.error(request, f"{name} runs on the local backend: nothing to discover.")
         return redirect("jobs:cluster-edit", name=name)
-    from jobs.backends.kubernetes.backend import describe_addons, discover
+    from jobs.backends.kubernetes.backend import describe_addons, discover, discovery_warnings
     from jobs.backends.kubernetes.errors import BackendError
 
     try:
@@ -72,6 +72,8 @@ def cluster_discover(request, name):
         messages.error(request, f"{name}: {error.reason} {error.next_step}")
     else:
         messages.success(request, f"{name}: {describe_addons(cluster)}.")
+        for said in discovery_warnings(cluster):
+            messages.warning(request, said)
     return redirect("jobs:cluster-edit", name=name)
 
 

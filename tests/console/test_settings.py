@@ -30,6 +30,8 @@ def start(env: dict, *args: str) -> subprocess.CompletedProcess:
         ({"REDIS_URL": "http://cache:6379"}, "REDIS_URL"),
         ({"SECRET_KEY": "short"}, "SECRET_KEY"),
         ({"SECURE_HSTS_SECONDS": "a year"}, "SECURE_HSTS_SECONDS"),
+        ({"SERVEDECK_VM_CALLER_NAMESPACES": "servedeck,Not_A_Namespace"}, "SERVEDECK_VM_CALLER"),
+        ({"SERVEDECK_VM_CALLER_NAMESPACES": "servedeck,*"}, "SERVEDECK_VM_CALLER_NAMESPACES"),
     ],
     ids=lambda v: next(iter(v)) if isinstance(v, dict) else v,
 )

@@ -66,6 +66,7 @@ CORE = (
     Resource("", "v1", "events", "Event"),
     Resource("", "v1", "services", "Service"),
     Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    Resource("", "v1", "configmaps", "ConfigMap"),
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
 )
 # What installing each add-on (jobs.models.ADDONS keys) adds to the API, as its CRDs do.
@@ -104,12 +105,6 @@ ADDONS: dict[str, tuple[Resource, ...]] = {
     "kubevirt": (
         Resource("kubevirt.io", "v1", "virtualmachines", "VirtualMachine"),
         Resource("kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance"),
-        Resource(
-            "kubevirt.io",
-            "v1",
-            "virtualmachineinstancereplicasets",
-            "VirtualMachineInstanceReplicaSet",
-        ),
         Resource("kubevirt.io", "v1", "kubevirts", "KubeVirt"),
     ),
 }
@@ -297,7 +292,8 @@ class KubeEmulator:
             self._pod_logs: dict[tuple[str, str, str], str] = {}
             self.replace_deleted_pods = True
             # KubeVirt's stand-in: a deleted instance of a VirtualMachine that runs Always
-            # comes back (Pending) under the same name, as virt-controller starts a new one.
+            # comes back (Pending) under the same name, as virt-controller starts a new one;
+            # a VirtualMachine set to Halted loses its instance and virt-launcher pod.
             self.replace_deleted_instances = True
             self._resources: dict[tuple[str, str, str], Resource] = {}
             self.install(*addons)
@@ -835,7 +831,29 @@ class KubeEmulator:
         self._store[key] = copy.deepcopy(obj)
         self._history.append(_Change(self._rv, res, type, copy.deepcopy(obj)))
         self._cond.notify_all()
+        if res.kind == "VirtualMachine":
+            self._stop_if_halted(obj)
         return copy.deepcopy(obj)
+
+    def _stop_if_halted(self, machine: dict) -> None:
+        """KubeVirt's stand-in: a VirtualMachine that runs Halted has no instance. Its instance
+        is stopped and deleted, and its virt-launcher pod (which held the GPUs) goes with it."""
+        if (machine.get("spec") or {}).get("runStrategy") != "Halted":
+            return
+        meta = machine["metadata"]
+        instances = self._resource_named("VirtualMachineInstance")
+        key = self._key(instances, meta.get("namespace"), meta["name"])
+        if key in self._store:
+            self._remove(instances, key)
+        pods = self._resource_named("Pod")
+        for key, obj in list(self._store.items()):
+            labels = obj["metadata"].get("labels") or {}
+            if (
+                key[0] == pods.qualified
+                and key[1] == meta.get("namespace")
+                and labels.get("vm.kubevirt.io/name") == meta["name"]
+            ):
+                self._remove(pods, key)
 
     def _remove(self, res: Resource, key: tuple[str, str, str]) -> dict:
         gone = self._store.pop(key)

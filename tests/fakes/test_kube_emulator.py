@@ -239,10 +239,40 @@ def test_a_deleted_instance_of_a_running_machine_comes_back(kube, strategy, come
         assert fresh["status"] == {"phase": "Pending"}
 
 
+def test_a_halted_machine_loses_its_instance_and_launcher_pod(kube):
+    labels = {"a": "b"}
+    machine = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "m", "namespace": "models"},
+        "spec": {
+            "runStrategy": "Always",
+            "template": {"metadata": {"labels": labels}, "spec": {"domain": {}}},
+        },
+    }
+    kube.put(machine)
+    for name in ("m", "other"):
+        kube.put({**machine, "kind": "VirtualMachineInstance", "metadata": {"name": name,
+                  "namespace": "models"}, "spec": {"domain": {}}})  # fmt: skip
+        pod = {"name": f"virt-launcher-{name}-x", "namespace": "models",
+               "labels": {"vm.kubevirt.io/name": name}}  # fmt: skip
+        kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": pod, "spec": {}})
+    patch = {"spec": {"runStrategy": "Halted"}}
+    status, _ = call(kube, "PATCH", f"{VMS}/m", patch, "application/merge-patch+json")
+    assert status == 200
+    assert kube.get("VirtualMachineInstance", "m", "models") is None
+    assert [p["metadata"]["name"] for p in kube.objects("Pod", "models")] == [
+        "virt-launcher-other-x"
+    ]
+    assert kube.get("VirtualMachineInstance", "other", "models") is not None
+    assert kube.get("VirtualMachine", "m", "models")["spec"]["runStrategy"] == "Halted"
+
+
 def test_services_claims_and_policies_are_served(kube):
     for path in (
         "/api/v1/namespaces/models/services",
         "/api/v1/namespaces/models/persistentvolumeclaims",
+        "/api/v1/namespaces/models/configmaps",
         "/apis/networking.k8s.io/v1/namespaces/models/networkpolicies",
         VMS,
         "/apis/kubevirt.io/v1/kubevirts",

@@ -322,6 +322,7 @@ def test_discovery_reads_addons_queues_and_cache_node_groups(kube, backend):
         addons=ALL,
         queues=("cpu-queue", "gpu-queue"),
         cache_node_groups={"gpu-h100": 1536 * GIB, "gpu-l4": 500 * GIB},
+        kubevirt_devices=(),  # read: its (absent) CR permits none
     )
 
 
@@ -471,9 +472,9 @@ def test_apply_of_a_kind_the_cluster_lacks_names_what_to_install(kube, backend):
 
 
 def test_apply_refuses_objects_it_does_not_render(backend):
-    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
-    with pytest.raises(BackendError, match="ServeDeck does not apply v1 ConfigMap objects"):
-        backend.apply([config_map])
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}
+    with pytest.raises(BackendError, match="ServeDeck does not apply v1 Secret objects"):
+        backend.apply([secret])
 
 
 # --- failures in plain words ---------------------------------------------------------------

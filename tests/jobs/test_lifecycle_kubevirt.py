@@ -7,7 +7,12 @@ removing everything of this application and nothing of another's, rollback, disc
 import pytest
 
 from jobs import deploy as verbs
-from jobs.backends.kubernetes.backend import discover, forget_clients
+from jobs.backends.kubernetes.backend import (
+    describe_addons,
+    discover,
+    discovery_warnings,
+    forget_clients,
+)
 from jobs.models import Application, Cluster, Profile
 from jobs.reconciler.watching import KINDS, VM_KINDS, ClusterFollower
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
@@ -16,6 +21,7 @@ from tests.fakes.kube_objects import (
     instance_of,
     kubevirt_cr,
     launcher_pod,
+    now,
 )
 
 NS = PROD_NAMESPACE
@@ -100,7 +106,58 @@ def test_discovery_reads_kubevirt_and_the_devices_it_permits(vm_cluster, kube):
     kube.uninstall("kubevirt")
     discover(vm_cluster)
     vm_cluster.refresh_from_db()
-    assert "kubevirt" not in vm_cluster.addons and vm_cluster.kubevirt_devices == []
+    assert "kubevirt" not in vm_cluster.addons and vm_cluster.kubevirt_devices is None
+
+
+def test_a_kubevirt_cr_the_console_may_not_read_leaves_the_devices_unknown_not_none(
+    vm_cluster, org, kube
+):
+    """A 403 on the KubeVirt CR is no answer about devices: the dry run does not refuse every
+    GPU machine ("it permits none"), it warns that it could not check and says why."""
+    kube.put(kubevirt_cr(H100))
+    kube.fail_next(403, verb="list", resource="kubevirts")
+    discover(vm_cluster)
+    vm_cluster.refresh_from_db()
+    assert "kubevirt" in vm_cluster.addons and vm_cluster.kubevirt_devices is None
+    assert "KubeVirt devices unknown (the KubeVirt CR could not be read: grant list on " in (
+        describe_addons(vm_cluster)
+    )
+    run = verbs.dry_run(manifest(gpu="l4", count=1, memory="16Gi"), org)
+    assert run.ok, run.refusals
+    (warning,) = [w for w in run.warnings if "KubeVirt" in w.message]
+    assert f"Whether KubeVirt on cluster vm permits passing through {L4}" in warning.message
+    assert "could not read the KubeVirt CR" in warning.message
+    assert "grant list on kubevirts.kubevirt.io" in warning.message.lower()
+    assert warning.about == "spec.source.model.resources.accelerator.gpu.model"
+    # Read again with the right: known, and checked.
+    discover(vm_cluster)
+    vm_cluster.refresh_from_db()
+    assert vm_cluster.kubevirt_devices == [H100]
+    (problem,) = verbs.dry_run(manifest(gpu="l4", count=1, memory="16Gi"), org).refusals
+    assert f"does not permit passing through {L4}" in problem.message
+
+
+def test_discovery_names_the_catalogs_gpu_kinds_kubevirt_does_not_permit(
+    vm_cluster, admin, as_admin, kube
+):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.urls import reverse
+
+    kube.put(kubevirt_cr(H100, L4))
+    out, err = StringIO(), StringIO()
+    call_command("cluster", "discover", "vm", stdout=out, stderr=err)
+    assert out.getvalue().startswith("cluster/vm: add-ons")
+    (warning,) = err.getvalue().splitlines()
+    assert warning.startswith("warning: KubeVirt on cluster vm does not permit the GPU kinds ")
+    assert "t4 (nvidia.com/TU104GL_Tesla_T4), a10g (nvidia.com/GA102GL_A10G)" in warning
+    assert "b200 (no device name)" in warning and "of profile vm's machine catalog" in warning
+    assert "h100" not in warning and "l4 (" not in warning.replace("t4 (", "")
+    vm_cluster.refresh_from_db()
+    assert discovery_warnings(vm_cluster) == [warning.removeprefix("warning: ")]
+    page = as_admin.post(reverse("jobs:cluster-discover", args=["vm"]), follow=True)
+    assert "does not permit the GPU kinds t4" in page.content.decode()
 
 
 def test_virtual_machines_on_a_cluster_without_kubevirt_are_refused(vm_cluster, org, kube):
@@ -124,10 +181,16 @@ def test_the_dry_run_asks_the_cluster_about_every_object(vm_cluster, org, kube):
     run = verbs.dry_run(manifest(nodes=2), org)
     assert run.ok, run.refusals
     kinds = [o["kind"] for o in run.objects]
-    assert (
-        kinds
-        == ["PersistentVolumeClaim", "Service", "Service", "NetworkPolicy"] + ["VirtualMachine"] * 2
-    )
+    assert kinds == [
+        "PersistentVolumeClaim",
+        "ConfigMap",
+        "Service",
+        "Service",
+        "NetworkPolicy",
+        "NetworkPolicy",
+        "VirtualMachine",
+        "VirtualMachine",
+    ]
     assert names(kube, "VirtualMachine") == [] and names(kube, "Service") == []
     dry = [r.path for r in kube.requests if r.query.get("dryRun") == "All"]
     assert any("/virtualmachines/llama-r0-n1" in p for p in dry)
@@ -144,7 +207,8 @@ def test_deploy_and_follow_a_multi_node_replica_node_by_node(vm_cluster, deploye
     assert names(kube, "VirtualMachine") == ["llama-r0-n0", "llama-r0-n1"]
     assert names(kube, "PersistentVolumeClaim") == ["llama-weights-r0"]
     assert names(kube, "Service") == ["llama-nodes", "llama-predictor"]
-    assert names(kube, "NetworkPolicy") == ["llama"]
+    assert names(kube, "NetworkPolicy") == ["llama", "llama-peers-r0"]
+    assert names(kube, "ConfigMap") == ["llama-guest"]
     boot(kube, "llama-r0-n1")
     kube.put(
         instance_of(
@@ -163,7 +227,7 @@ def test_deploy_and_follow_a_multi_node_replica_node_by_node(vm_cluster, deploye
     settle(follower)
     app.refresh_from_db()
     assert app.phase == "Scheduling"
-    assert app.reason.startswith("1 of 2 VMIs of replica 0 are running; the first (llama-r0-n0)")
+    assert app.reason.startswith("1 of 2 VMIs of replica 1 are running; the first (llama-r0-n0)")
     assert "waits for a node with 8 free H100s" in app.reason
     boot(kube, "llama-r0-n0")
     settle(follower)
@@ -171,6 +235,38 @@ def test_deploy_and_follow_a_multi_node_replica_node_by_node(vm_cluster, deploye
     assert app.phase == "Running", app.reason
     assert app.ready_replicas == 1
     assert app.endpoint == f"http://llama-predictor.{NS}.svc.cluster.local"
+
+
+def test_a_replica_waiting_for_its_weight_volume_says_why(vm_cluster, deployer, kube, follower):
+    """The reconciler follows the weight volumes too: a claim no storage class can provide
+    (multi-node replicas share theirs, ReadWriteMany) is the reason, not "waits to be
+    scheduled"."""
+    app = verbs.apply(manifest(nodes=2), deployer).application
+    claim = kube.get("PersistentVolumeClaim", "llama-weights-r0", NS)
+    kube.put({**claim, "status": {"phase": "Pending"}})
+    kube.put(
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": "llama-weights-r0.17f1", "namespace": NS},
+            "involvedObject": {"kind": "PersistentVolumeClaim", "name": "llama-weights-r0"},
+            "reason": "ProvisioningFailed",
+            "message": "access mode ReadWriteMany is not supported",
+            "lastTimestamp": now(),
+        }
+    )
+    for name in ("llama-r0-n0", "llama-r0-n1"):
+        kube.put(instance_of(kube.get("VirtualMachine", name, NS), "Pending"))
+    settle(follower)
+    app.refresh_from_db()
+    assert app.phase == "Scheduling"
+    assert "the first (llama-r0-n0) waits for its weight volume llama-weights-r0" in app.reason
+    assert "ReadWriteMany filesystem volumes" in app.next_step
+    # Bound: the instances are what it waits for again.
+    kube.put({**claim, "status": {"phase": "Bound"}})
+    settle(follower)
+    app.refresh_from_db()
+    assert "weight volume" not in app.reason and "waits to be scheduled" in app.reason
 
 
 def test_restart_replaces_the_instances_and_keeps_the_volumes(vm_cluster, deployer, kube):
@@ -188,9 +284,21 @@ def test_restart_replaces_the_instances_and_keeps_the_volumes(vm_cluster, deploy
 
 def test_stop_frees_the_gpus_and_keeps_the_rest_also_across_a_redeploy(vm_cluster, deployer, kube):
     app = verbs.apply(manifest(nodes=2), deployer).application
-    verbs.stop(app, deployer)
+    boot(kube, "llama-r0-n0")
+    boot(kube, "llama-r0-n1")
+    kept = {
+        kind: names(kube, kind)
+        for kind in ("PersistentVolumeClaim", "ConfigMap", "Service", "NetworkPolicy")
+    }
+    observed = verbs.stop(app, deployer)
     strategies = {o["spec"]["runStrategy"] for o in kube.objects("VirtualMachine", NS)}
     assert strategies == {"Halted"}
+    # The instances and their virt-launcher pods, which held the GPUs, are gone ...
+    assert names(kube, "VirtualMachineInstance") == [] and names(kube, "Pod") == []
+    assert observed.phase == "Stopped" and "GPUs free" in observed.reason
+    # ... and everything else is kept.
+    for kind, were in kept.items():
+        assert names(kube, kind) == were, kind
     assert names(kube, "PersistentVolumeClaim") == ["llama-weights-r0"]
     assert names(kube, "Service") == ["llama-nodes", "llama-predictor"]
     verbs.apply(manifest(nodes=2, memory="96Gi"), deployer)
@@ -222,7 +330,7 @@ def test_delete_removes_machines_services_and_volumes_of_this_application_only(
     boot(kube, "llama-r0-n0")
     verbs.delete(app, deployer)
     assert names(kube, "VirtualMachine") == ["llama-theirs"]
-    for kind in ("PersistentVolumeClaim", "Service", "NetworkPolicy"):
+    for kind in ("PersistentVolumeClaim", "ConfigMap", "Service", "NetworkPolicy"):
         assert names(kube, kind) == [], kind
     # KubeVirt's garbage collector removes the instance; the reconciler then forgets the row.
     assert Application.objects.filter(name="llama").exists()

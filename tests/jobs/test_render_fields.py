@@ -507,6 +507,15 @@ def test_the_gateway_service_comes_from_the_setting(settings, db):
     assert RenderTarget.from_profile(profile).gateway_service == "edge/gw:9000"
 
 
+def test_the_namespaces_that_may_call_virtual_machines_come_from_the_setting(settings, db):
+    from tests.helpers import make_org
+
+    profile = make_org("initech").profiles.get()
+    assert RenderTarget.from_profile(profile).vm_caller_namespaces == ("servedeck",)
+    settings.SERVEDECK_VM_CALLER_NAMESPACES = ["edge", "ops"]
+    assert RenderTarget.from_profile(profile).vm_caller_namespaces == ("edge", "ops")
+
+
 def test_default_gateway_is_servedeck_gateway_in_servedeck():
     parent = build({"spec.access": DOMAIN})[-1]["spec"]["parentRefs"][0]
     assert (parent["name"], parent["namespace"]) == ("servedeck-gateway", "servedeck")

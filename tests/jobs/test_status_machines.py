@@ -20,10 +20,11 @@ from tests.jobs.test_render import gpu
 from tests.jobs.test_render_kubevirt import machines, vm_build
 
 H100 = "nvidia.com/GH100_H100_SXM5_80GB"
-SINGLE = machines(vm_build(gpu("h100", 8)))
-TRIPLE = machines(
-    vm_build({**gpu("h100", 8), "resources.nodesPerReplica": 3, "scaling.minReplicas": 2})
+SINGLE_OBJECTS = vm_build(gpu("h100", 8))
+TRIPLE_OBJECTS = vm_build(
+    {**gpu("h100", 8), "resources.nodesPerReplica": 3, "scaling.minReplicas": 2}
 )
+SINGLE, TRIPLE = machines(SINGLE_OBJECTS), machines(TRIPLE_OBJECTS)
 ONE = MachineFacts("app", "ml-serving", 1, 1, 8, "h100", H100)
 THREE = MachineFacts("app", "ml-serving", 2, 3, 8, "h100", H100)
 UNSCHEDULABLE = {
@@ -47,6 +48,46 @@ POLICY_DENIED = {
     "reason": "FailedCreate",
     "message": 'admission webhook "policy.example.com" denied the request: no GPUs here',
 }
+
+
+def ago(minutes: float) -> str:
+    return (datetime.now(UTC) - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pending_claim(objects, replica=0):
+    """The replica's weight volume as rendered, not bound yet."""
+    name = f"app-weights-r{replica}"
+    (claim,) = [o for o in objects if o["metadata"]["name"] == name]
+    return {**copy.deepcopy(claim), "status": {"phase": "Pending"}}
+
+
+def claim_event(name, reason, message, minutes=1):
+    """What the PersistentVolume controller (or the external provisioner) says of a claim."""
+    return {
+        "involvedObject": {"kind": "PersistentVolumeClaim", "name": name},
+        "reason": reason,
+        "message": message,
+        "lastTimestamp": ago(minutes),
+    }
+
+
+def probe_event(pod, said, minutes=0.5):
+    """The kubelet's event when the readiness probe of a launcher pod fails."""
+    return {
+        "involvedObject": {"kind": "Pod", "name": pod["metadata"]["name"]},
+        "reason": "Unhealthy",
+        "message": f"Readiness probe failed: {said}",
+        "lastTimestamp": ago(minutes),
+    }
+
+
+NO_RWX = (
+    'failed to provision volume with StorageClass "standard": rpc error: code = '
+    "InvalidArgument desc = access mode ReadWriteMany is not supported"
+)
+REFUSED = (
+    'Get "http://10.1.2.3:8000/v1/models": dial tcp 10.1.2.3:8000: connect: connection refused'
+)
 
 
 def running(vm, ready=True, **kw):
@@ -93,6 +134,8 @@ def failed(vm):
 
 
 r0, r1 = TRIPLE[:3], TRIPLE[3:]
+LOADING = loading(SINGLE[0])
+LAUNCHER = launcher_pod(LOADING, ready=False)
 CASES = [
     # (name, machines, instances, pods, facts, kwargs, phase, words in the reason, in the step)
     ("not-on-cluster", [], [], [], ONE, {}, Phase.PENDING, "No VirtualMachine", "deploy again"),
@@ -257,7 +300,7 @@ CASES = [
         [running(SINGLE[0])],
         [],
         ONE,
-        {"stopped": True},
+        {},
         Phase.STOPPED,
         "1 instance still shutting down",
         "",
@@ -286,7 +329,7 @@ CASES = [
         THREE,
         {},
         Phase.SCHEDULING,
-        "2 of 3 VMIs of replica 0 are running; the third (app-r0-n2) waits for a node with 8 "
+        "2 of 3 VMIs of replica 1 are running; the third (app-r0-n2) waits for a node with 8 "
         "free H100s",
         "add GPU nodes",
     ),  # fmt: skip
@@ -303,7 +346,7 @@ CASES = [
         THREE,
         {},
         Phase.RUNNING,
-        "with 1 of 2 replicas ready. 2 of 3 VMIs of replica 1 are running; the third "
+        "with 1 of 2 replicas ready. 2 of 3 VMIs of replica 2 are running; the third "
         "(app-r1-n2) is starting on node gpu-9",
         "the other replicas join",
     ),  # fmt: skip
@@ -326,8 +369,8 @@ CASES = [
         THREE,
         {},
         Phase.RUNNING,
-        "with 2 of 2 replicas ready, each on 3 virtual machines: replica 0 on gpu-0, gpu-1, "
-        "gpu-2; replica 1 on gpu-3, gpu-4, gpu-5.",
+        "with 2 of 2 replicas ready, each on 3 virtual machines: replica 1 on gpu-0, gpu-1, "
+        "gpu-2; replica 2 on gpu-3, gpu-4, gpu-5.",
         "",
     ),
     (
@@ -340,6 +383,116 @@ CASES = [
         Phase.PENDING,
         "the second (app-r0-n1) has no VirtualMachine on the cluster",
         "Deploy again from Deploy history",
+    ),
+    (
+        "volume-no-storage-for-it",
+        SINGLE,
+        [instance_of(SINGLE[0], "Pending")],
+        [],
+        ONE,
+        {
+            "claims": [pending_claim(SINGLE_OBJECTS)],
+            "events": [claim_event("app-weights-r0", "ProvisioningFailed", "no volume plugin")],
+        },
+        Phase.SCHEDULING,
+        "Instance app-r0-n0 waits for its weight volume app-weights-r0 (PersistentVolumeClaim, "
+        "ReadWriteOnce), which the cluster's default storage cannot provide: no volume plugin.",
+        "weightsStorageClass to a storage class that provides ReadWriteOnce filesystem volumes",
+    ),  # fmt: skip
+    (
+        "multinode-volume-without-read-write-many",
+        TRIPLE,
+        [instance_of(vm, "Scheduling") for vm in r0],
+        [],
+        THREE,
+        {
+            "claims": [pending_claim(TRIPLE_OBJECTS)],
+            "events": [claim_event("app-weights-r0", "ProvisioningFailed", NO_RWX)],
+        },
+        Phase.SCHEDULING,
+        "0 of 3 VMIs of replica 1 are running; the first (app-r0-n0) waits for its weight "
+        "volume app-weights-r0",
+        "ReadWriteMany filesystem volumes (every machine of a replica mounts it)",
+    ),  # fmt: skip
+    (
+        "volume-being-provisioned",
+        SINGLE,
+        [],
+        [],
+        ONE,
+        {
+            "claims": [pending_claim(SINGLE_OBJECTS)],
+            "events": [
+                claim_event(
+                    "app-weights-r0",
+                    "ExternalProvisioning",
+                    "Waiting for a volume to be created either by the external provisioner",
+                )
+            ],
+        },
+        Phase.SCHEDULING,
+        "waits for its weight volume app-weights-r0: the cluster's default storage is "
+        "provisioning it",
+        "",
+    ),
+    (
+        "volume-binds-when-scheduled",  # WaitForFirstConsumer: the GPUs are what it waits for
+        SINGLE,
+        [instance_of(SINGLE[0], "Scheduling", conditions=[UNSCHEDULABLE])],
+        [],
+        ONE,
+        {
+            "claims": [pending_claim(SINGLE_OBJECTS)],
+            "events": [
+                claim_event(
+                    "app-weights-r0",
+                    "WaitForFirstConsumer",
+                    "waiting for first consumer to be created before binding",
+                )
+            ],
+        },
+        Phase.SCHEDULING,
+        "app-r0-n0 waits for a node with 8 free H100s",
+        "add GPU nodes",
+    ),
+    (
+        "downloading-in-the-guest",
+        SINGLE,
+        [LOADING],
+        [LAUNCHER],
+        ONE,
+        {"events": [probe_event(LAUNCHER, "HTTP probe failed with statuscode: 503")]},
+        Phase.DOWNLOADING,
+        "Downloading the weights into volume app-weights-r0 on instance app-r0-n0",
+        "",
+    ),
+    (
+        "downloaded-now-loading",
+        SINGLE,
+        [LOADING],
+        [LAUNCHER],
+        ONE,
+        {
+            "events": [
+                probe_event(LAUNCHER, "HTTP probe failed with statuscode: 503", minutes=3),
+                probe_event(LAUNCHER, REFUSED, minutes=0.2),
+            ]
+        },
+        Phase.LOADING,
+        "Loading the model on instance app-r0-n0",
+        "",
+    ),
+    (
+        "weight-volume-not-mounted-in-the-guest",
+        SINGLE,
+        [LOADING],
+        [LAUNCHER],
+        ONE,
+        {"events": [probe_event(LAUNCHER, "HTTP probe failed with statuscode: 507")]},
+        Phase.FAILED,
+        "The launcher of instance app-r0-n0 refuses to start the model server: the weight "
+        "volume is not mounted in the guest",
+        "EnableVirtioFsStorageVolumes",
     ),
     (
         "multinode-failure-beats-progress",
@@ -362,7 +515,9 @@ CASES = [
     ids=[c[0] for c in CASES],
 )
 def test_status_of_virtual_machines(vms, vmis, pods, facts, kw, phase, reason, step):
-    status = derive_vm_status(vms, vmis, pods, [], facts, **kw)
+    more = dict(kw)
+    events = more.pop("events", [])
+    status = derive_vm_status(vms, vmis, pods, events, facts, **more)
     assert status.phase == phase, status
     assert reason in status.reason, status.reason
     assert step in status.next_step, status.next_step

@@ -9,10 +9,14 @@ import threading
 
 from jobs.backends.base import BackendFailed, Preflight, target_answer
 from jobs.backends.kubernetes.errors import BackendError, Unreachable
-from jobs.backends.kubernetes.kinds import VM_RENDERED
+from jobs.backends.kubernetes.kinds import KUBEVIRT, RENDERED
 from jobs.backends.kubernetes.kserve_client import KServeClient
-from jobs.backends.kubernetes.kubevirt_client import Machines, is_virtual_machine_app
-from jobs.catalog import kubevirt_device_name
+from jobs.backends.kubernetes.kubevirt_client import (
+    MachineObjects,
+    Machines,
+    is_virtual_machine_app,
+)
+from jobs.catalog import gpu_kind_named, kubevirt_device_name, unpermitted_gpu_kinds
 from jobs.lifecycle import Observed
 from jobs.models import Phase
 from jobs.render import render_for_profile
@@ -82,14 +86,15 @@ class ClusterBackend:
         # (isolation can change until it has served): apply and delete look for those too, and
         # always for an application in machines (its Services and volumes outlive KubeVirt).
         kubevirt = "kubevirt" in (self.profile.cluster.addons or ())
-        return VM_RENDERED if kubevirt or is_virtual_machine_app(manifest) else ()
+        return RENDERED if kubevirt or is_virtual_machine_app(manifest) else ()
 
     def preflight(self, manifest: dict, objects: list) -> Preflight:
         """The cluster's server-side dry run of the rendered objects. Its answers are about the
         objects, not a manifest field: said at the profile, shown at Review."""
-        device = _device_refusal(self.profile, manifest)
-        if device is not None:
+        device = _device_check(self.profile, manifest)
+        if device is not None and device.level == "refusal":
             return Preflight(refusals=[device])
+        warnings = [device] if device is not None else []
         try:
             refused = self.client.dry_run(objects)
         except Unreachable as error:
@@ -97,10 +102,12 @@ class ClusterBackend:
                 f"The server-side dry run on cluster {self.profile.cluster.name} could not "
                 f"run: {error.reason} Everything else was checked. {self._next_step(error)}"
             )
-            return Preflight(warnings=[target_answer(said, level="warning")])
+            return Preflight(warnings=[*warnings, target_answer(said, level="warning")])
         except BackendError as error:
             return Preflight(refusals=[target_answer(f"{error.reason} {error.next_step}")])
-        return Preflight(refusals=[target_answer(sentence) for sentence in refused])
+        return Preflight(
+            refusals=[target_answer(sentence) for sentence in refused], warnings=warnings
+        )
 
     def gpus_here(self) -> None:
         """Unknown without asking the cluster: the profile's machine catalog says what it has."""
@@ -186,10 +193,7 @@ class ClusterBackend:
             )
         if gone_is_none and not seen.machines and not seen.instances:
             return None
-        status = machine_status_of(
-            application, seen.machines, seen.instances, seen.pods, seen.events, deleting
-        )
-        return Observed.of(status)
+        return Observed.of(machine_status_of(application, seen, deleting))
 
     def observe(self, application) -> Observed:
         if self._vm(application):
@@ -220,14 +224,15 @@ def status_of(application, isvc, pods, events, deleting: bool | None = None):
     )
 
 
-def machine_status_of(application, machines, instances, pods, events, deleting=None):
+def machine_status_of(application, seen: MachineObjects, deleting=None):
     """derive_vm_status for one application in virtual machines."""
     return derive_vm_status(
-        machines,
-        instances,
-        pods,
-        events,
+        seen.machines,
+        seen.instances,
+        seen.pods,
+        seen.events,
         machine_facts(application),
+        claims=seen.claims,
         deleting=application.phase == Phase.DELETING if deleting is None else deleting,
     )
 
@@ -236,11 +241,7 @@ def machine_facts(application) -> MachineFacts:
     manifest = application.manifest
     model = manifest["spec"]["source"].get("model") or {}
     resources = model.get("resources") or {}
-    gpu = (resources.get("accelerator") or {}).get("gpu") or {}
-    kind = next(
-        (k for k in application.profile.machine_catalog or () if k.get("name") == gpu.get("model")),
-        None,
-    )
+    gpu = _gpu(manifest)
     return MachineFacts(
         app=application.name,
         namespace=manifest["spec"]["namespace"],
@@ -248,25 +249,47 @@ def machine_facts(application) -> MachineFacts:
         nodes=resources.get("nodesPerReplica") or 1,
         gpu_count=gpu.get("countPerReplica") or 0,
         gpu_model=gpu.get("model") or "",
-        gpu_device=(kubevirt_device_name(kind) or "") if kind else "",
+        gpu_device=_device(application.profile, gpu) or "",
     )
 
 
-def _device_refusal(profile, manifest: dict):
-    """A VirtualMachine application's GPU device that the cluster's KubeVirt does not permit
-    (as discovered): refused at the dry run, naming what it permits."""
+def _gpu(manifest: dict) -> dict:
+    """The manifest's resources.accelerator.gpu block ({} without one)."""
+    model = manifest["spec"]["source"].get("model") or {}
+    return ((model.get("resources") or {}).get("accelerator") or {}).get("gpu") or {}
+
+
+def _device(profile, gpu: dict) -> str | None:
+    """The KubeVirt device name of the GPU model, from the profile's machine catalog."""
+    kind = gpu_kind_named(profile.machine_catalog or (), gpu.get("model"))
+    return kubevirt_device_name(kind) if kind else None
+
+
+GPU_FIELD = "spec.source.model.resources.accelerator.gpu.model"
+
+
+def _device_check(profile, manifest: dict):
+    """A VirtualMachine application's GPU device against what the cluster's KubeVirt permits
+    (as discovered): a refusal naming what it permits, or, when that is unknown, a warning
+    saying why it was not checked. None: nothing to say."""
     if not is_virtual_machine_app(manifest):
         return None
-    model = manifest["spec"]["source"].get("model") or {}
-    gpu = ((model.get("resources") or {}).get("accelerator") or {}).get("gpu") or {}
+    gpu = _gpu(manifest)
     cluster = profile.cluster
-    kind = next(
-        (k for k in profile.machine_catalog or () if k.get("name") == gpu.get("model")), None
-    )
-    device = kubevirt_device_name(kind) if kind else None
+    device = _device(profile, gpu)
     if not gpu or device is None or "kubevirt" not in (cluster.addons or ()):
         return None  # no GPU, or the renderer already refused; no KubeVirt: the rules refuse
-    permitted = list(cluster.kubevirt_devices or ())
+    permitted = cluster.kubevirt_devices
+    if permitted is None:
+        return target_answer(
+            f"Whether KubeVirt on cluster {cluster.name} permits passing through {device} (the "
+            f"device of GPU model {gpu.get('model')}) is unknown: the console could not read the "
+            "KubeVirt CR, so this was not checked; an instance it does not permit stays "
+            f"Scheduling. Grant list on {KUBEVIRT.resource} and discover the cluster again to "
+            "have it checked.",
+            GPU_FIELD,
+            level="warning",
+        )
     if device in permitted:
         return None
     listed = ", ".join(permitted) or "none"
@@ -275,13 +298,12 @@ def _device_refusal(profile, manifest: dict):
         f"device of GPU model {gpu.get('model')}); it permits {listed}. Ask an admin to add "
         f"{device} to the KubeVirt CR's spec.configuration.permittedHostDevices.pciHostDevices "
         "and discover the cluster again, or pick a GPU model whose device it permits.",
-        "spec.source.model.resources.accelerator.gpu.model",
+        GPU_FIELD,
     )
 
 
 def _gpu_resource(manifest: dict) -> str:
-    model = manifest["spec"]["source"].get("model") or {}
-    gpu = ((model.get("resources") or {}).get("accelerator") or {}).get("gpu") or {}
+    gpu = _gpu(manifest)
     return f"{gpu.get('vendor', 'nvidia')}.com/gpu"
 
 
@@ -291,7 +313,8 @@ def discover(cluster) -> None:
     cluster.addons = sorted(found.addons)
     cluster.queues = list(found.queues)
     cluster.cache_node_groups = dict(found.cache_node_groups)
-    cluster.kubevirt_devices = list(found.kubevirt_devices)
+    devices = found.kubevirt_devices
+    cluster.kubevirt_devices = None if devices is None else list(devices)
     cluster.save(update_fields=["addons", "queues", "cache_node_groups", "kubevirt_devices"])
 
 
@@ -308,10 +331,39 @@ def discovered_vllm_version(cluster, namespace: str) -> str | None:
         return None
 
 
+def discovery_warnings(cluster) -> list[str]:
+    """What discovery found that its profiles cannot use: the GPU kinds of each profile's
+    machine catalog that KubeVirt does not pass through (a virtual machine on one is refused
+    at the dry run). Warnings: containers still run on them."""
+    permitted = cluster.kubevirt_devices
+    if "kubevirt" not in (cluster.addons or ()) or permitted is None:
+        return []
+    said = []
+    for profile in cluster.profiles.order_by("name"):
+        kinds = unpermitted_gpu_kinds(profile.machine_catalog or (), permitted)
+        if not kinds:
+            continue
+        named = ", ".join(f"{name} ({device or 'no device name'})" for name, device in kinds)
+        said.append(
+            f"KubeVirt on cluster {cluster.name} does not permit the GPU kinds {named} of "
+            f"profile {profile.name}'s machine catalog: a VirtualMachine application on one is "
+            "refused at the dry run (containers are not affected). Add their devices to the "
+            "KubeVirt CR's spec.configuration.permittedHostDevices and discover again; a kind "
+            "with no device name needs kubevirtDeviceName in the catalog."
+        )
+    return said
+
+
 def describe_addons(cluster) -> str:
     addons = ", ".join(cluster.addons) or "none"
     said = f"add-ons {addons}; queues {', '.join(cluster.queues) or 'none'}"
     if "kubevirt" in (cluster.addons or ()):
-        devices = ", ".join(cluster.kubevirt_devices or ()) or "none"
-        said += f"; KubeVirt devices {devices}"
+        devices = cluster.kubevirt_devices
+        if devices is None:
+            listed = (
+                f"unknown (the KubeVirt CR could not be read: grant list on {KUBEVIRT.resource})"
+            )
+        else:
+            listed = ", ".join(devices) or "none"
+        said += f"; KubeVirt devices {listed}"
     return said

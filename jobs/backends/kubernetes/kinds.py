@@ -87,6 +87,7 @@ PERSISTENT_VOLUME_CLAIM = Kind(
     "Kubernetes",
     singular="persistent_volume_claim",
 )
+CONFIG_MAP = Kind("ConfigMap", "", "v1", "configmaps", True, "Kubernetes", singular="config_map")
 NETWORK_POLICY = Kind(
     "NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", True, "Kubernetes"
 )
@@ -111,6 +112,7 @@ RENDERED = (
     LOCAL_MODEL_CACHE,
     SERVING_RUNTIME,
     PERSISTENT_VOLUME_CLAIM,
+    CONFIG_MAP,
     SERVICE,
     NETWORK_POLICY,
     INFERENCE_SERVICE,
@@ -120,7 +122,6 @@ RENDERED = (
 # What an application in containers has (all ServeDeck looks for unless told more): listing
 # the KubeVirt application's kinds too would need rights a KServe-only console lacks.
 CONTAINER_RENDERED = (LOCAL_MODEL_CACHE, SERVING_RUNTIME, INFERENCE_SERVICE, HTTP_ROUTE)
-VM_RENDERED = RENDERED
 _BY_TYPE = {(k.api_version, k.kind): k for k in RENDERED}
 
 

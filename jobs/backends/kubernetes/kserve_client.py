@@ -36,6 +36,7 @@ from .kinds import (
     KUBEVIRT,
     LOCAL_MODEL_CACHE,
     LOCAL_MODEL_NODE_GROUP,
+    PERSISTENT_VOLUME_CLAIM,
     POD,
     RENDERED,
     SERVING_RUNTIME,
@@ -89,8 +90,9 @@ class Discovery:
     addons: frozenset[str]
     queues: tuple[str, ...] = ()
     cache_node_groups: dict[str, int] = field(default_factory=dict)
-    # KubeVirt's permittedHostDevices: the resource names a virtual machine may pass through.
-    kubevirt_devices: tuple[str, ...] = ()
+    # KubeVirt's permittedHostDevices: the resource names a virtual machine may pass through;
+    # None when unknown (no KubeVirt, or its CR could not be read), never taken for "none".
+    kubevirt_devices: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,19 +167,19 @@ class KServeClient:
             queue_kind = _at_version(CLUSTER_QUEUE, groups["kueue.x-k8s.io"])
             queues = tuple(sorted(_name(q) for q in self.api.list(queue_kind).get("items") or []))
         node_groups = self._cache_node_groups() if cache else {}
-        devices = self._kubevirt_devices() if "kubevirt" in addons else ()
+        devices = self._kubevirt_devices() if "kubevirt" in addons else None
         return Discovery(version, frozenset(addons), queues, node_groups, devices)
 
-    def _kubevirt_devices(self) -> tuple[str, ...]:
+    def _kubevirt_devices(self) -> tuple[str, ...] | None:
         """The PCI and mediated device names every KubeVirt CR of the cluster permits (there is
-        one, in KubeVirt's namespace); none when the CR cannot be read."""
+        one, in KubeVirt's namespace); None (unknown) when the CR cannot be read."""
         names: set[str] = set()
         try:
             crs = self._list_if_served(KUBEVIRT, None, "")
         except BackendError as error:
-            if error.status != 403:  # no right to read it: the dry run cannot check devices
+            if error.status != 403:
                 raise
-            crs = []
+            return None  # no right to read it: unknown, not "permits none"
         for cr in crs:
             config = ((cr.get("spec") or {}).get("configuration") or {}).get(
                 "permittedHostDevices"
@@ -425,6 +427,16 @@ class KServeClient:
         """The instances of ServeDeck's VirtualMachines (they carry the template's labels)."""
         return _listing(self.api.list(VIRTUAL_MACHINE_INSTANCE, namespace, OURS))
 
+    def list_persistent_volume_claims(self, namespace: str | None = None) -> Listing:
+        """ServeDeck's PersistentVolumeClaims: the weight volumes of virtual machines."""
+        return _listing(self.api.list(PERSISTENT_VOLUME_CLAIM, namespace, OURS))
+
+    def watch_persistent_volume_claims(
+        self, namespace=None, resource_version=None, timeout_seconds=60
+    ):
+        kind = PERSISTENT_VOLUME_CLAIM
+        return self._watch(kind, namespace, OURS, resource_version, timeout_seconds)
+
     def watch_virtual_machines(self, namespace=None, resource_version=None, timeout_seconds=60):
         return self._watch(VIRTUAL_MACHINE, namespace, OURS, resource_version, timeout_seconds)
 
@@ -495,8 +507,8 @@ def _rendered_kind(obj: Mapping[str, Any]) -> Kind:
         raise BackendError(
             f"ServeDeck does not apply {obj.get('apiVersion')} {obj.get('kind')} objects",
             "Apply only what jobs.render made: InferenceService, ServingRuntime, "
-            "LocalModelCache and HTTPRoute; VirtualMachine, Service, PersistentVolumeClaim and "
-            "NetworkPolicy for virtual machines.",
+            "LocalModelCache and HTTPRoute; VirtualMachine, Service, PersistentVolumeClaim, "
+            "ConfigMap and NetworkPolicy for virtual machines.",
         )
     return kind
 

@@ -4,7 +4,7 @@ container ones (kserve_client.py), on the same API client and with the same owne
     machines = Machines(client)            # client: a KServeClient
     machines.restart("llama", "models", organization="acme")   # new instances, same volumes
     machines.stop(...) / machines.start(...)                    # runStrategy Halted / Always
-    machines.observe(...)                                       # machines, instances, pods, events
+    machines.observe(...)                           # machines, instances, pods, claims, events
 
 Restart deletes the instances: each VirtualMachine (runStrategy Always) starts a new one on the
 same volumes. Stop halts the VirtualMachines: their instances go and free the GPUs, while the
@@ -21,13 +21,19 @@ from typing import Any
 from jobs.render.kubevirt import TEMPLATE_HASH
 
 from .errors import BackendError, NotFound
-from .kinds import EVENT, POD, VIRTUAL_MACHINE, VIRTUAL_MACHINE_INSTANCE, VM_RENDERED
+from .kinds import (
+    EVENT,
+    PERSISTENT_VOLUME_CLAIM,
+    POD,
+    VIRTUAL_MACHINE,
+    VIRTUAL_MACHINE_INSTANCE,
+)
 from .kserve_client import KServeClient, _about, _name, _selector
 from .owner import is_ours
 
 HALTED, ALWAYS = "Halted", "Always"
 
-__all__ = ["VM_RENDERED", "MachineObjects", "Machines", "is_virtual_machine_app"]
+__all__ = ["MachineObjects", "Machines", "is_virtual_machine_app"]
 
 
 def is_virtual_machine_app(manifest: Mapping[str, Any]) -> bool:
@@ -43,6 +49,7 @@ class MachineObjects:
     instances: list[dict]
     pods: list[dict]
     events: list[dict]
+    claims: list[dict]  # the replicas' weight volumes
 
 
 class Machines:
@@ -135,14 +142,16 @@ class Machines:
 
     def observe(self, app: str, namespace: str, *, organization: str) -> MachineObjects:
         """The application's VirtualMachines, their instances and virt-launcher pods (KubeVirt
-        copies the instance's labels onto them), and the namespace's events about them."""
+        copies the instance's labels onto them), its weight volumes (one per replica: the
+        label selector bounds the list), and the namespace's events about them."""
         machines = self._listed(VIRTUAL_MACHINE, app, namespace, organization)
         instances = self._listed(VIRTUAL_MACHINE_INSTANCE, app, namespace, organization)
         pods = self._mine(POD, app, namespace, organization)
+        claims = self._mine(PERSISTENT_VOLUME_CLAIM, app, namespace, organization)
         names = {_name(p) for p in pods} | {_name(i) for i in instances}
         events = self.api.list(EVENT, namespace).get("items") or []
         about = [e for e in events if _about(e, app, names) or _about_instance(e, names)]
-        return MachineObjects(machines, instances, pods, about)
+        return MachineObjects(machines, instances, pods, about, claims)
 
     def _listed(self, kind, app: str, namespace: str, organization: str) -> list[dict]:
         try:

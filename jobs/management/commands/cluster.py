@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from accesspolicies.cli import acting_membership, add_verb
-from jobs.backends.kubernetes.backend import describe_addons, discover
+from jobs.backends.kubernetes.backend import describe_addons, discover, discovery_warnings
 from jobs.backends.kubernetes.errors import BackendError
 from jobs.forms import ClusterForm
 from jobs.management.commands._setup import save_form, write_table
@@ -71,3 +71,5 @@ class Command(BaseCommand):
         except BackendError as error:
             raise CommandError(f"{name}: {error.reason} {error.next_step}") from None
         self.stdout.write(f"cluster/{name}: {describe_addons(cluster)}")
+        for said in discovery_warnings(cluster):
+            self.stderr.write(self.style.WARNING(f"warning: {said}"))
