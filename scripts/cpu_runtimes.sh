@@ -14,11 +14,13 @@
 # (a machine that installs from its own wheels waits for that one project only).
 #
 # Usage: scripts/cpu_runtimes.sh [RUNTIME...]   (default: all of transformers infinity faster-whisper)
+#        Runs from any folder: it changes into the console's folder, where it lies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 TORCH_INDEX=${SERVEDECK_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
 RUNTIMES_DIR=${SERVEDECK_RUNTIMES_DIR:-${SERVEDECK_VAR_DIR:-var}/runtimes}
+RUNTIMES_DIR=$(realpath -m -- "$RUNTIMES_DIR")  # the retry command below works from anywhere
 ALL=(transformers infinity faster-whisper)
 if [ $# -gt 0 ]; then wanted=("$@"); else wanted=("${ALL[@]}"); fi
 
@@ -81,6 +83,7 @@ for runtime in "${wanted[@]}"; do
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "cpu_runtimes: not installed: ${failed[*]}; to retry:" >&2
-  echo "  SERVEDECK_RUNTIMES_DIR=$RUNTIMES_DIR scripts/cpu_runtimes.sh ${failed[*]}" >&2
+  printf '  SERVEDECK_RUNTIMES_DIR=%q %q %s\n' "$RUNTIMES_DIR" "$PWD/scripts/cpu_runtimes.sh" \
+    "${failed[*]}" >&2
   exit 1
 fi

@@ -8,7 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${SERVEDECK_CPU_RUNTIMES:-1}" = 0 ]; then
-  echo "CPU runtimes: skipped (SERVEDECK_CPU_RUNTIMES=0); install them later with scripts/cpu_runtimes.sh"
+  echo "CPU runtimes: skipped (SERVEDECK_CPU_RUNTIMES=0); install them later with $PWD/scripts/cpu_runtimes.sh"
   exit 0
 fi
 echo "CPU runtimes for models on this machine: transformers serve, infinity-emb, faster-whisper-server"

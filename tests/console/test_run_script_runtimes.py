@@ -10,6 +10,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from jobs.backends.local import runtimes as rt
+
 ROOT = Path(__file__).resolve().parents[2]
 STEP = ROOT / "scripts" / "setup_cpu_runtimes.sh"
 RUNTIMES = ("transformers", "infinity", "faster-whisper")
@@ -56,9 +58,9 @@ def test_a_failed_install_says_which_and_how_to_retry_and_the_console_still_star
     out = done.stdout
     for index, name in enumerate(RUNTIMES, start=1):
         assert f"[{index}/3] {name}: could not create the virtualenv" in out, out
-    retry = f"SERVEDECK_RUNTIMES_DIR={tmp_path / 'runtimes'} scripts/cpu_runtimes.sh " + " ".join(
-        RUNTIMES
-    )
+    # The command every refusal names (absolute paths: it works from any folder).
+    retry = rt.install_command(" ".join(RUNTIMES), tmp_path / "runtimes")
+    assert retry.startswith(f"SERVEDECK_RUNTIMES_DIR={tmp_path / 'runtimes'} {ROOT}/scripts/")
     assert retry in out
     assert "The console starts anyway" in out
 

@@ -12,6 +12,8 @@ from jobs.backends.local.runtimes import Choice, ModelFacts, Refusal
 
 ALL = frozenset(rt.CPU_RUNTIMES)
 DIR = "/srv/runtimes"
+# This console's install script, by its absolute path, as every refusal names it.
+SCRIPT = str(Path(__file__).resolve().parents[2] / "scripts" / "cpu_runtimes.sh")
 
 
 @pytest.mark.parametrize(
@@ -86,21 +88,21 @@ REFUSED = [
         False,
         {"infinity"},
         ["Chat and completions", "transformers serve", "not installed in /srv/runtimes"],
-        "SERVEDECK_RUNTIMES_DIR=/srv/runtimes scripts/cpu_runtimes.sh transformers",
+        f"SERVEDECK_RUNTIMES_DIR=/srv/runtimes {SCRIPT} transformers",
     ),
     (
         ModelFacts(rt.SCORE, rt.HF),
         False,
         frozenset(),
         ["Reranking", "infinity-emb"],
-        "SERVEDECK_RUNTIMES_DIR=/srv/runtimes scripts/cpu_runtimes.sh infinity",
+        f"SERVEDECK_RUNTIMES_DIR=/srv/runtimes {SCRIPT} infinity",
     ),
     (
         ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2),
         True,
         {"transformers"},
         ["Transcription", "faster-whisper-server"],
-        "SERVEDECK_RUNTIMES_DIR=/srv/runtimes scripts/cpu_runtimes.sh faster-whisper",
+        f"SERVEDECK_RUNTIMES_DIR=/srv/runtimes {SCRIPT} faster-whisper",
     ),
     (
         ModelFacts(rt.TRANSCRIBE, rt.NEMO, "ParakeetForTDT"),
@@ -179,14 +181,19 @@ def test_refusal(facts, vllm, installed, words, install):
         assert refusal.message.endswith(install)
 
 
-def test_install_command_quotes_the_folder():
+def test_install_command_quotes_the_folder_and_works_from_any_folder(tmp_path, monkeypatch):
     command = rt.install_command("infinity", "/srv/my runtimes")
-    assert command == "SERVEDECK_RUNTIMES_DIR='/srv/my runtimes' scripts/cpu_runtimes.sh infinity"
+    assert command == f"SERVEDECK_RUNTIMES_DIR='/srv/my runtimes' {SCRIPT} infinity"
+    assert SCRIPT.startswith("/") and Path(SCRIPT).is_file()
+    monkeypatch.chdir(tmp_path)  # a relative runtimes folder is the console's working folder's
+    assert rt.install_command("infinity", "var/runtimes") == (
+        f"SERVEDECK_RUNTIMES_DIR={tmp_path}/var/runtimes {SCRIPT} infinity"
+    )
 
 
 def test_every_cpu_runtime_has_a_requirement_file_the_install_script_reads():
     root = Path(__file__).resolve().parents[2]
-    script = (root / rt.INSTALL_SCRIPT).read_text()
+    script = rt.INSTALL_SCRIPT.read_text()
     for name in rt.CPU_RUNTIMES:
         assert (root / "requirements" / "cpu" / f"{name}.txt").is_file()
         assert name in script

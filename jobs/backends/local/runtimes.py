@@ -21,7 +21,9 @@ RUNTIMES_DIR_SETTING = "SERVEDECK_RUNTIMES_DIR"
 # Where hf:// models served by a CPU runtime are downloaded to: one folder for the console,
 # in the Hugging Face cache layout (models--<org>--<name>/snapshots/<commit>/).
 DOWNLOADS_DIR_SETTING = "SERVEDECK_DOWNLOADS_DIR"
-INSTALL_SCRIPT = "scripts/cpu_runtimes.sh"
+# This console's own copy, by its absolute path: a refusal's command works from any folder
+# (the script changes into the console's folder itself).
+INSTALL_SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "cpu_runtimes.sh"
 # Written by the install script after a complete install: a venv without it is half made.
 INSTALLED_STAMP = ".requirements.sha256"
 LOOPBACK = "127.0.0.1"
@@ -279,8 +281,11 @@ def size_text(n: int) -> str:
 
 
 def install_command(runtime: str, runtimes_dir: str | os.PathLike[str]) -> str:
-    """The command, run in the console's folder, that installs `runtime` where it is looked for."""
-    return f"{RUNTIMES_DIR_SETTING}={shlex.quote(str(runtimes_dir))} {INSTALL_SCRIPT} {runtime}"
+    """The command that installs `runtime` where this console looks for it: both paths
+    absolute (a relative runtimes folder is the console's, from its working folder), so it
+    can be pasted into a shell in any folder. The install script's own retry line is the same."""
+    folder = shlex.quote(os.path.abspath(runtimes_dir))
+    return f"{RUNTIMES_DIR_SETTING}={folder} {shlex.quote(str(INSTALL_SCRIPT))} {runtime}"
 
 
 def _task_words(task: str) -> str:
