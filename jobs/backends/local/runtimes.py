@@ -1,7 +1,7 @@
 """Which model server the local backend runs a model with, and the CPU runtimes' command lines.
 
-vLLM where it is installed and the profile does not ask for the CPU; else an OpenAI-compatible
-CPU server chosen by the model's task and weights layout, each in its own virtualenv under the
+vLLM for a replica that asks for a GPU, where it is installed; else an OpenAI-compatible CPU
+server chosen by the model's task and weights layout, each in its own virtualenv under the
 runtimes folder (made by scripts/cpu_runtimes.sh). Decisions on plain values; the only reads of
 the machine are configured_runtimes_dir() and installed_runtimes(), kept apart for the caller.
 """
@@ -13,7 +13,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
@@ -53,6 +53,7 @@ GPU_PROFILE = (
     "a Kubernetes profile with NVIDIA GPU nodes, or the local profile on a machine with vLLM "
     "and an NVIDIA GPU"
 )
+MAX_PROFILES_NAMED = 3  # a refusal names this many of the organisation's GPU profiles
 # Every runtime: no usage reports leave the machine (infinity sends them by default).
 QUIET_ENV = {
     "DO_NOT_TRACK": "1",
@@ -292,28 +293,50 @@ def _task_words(task: str) -> str:
     return TASK_WORDS.get(task, f"the task {task!r}")
 
 
+def gpu_profile_words(gpu_profiles: Sequence[str] = ()) -> str:
+    """Where a model no CPU runtime serves would run, as the end of a sentence: the
+    organisation's profiles that hold it by name (the caller finds them: Kubernetes profiles
+    with an NVIDIA GPU kind that fits), else the kind of profile that would."""
+    if not gpu_profiles:
+        return f"use {GPU_PROFILE}"
+    shown = [f"profile {name}" for name in gpu_profiles[:MAX_PROFILES_NAMED]]
+    more = len(gpu_profiles) - len(shown)
+    if more:
+        shown.append(f"{more} more of this organisation's GPU profiles")
+    named = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+    return f"deploy it to {named}, whose NVIDIA GPUs hold it"
+
+
 def choose_runtime(
     facts: ModelFacts,
     *,
     vllm_installed: bool,
-    cpu_profile: bool = False,
     installed: Collection[str] = (),
     runtimes_dir: str | os.PathLike[str] = "var/runtimes",
+    gpu_profiles: Sequence[str] = (),
 ) -> Choice | Refusal:
     """The runtime for this model on this machine, or a refusal that says what would serve it.
 
-    `installed` names the CPU runtimes whose virtualenv is complete (installed_runtimes());
-    `cpu_profile` is a profile that asks for the CPU runtimes even where vLLM is installed."""
+    vLLM serves a replica that asks for a GPU (resources.accelerator), and only one: the vLLM
+    pip installs is a CUDA build, which serves nothing on the CPU, so a replica without a GPU
+    runs on the CPU runtime of its task and layout wherever vLLM is installed. `installed`
+    names the CPU runtimes whose virtualenv is complete (installed_runtimes()); `gpu_profiles`
+    the organisation's profiles that would serve a model no CPU runtime serves."""
+    elsewhere = gpu_profile_words(gpu_profiles)
     if facts.layout == NEMO or facts.architecture == PARAKEET_ARCHITECTURE:
         return Refusal(
             "Parakeet (NeMo) speech recognition runs only on the parakeet runtime, which "
-            "needs an NVIDIA GPU; no CPU runtime serves it. Use a Kubernetes profile with NVIDIA "
-            "GPU nodes, or on this machine a Whisper model in CTranslate2 format (faster-whisper)."
+            f"needs an NVIDIA GPU; no CPU runtime serves it. {_sentence(elsewhere)}, or on "
+            "this machine use a Whisper model in CTranslate2 format (faster-whisper)."
         )
-    if vllm_installed and not cpu_profile and facts.layout == HF:
-        return Choice(VLLM, "vLLM is installed on this machine.")
     layout = LAYOUT_WORDS.get(facts.layout, f"the layout {facts.layout!r}").split(" (")[0]
     if facts.wants_gpu:
+        if vllm_installed and facts.layout == HF:
+            return Choice(
+                VLLM,
+                "the replica asks for a GPU (resources.accelerator), and vLLM is installed on "
+                "this machine.",
+            )
         if vllm_installed:
             vllm, fix = f"vLLM does not load {layout}", "Remove"
         else:
@@ -329,13 +352,14 @@ def choose_runtime(
         return Refusal(
             f"{facts.architecture or 'This model'} is a mixture of experts ({facts.experts} "
             f"experts, {held} parameters held); no CPU runtime serves one above "
-            f"{CPU_MOE_MAX_PARAMETERS // 10**9}B parameters at a usable speed. Use {GPU_PROFILE}."
+            f"{CPU_MOE_MAX_PARAMETERS // 10**9}B parameters at a usable speed. "
+            f"{_sentence(elsewhere)}."
         )
     runtime = next(
         (r for r in CPU_RUNTIMES.values() if (facts.task, facts.layout) in r.serves), None
     )
     if runtime is None:
-        return _no_cpu_runtime(facts)
+        return _no_cpu_runtime(facts, elsewhere)
     if runtime.name not in installed:
         command = install_command(runtime.name, runtimes_dir)
         return Refusal(
@@ -346,14 +370,21 @@ def choose_runtime(
         )
     if not vllm_installed:
         why = "vLLM is not installed on this machine"
-    elif cpu_profile:
-        why = "the profile asks for the CPU runtimes"
-    else:
+    elif facts.layout != HF:
         why = f"vLLM does not load {layout}"
+    else:
+        why = (
+            "the replica asks for no GPU (no resources.accelerator), and the vLLM installed "
+            "here serves on NVIDIA GPUs only"
+        )
     return Choice(runtime.name, f"{runtime.label} serves {_task_words(facts.task)}; {why}.")
 
 
-def _no_cpu_runtime(facts: ModelFacts) -> Refusal:
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _no_cpu_runtime(facts: ModelFacts, elsewhere: str) -> Refusal:
     layout = LAYOUT_WORDS.get(facts.layout, f"the layout {facts.layout!r}")
     served = [
         f"{_task_words(task)} from {LAYOUT_WORDS[lay].split(' (')[0]}"
@@ -368,10 +399,10 @@ def _no_cpu_runtime(facts: ModelFacts) -> Refusal:
     elif facts.task == TRANSCRIBE:
         fix = (
             "On this machine use a Whisper model in CTranslate2 format (faster-whisper's, such "
-            f"as Systran/faster-whisper-tiny.en), or use {GPU_PROFILE}."
+            f"as Systran/faster-whisper-tiny.en), or {elsewhere}."
         )
     else:
-        fix = f"Use {GPU_PROFILE}."
+        fix = f"{_sentence(elsewhere)}."
     return Refusal(
         f"No CPU runtime serves {_task_words(facts.task)} from {layout}; the CPU runtimes "
         f"serve {', '.join(served)}. {fix}"
