@@ -75,6 +75,7 @@ class CpuRuntime:
     serves: frozenset[tuple[str, str]]  # (task, layout) pairs
     readiness_path: str  # answers 200 once the server accepts requests
     route_prefix: str  # where its OpenAI-style routes start
+    package: str  # the distribution installed in its venv (its version is shown on pages)
 
 
 TRANSFORMERS = CpuRuntime(
@@ -86,6 +87,7 @@ TRANSFORMERS = CpuRuntime(
     frozenset({(GENERATE, HF)}),
     "/health",
     "/v1",
+    "transformers",
 )
 INFINITY = CpuRuntime(
     "infinity",
@@ -94,6 +96,7 @@ INFINITY = CpuRuntime(
     frozenset({(EMBED, HF), (SCORE, HF)}),
     "/health",  # at the root: --url-prefix moves only the model routes
     "/v1",
+    "infinity-emb",
 )
 FASTER_WHISPER = CpuRuntime(
     "faster-whisper",
@@ -102,6 +105,7 @@ FASTER_WHISPER = CpuRuntime(
     frozenset({(TRANSCRIBE, CTRANSLATE2)}),
     "/health",
     "/v1",
+    "faster-whisper-server",
 )
 CPU_RUNTIMES = {r.name: r for r in (TRANSFORMERS, INFINITY, FASTER_WHISPER)}
 
@@ -521,6 +525,24 @@ def installed_runtimes(runtimes_dir: str | os.PathLike[str]) -> frozenset[str]:
         if (venv / INSTALLED_STAMP).is_file() and os.access(program, os.X_OK):
             found.add(spec.name)
     return frozenset(found)
+
+
+def _distribution_key(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()  # as wheel and dist-info names spell it
+
+
+def installed_version(runtime: str, runtimes_dir: str | os.PathLike[str]) -> str | None:
+    """The version of the runtime's package in its virtualenv, from its .dist-info folder's
+    name (nothing is imported or run); None when it is not found there."""
+    spec = CPU_RUNTIMES.get(runtime)
+    if spec is None:
+        return None
+    wanted = _distribution_key(spec.package)
+    for info in (Path(runtimes_dir) / spec.name / "lib").glob("python*/site-packages/*.dist-info"):
+        name, _, version = info.name.removesuffix(".dist-info").rpartition("-")
+        if _distribution_key(name) == wanted and version:
+            return version
+    return None
 
 
 def vllm_installed() -> bool:
