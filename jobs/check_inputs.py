@@ -7,6 +7,7 @@ import os
 
 from jobs.backends.local.command import DEFAULT_TEMPLATE, configured_template
 from jobs.backends.local.machine_check import free_memory
+from jobs.manifest.rules import file_on_kubernetes
 from jobs.models import Cluster, Profile
 from jobs.token_refs import env_token
 from models_catalog.check import CheckResult, check_model
@@ -36,15 +37,8 @@ def check_for_profile(
     if uri.startswith("file://") and profile.cluster.backend != "local":
         # A folder on the console's machine is the local profile's: Check model on another
         # profile does not read the console's disk for whoever asks.
-        return CheckResult(
-            uri=uri,
-            can_serve=False,
-            verdict=f"uri: {uri[:120]!r} is a folder on the console's machine, which "
-            f"profile {profile.name}'s Kubernetes cluster cannot read; accepts file:// on the "
-            "local profile only.",
-            next_step="Copy the model onto a PersistentVolumeClaim and use "
-            "pvc://<claim>/<path>, use hf://, or choose the local profile.",
-        )
+        why, fix = file_on_kubernetes(uri, profile.name)
+        return CheckResult(uri=uri, can_serve=False, verdict=f"uri: {why}", next_step=fix)
     # The local backend chooses the server on this machine (SERVEDECK_LOCAL_COMMAND, when set,
     # names one itself): Check model says which, and that it fits the free memory.
     local = profile.cluster.backend == "local" and configured_template() == DEFAULT_TEMPLATE
