@@ -1,11 +1,14 @@
 """Check model for a profile: the plain inputs models_catalog.check takes (the machine catalog,
-the Hugging Face token, the vLLM version), built from the profile here, in jobs, so that
-models_catalog never reads a Profile."""
+the Hugging Face token, the vLLM version, and on the local profile the organisation's GPU
+profiles), built from the profile here, in jobs, so that models_catalog never reads a
+Profile."""
 
 import os
 
 from jobs.backends.local.command import DEFAULT_TEMPLATE, configured_template
 from jobs.backends.local.machine_check import free_memory
+from jobs.manifest.rules import file_on_kubernetes
+from jobs.models import Cluster, Profile
 from jobs.token_refs import env_token
 from models_catalog.check import CheckResult, check_model
 
@@ -26,19 +29,16 @@ def check_for_profile(
     concurrency: int = 1,
     format: str | None = None,
     gpu_memory_utilization: float | None = None,
+    wants_gpu: bool | None = None,
 ) -> CheckResult:
+    """Check model of `uri` on `profile`. `wants_gpu`: whether the manifest's replica asks for
+    a GPU (resources.accelerator), which decides the local backend's server; None when there
+    is no manifest yet."""
     if uri.startswith("file://") and profile.cluster.backend != "local":
         # A folder on the console's machine is the local profile's: Check model on another
         # profile does not read the console's disk for whoever asks.
-        return CheckResult(
-            uri=uri,
-            can_serve=False,
-            verdict=f"uri: {uri[:120]!r} is a folder on the console's machine, which "
-            f"profile {profile.name}'s Kubernetes cluster cannot read; accepts file:// on the "
-            "local profile only.",
-            next_step="Copy the model onto a PersistentVolumeClaim and use "
-            "pvc://<claim>/<path>, use hf://, or choose the local profile.",
-        )
+        why, fix = file_on_kubernetes(uri, profile.name)
+        return CheckResult(uri=uri, can_serve=False, verdict=f"uri: {why}", next_step=fix)
     # The local backend chooses the server on this machine (SERVEDECK_LOCAL_COMMAND, when set,
     # names one itself): Check model says which, and that it fits the free memory.
     local = profile.cluster.backend == "local" and configured_template() == DEFAULT_TEMPLATE
@@ -48,6 +48,9 @@ def check_for_profile(
         # This machine's memory as it is now: the CPU runtimes serve the model beside
         # whatever else runs here.
         free_memory=free_memory() if local else None,
+        wants_gpu=wants_gpu,
+        # Where a model this machine cannot serve would run: named in the refusal.
+        gpu_profiles=kubernetes_catalogs(profile.organization_id) if local else None,
         catalog=profile.machine_catalog,
         vllm_version=profile.vllm_version,
         hf_token=hf_token_for(profile),
@@ -66,3 +69,12 @@ def check_for_profile(
             "the console does not read; give the profile an env/ token reference for Check model."
         )
     return result
+
+
+def kubernetes_catalogs(organization_id: int) -> dict[str, list]:
+    """The machine catalogs of the organisation's Kubernetes profiles, by profile name (Check
+    model keeps those with an NVIDIA GPU kind that holds the model)."""
+    profiles = Profile.objects.filter(
+        organization_id=organization_id, cluster__backend=Cluster.Backend.KUBERNETES
+    ).only("name", "machine_catalog")
+    return {p.name: p.machine_catalog for p in profiles}

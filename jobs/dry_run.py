@@ -101,11 +101,17 @@ class CheckModelCalls:
         concurrency: int = 1,
         format: str | None = None,
         gpu_memory_utilization: float | None = None,
+        wants_gpu: bool | None = None,
     ) -> CheckResult:
         format = self._format(uri, format)
         if gpu_memory_utilization is None:
             gpu_memory_utilization = default_gpu_memory_utilization(profile.vllm_version)
-        key = (uri, profile.pk, context_tokens, concurrency, format, gpu_memory_utilization)
+        if profile.cluster.backend != profile.cluster.Backend.LOCAL:
+            wants_gpu = None  # only the local backend's choice of server depends on it
+        key = (
+            uri, profile.pk, context_tokens, concurrency, format, gpu_memory_utilization,
+            wants_gpu,
+        )  # fmt: skip
         if key not in self._answers:
             self._answers[key] = check_for_profile(
                 uri,
@@ -114,6 +120,7 @@ class CheckModelCalls:
                 concurrency=concurrency,
                 format=format,
                 gpu_memory_utilization=gpu_memory_utilization,
+                wants_gpu=wants_gpu,
             )
         return self._answers[key]
 
@@ -237,6 +244,8 @@ def check_inputs(filled: FilledManifest) -> dict:
         "concurrency": filled.concurrency or 1,
         "format": filled.format,
         "gpu_memory_utilization": filled.gpu_memory_utilization,
+        # The local backend runs a replica on GPUs with vLLM, else on a CPU runtime.
+        "wants_gpu": bool(filled.on_gpu),
     }
 
 

@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobs import cost
+from jobs.backends.local import runtimes as rt
+from jobs.backends.local.command import DEFAULT_TEMPLATE, configured_template
 from jobs.charts import WINDOWS, cache_key, usage_per_key
 from jobs.manifest.view import FilledManifest
 from jobs.models import Application, UsageMinute
@@ -28,6 +30,32 @@ def _engine_words(filled: FilledManifest, application: Application) -> str:
     if engine == "vllm":
         return f"vLLM {application.profile.vllm_version}"
     return engine
+
+
+def local_runtime_words(recorded: str) -> str:
+    """The server the local backend started, as it recorded it (Application.runtime), with
+    its package's version for a CPU runtime."""
+    where = "as a process on this machine (each replica's log starts with the command it runs)"
+    spec = rt.CPU_RUNTIMES.get(recorded)
+    if spec is not None:
+        version = rt.installed_version(spec.name, rt.configured_runtimes_dir())
+        if version is None:
+            named = spec.label
+        elif spec.package == spec.label:
+            named = f"{spec.label} {version}"
+        else:
+            named = f"{spec.label} ({spec.package} {version})"
+        return f"{named}, a CPU runtime, {where}"
+    if recorded == rt.VLLM:
+        return f"vLLM (vllm serve), {where}"
+    if recorded:
+        return f"{recorded}, {where}"
+    if configured_template() != DEFAULT_TEMPLATE:
+        return f"the server SERVEDECK_LOCAL_COMMAND names, {where}"
+    return (
+        "not started yet: the local backend chooses vLLM for a replica on GPUs, else the CPU "
+        "runtime of the model's task"
+    )
 
 
 def serving_facts(application: Application, revision_number: int | None) -> list[Fact]:
@@ -52,12 +80,8 @@ def serving_facts(application: Application, revision_number: int | None) -> list
         runtime += f", image {image}"
     elif cluster.backend == cluster.Backend.KUBERNETES:
         runtime += " (the cluster's serving runtime image; each pod's is under Logs)"
-    elif filled.engine in (None, "vllm"):
-        # Where vLLM is not installed the local backend serves with a CPU runtime instead.
-        runtime = "vLLM, or a CPU runtime where vLLM is not installed, as a process on this "
-        runtime += "machine (each replica's log starts with the command it runs)"
     else:
-        runtime += " (a process on this machine)"
+        runtime = local_runtime_words(application.runtime)
     return [
         Fact("Model", application.model_uri),
         Fact("Revision", str(revision_number) if revision_number else "none yet"),

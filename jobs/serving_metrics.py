@@ -76,8 +76,13 @@ def scrape(endpoint: str, timeout: float = SCRAPE_TIMEOUT_SECONDS) -> dict[str, 
     return parse(body.decode("utf-8", "replace"))
 
 
-def is_vllm(manifest: Any) -> bool:
-    return dig(manifest, "spec", "source", "model", "runtime", "engine") == "vllm"
+def is_vllm(application) -> bool:
+    """The application runs on vLLM: its manifest's engine, unless the backend recorded another
+    server (the local backend runs vLLM-format models on its CPU runtimes too, whose /metrics
+    carry no vLLM figures)."""
+    if application.runtime and application.runtime != "vllm":
+        return False
+    return dig(application.manifest, "spec", "source", "model", "runtime", "engine") == "vllm"
 
 
 def cache_key(application_pk: int) -> str:
@@ -93,7 +98,7 @@ def observe(application) -> dict[str, Any] | None:
     changed (None when unchanged, not vLLM, or the server did not answer in time)."""
     if application.phase != "Running" or not application.endpoint:
         return None
-    if not is_vllm(application.manifest):
+    if not is_vllm(application):
         return None
     try:
         figures = scrape(application.endpoint)

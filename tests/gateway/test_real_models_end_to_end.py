@@ -14,7 +14,9 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
 
 import httpx
@@ -24,6 +26,7 @@ from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
+from jobs.backends import local_runner
 from jobs.backends.local import runtimes as rt
 from jobs.models import Application
 from jobs.reconciler import Reconciler
@@ -53,6 +56,9 @@ ANSWER_TIMEOUT = 300.0
 # The gateway reloads keys and routes about once a second; on a busy machine (three model
 # servers starting beside the suite) that can take far longer, so the waits are generous.
 RELOAD_TIMEOUT = 60.0
+# How long the streaming chat's model server is held (SIGSTOP) before it may go on: never
+# asserted; a gateway that buffered the answer has delivered all of it well within this.
+HOLD_SECONDS = 3.0
 
 
 def manifest(name: str, folder) -> str:
@@ -168,6 +174,47 @@ def the_three_answer(client: openai.OpenAI, tmp_path):
     return food
 
 
+def replica(organization, name: str):
+    """The application's first replica as the local backend recorded it (pid, start time)."""
+    return local_runner(organization.slug).observe(name).replicas[0]
+
+
+def streamed_while_held(client: openai.OpenAI, pid: int) -> tuple[list[str], bool]:
+    """A streamed chat through the gateway whose model server is frozen (SIGSTOP on its
+    process group) once the first chunk has reached the client, and let go (SIGCONT) from
+    another thread after HOLD_SECONDS; the pieces, and whether the server had been let go when
+    the stream's end arrived. A gateway that passes chunks on as they come can deliver the end
+    only after the server runs again; one that gathers the answer first sent the end with the
+    first chunk, so it arrives while the server is still frozen. Nothing is timed."""
+    released = threading.Event()
+
+    def release() -> None:
+        released.set()  # first: the end, written once the server runs again, must see it set
+        os.killpg(pid, signal.SIGCONT)
+
+    held = threading.Timer(HOLD_SECONDS, release)
+    stream = client.chat.completions.create(
+        model="chat",
+        messages=[{"role": "user", "content": "Tell me a long story about a dragon."}],
+        max_tokens=48,
+        temperature=0,
+        stream=True,
+    )
+    pieces = []
+    try:
+        for chunk in stream:
+            if not pieces:
+                os.killpg(pid, signal.SIGSTOP)
+                held.start()
+            pieces.append(chunk.choices[0].delta.content if chunk.choices else None)
+        ended_after_release = released.is_set()  # the loop ends when [DONE] has arrived
+    finally:
+        held.cancel()
+        if not released.is_set():
+            release()
+    return pieces, ended_after_release
+
+
 def signed_in(live: str, user, path: str) -> httpx.Response:
     """A page of the live console as `user` sees it (a session made in the shared database)."""
     browser = Client()
@@ -179,12 +226,13 @@ def signed_in(live: str, user, path: str) -> httpx.Response:
 def test_real_models_answer_through_the_gateway(real_machine, console_server, admin, tmp_path):
     live = console_server
     headers = {"Authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
+    # Each with the CPU runtime of its task, chosen by the real local backend (never vLLM).
     deployed = (
-        ("chat", real_machine.chat),
-        ("minilm", real_machine.embedding),
-        ("whisper", real_machine.transcription),
+        ("chat", real_machine.chat, "transformers"),
+        ("minilm", real_machine.embedding, "infinity"),
+        ("whisper", real_machine.transcription, "faster-whisper"),
     )
-    for name, folder in deployed:
+    for name, folder, _ in deployed:
         created = httpx.post(
             f"{live}/api/v1/applications",
             headers={**headers, "Content-Type": "application/yaml"},
@@ -192,21 +240,18 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
             timeout=60,
         )
         assert created.status_code == 201, created.text
-    for name, _ in deployed:
-        follow(name, "Running")
+    for name, _, runtime in deployed:
+        assert follow(name, "Running").runtime == runtime
 
     client = caller(live, "real-caller")
     food = the_three_answer(client, tmp_path)
 
-    stream = client.chat.completions.create(
-        model="chat",
-        messages=[{"role": "user", "content": "Count from one to five."}],
-        max_tokens=10,
-        temperature=0,
-        stream=True,
+    # Streamed: the first chunk reaches the client while the model is still writing.
+    pieces, ended_after_release = streamed_while_held(
+        client, replica(admin.organization, "chat").pid
     )
-    pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta]
-    assert len([p for p in pieces if p]) > 1, pieces  # chunk by chunk, not one block
+    assert len([p for p in pieces if p]) > 1, pieces
+    assert ended_after_release, "the whole answer arrived while its model server was frozen"
 
     per_app = usage(live, "applications/chat", headers, want_requests=2)
     assert per_app["totals"]["requests"] >= 2, per_app["totals"]
@@ -222,9 +267,13 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
     assert sum(p["requests"] for p in points) >= 2 and sum(p["completionTokens"] for p in points)
 
     # Restarted: a new process, the same port, and it answers again.
+    before = replica(admin.organization, "minilm")
     restarted = httpx.post(f"{live}/api/v1/applications/minilm/restart", headers=headers)
     assert restarted.status_code == 200, restarted.text
-    follow("minilm", "Running")
+    assert follow("minilm", "Running").runtime == "infinity"
+    after = replica(admin.organization, "minilm")
+    assert after.pid != before.pid and after.started_at > before.started_at, (before, after)
+    assert after.port == before.port
     again = served(
         lambda: client.embeddings.create(model="minilm", input=["A man is eating food."]).data
     )

@@ -12,7 +12,7 @@ from django.urls import reverse
 from jobs import deploy as verbs
 from jobs.backends.local.runner import LocalRunner
 from jobs.lifecycle import Observed, record_status
-from jobs.models import Application
+from jobs.models import Application, Profile
 from jobs.reconciler import Reconciler
 from tests.helpers import SHORTEST
 
@@ -145,3 +145,53 @@ def test_delete_from_the_console_only_asks_for_the_name_too(as_deployer, deploye
     url = reverse("jobs:application-detail", args=["bge-embed"]) + "?delete=unavailable"
     html = as_deployer.get(url).content.decode()
     assert html.count('data-confirm-name="bge-embed"') == 2
+
+
+def runtime_fact(client, name: str) -> str:
+    html = page(client, name)
+    start = html.index("<dt>Runtime</dt><dd>") + len("<dt>Runtime</dt><dd>")
+    return html[start : html.index("</dd>", start)]
+
+
+@pytest.mark.parametrize(
+    ("recorded", "said"),
+    [
+        ("transformers", "transformers serve (transformers 5.24.0), a CPU runtime, as a process"),
+        ("infinity", "infinity-emb 0.0.78, a CPU runtime, as a process"),
+        ("faster-whisper", "faster-whisper-server, a CPU runtime"),  # no version found
+        ("vllm", "vLLM (vllm serve), as a process on this machine"),
+    ],
+)
+def test_the_serving_facts_name_the_runtime_the_local_backend_started(
+    as_viewer, org, settings, tmp_path, recorded, said
+):
+    """The runtime recorded for the application (Application.runtime), with its package's
+    version as installed in its virtualenv, not a guess from the manifest."""
+    runtimes = tmp_path / "runtimes"
+    for venv, package in (
+        ("transformers", "transformers-5.24.0"),
+        ("infinity", "infinity_emb-0.0.78"),
+    ):
+        (runtimes / venv / "lib/python3.11/site-packages" / f"{package}.dist-info").mkdir(
+            parents=True
+        )
+    settings.SERVEDECK_RUNTIMES_DIR = str(runtimes)
+    manifest = {"spec": {"source": {"model": {"uri": "file:///models/chat"}}}}
+    local = Profile.objects.get(organization=org, name="local")
+    Application.objects.create(
+        organization=org, name="chat", profile=local, manifest=manifest, runtime=recorded
+    )
+    shown = runtime_fact(as_viewer, "chat")
+    assert shown.startswith(said), shown
+    assert "or a CPU runtime" not in shown
+
+
+def test_before_its_first_start_the_runtime_is_said_to_be_chosen_then(as_viewer, org, settings):
+    local = Profile.objects.get(organization=org, name="local")
+    Application.objects.create(
+        organization=org, name="chat", profile=local,
+        manifest={"spec": {"source": {"model": {"uri": "hf://x/y"}}}},
+    )  # fmt: skip
+    assert "the server SERVEDECK_LOCAL_COMMAND names" in runtime_fact(as_viewer, "chat")
+    settings.SERVEDECK_LOCAL_COMMAND = ""
+    assert runtime_fact(as_viewer, "chat").startswith("not started yet: the local backend chooses")

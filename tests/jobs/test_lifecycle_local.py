@@ -11,6 +11,7 @@ from channels.layers import get_channel_layer
 
 from jobs import deploy as verbs
 from jobs.backends import local_runner
+from jobs.backends.local import runtimes as rt
 from jobs.lifecycle import group_name
 from jobs.models import Application, Event
 from jobs.reconciler import Reconciler
@@ -162,7 +163,7 @@ def test_without_vllm_the_dry_run_names_the_cpu_runtime_to_install(
     assert message.startswith(
         "Embeddings on this machine needs the CPU runtime infinity-emb, which is not installed"
     )
-    command = f"SERVEDECK_RUNTIMES_DIR={tmp_path / 'runtimes'} scripts/cpu_runtimes.sh infinity"
+    command = rt.install_command("infinity", tmp_path / "runtimes")
     assert f"Install it with: {command}" in message
 
 

@@ -242,6 +242,17 @@ def test_vllm_metrics_are_scraped_from_the_server(stand_in, org):
     assert serving_metrics.observe(app) is None  # unchanged: nothing to announce
 
 
+def test_a_cpu_runtime_the_local_backend_recorded_is_not_scraped(stand_in, org):
+    """A vLLM-format manifest the local backend runs on a CPU runtime (Application.runtime):
+    no vLLM figures to read, even from a server that would answer them."""
+    app = make_app(org, phase="Running", endpoint=stand_in, runtime="transformers")
+    app.manifest["spec"]["source"]["model"]["runtime"] = {"engine": "vllm"}
+    assert serving_metrics.observe(app) is None
+    assert serving_metrics.latest(app.pk) is None
+    app.runtime = "vllm"
+    assert serving_metrics.observe(app) is not None
+
+
 def test_a_server_that_does_not_answer_in_time_is_skipped(org):
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

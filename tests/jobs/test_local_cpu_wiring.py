@@ -171,7 +171,7 @@ def test_a_missing_runtime_is_refused_with_the_command_that_installs_it(cpu_mach
     runner = LocalRunner(tmp_path / "state" / "acme", template=None)
     refusals = [p.message for p in runner.check(manifest("chat", f"file://{folder}"))]
     assert len(refusals) == 1, refusals
-    command = f"SERVEDECK_RUNTIMES_DIR={runtimes} scripts/cpu_runtimes.sh transformers"
+    command = rt.install_command("transformers", runtimes)
     assert refusals[0].endswith(f"Install it with: {command}")
     assert "vLLM is not installed" not in refusals[0]  # the CPU runtime is what is missing
     with pytest.raises(LocalRefused):
@@ -259,10 +259,7 @@ def test_check_model_says_the_install_command_when_the_runtime_is_missing(cpu_ma
     catalog = machine_catalog(MachineReadings(cores=2, memory_bytes=8 * 2**30, gpus=()))
     result = check_model(f"file://{folder}", catalog=catalog)
     assert not result.can_serve
-    assert (
-        result.next_step
-        == f"SERVEDECK_RUNTIMES_DIR={runtimes} scripts/cpu_runtimes.sh transformers"
-    )
+    assert result.next_step == rt.install_command("transformers", runtimes)
 
 
 def whisper_folder(models: Path, name: str) -> Path:

@@ -12,6 +12,8 @@ from jobs.backends.local.runtimes import Choice, ModelFacts, Refusal
 
 ALL = frozenset(rt.CPU_RUNTIMES)
 DIR = "/srv/runtimes"
+# This console's install script, by its absolute path, as every refusal names it.
+SCRIPT = str(Path(__file__).resolve().parents[2] / "scripts" / "cpu_runtimes.sh")
 
 
 @pytest.mark.parametrize(
@@ -32,51 +34,47 @@ def test_weights_layout(names, layout):
     assert rt.weights_layout(names) == layout
 
 
-# (facts, vllm installed, cpu profile, installed CPU runtimes) -> runtime chosen
+# (facts, vllm installed, installed CPU runtimes) -> runtime chosen
 CHOSEN = [
-    (ModelFacts(rt.GENERATE, rt.HF), True, False, ALL, "vllm"),
-    (ModelFacts(rt.EMBED, rt.HF), True, False, frozenset(), "vllm"),
-    (ModelFacts(rt.GENERATE, rt.HF, wants_gpu=True), True, False, ALL, "vllm"),
-    (ModelFacts(rt.GENERATE, rt.HF), False, False, ALL, "transformers"),
-    (ModelFacts(rt.GENERATE, rt.HF), True, True, ALL, "transformers"),
-    (ModelFacts(rt.EMBED, rt.HF), False, False, ALL, "infinity"),
-    (ModelFacts(rt.SCORE, rt.HF), False, False, {"infinity"}, "infinity"),
-    (ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2), False, False, ALL, "faster-whisper"),
+    # vLLM serves a replica that asks for a GPU, where it is installed...
+    (ModelFacts(rt.GENERATE, rt.HF, wants_gpu=True), True, ALL, "vllm"),
+    (ModelFacts(rt.EMBED, rt.HF, wants_gpu=True), True, frozenset(), "vllm"),
+    (ModelFacts(rt.TRANSCRIBE, rt.HF, wants_gpu=True), True, ALL, "vllm"),
+    (ModelFacts(rt.GENERATE, rt.HF, "Qwen3MoeForCausalLM", 30 * 10**9, 128, True), True, ALL,
+     "vllm"),
+    # ...and a replica without a GPU runs on a CPU runtime, whether vLLM is installed or not
+    (ModelFacts(rt.GENERATE, rt.HF), True, ALL, "transformers"),
+    (ModelFacts(rt.GENERATE, rt.HF), False, ALL, "transformers"),
+    (ModelFacts(rt.EMBED, rt.HF), True, ALL, "infinity"),
+    (ModelFacts(rt.EMBED, rt.HF), False, ALL, "infinity"),
+    (ModelFacts(rt.SCORE, rt.HF), False, {"infinity"}, "infinity"),
+    (ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2), False, ALL, "faster-whisper"),
     # a CTranslate2 checkpoint is not vLLM's, even where vLLM is installed
-    (ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2), True, False, ALL, "faster-whisper"),
-    (ModelFacts(rt.TRANSCRIBE, rt.HF), True, False, ALL, "vllm"),
+    (ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2), True, ALL, "faster-whisper"),
     # a small mixture of experts still runs on the CPU
-    (
-        ModelFacts(rt.GENERATE, rt.HF, "OlmoeForCausalLM", 7 * 10**9, 64),
-        False,
-        False,
-        ALL,
-        "transformers",
-    ),
-]
+    (ModelFacts(rt.GENERATE, rt.HF, "OlmoeForCausalLM", 7 * 10**9, 64), False, ALL,
+     "transformers"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(("facts", "vllm", "cpu_profile", "installed", "runtime"), CHOSEN)
-def test_choice(facts, vllm, cpu_profile, installed, runtime):
-    choice = rt.choose_runtime(
-        facts, vllm_installed=vllm, cpu_profile=cpu_profile, installed=installed
-    )
+@pytest.mark.parametrize(("facts", "vllm", "installed", "runtime"), CHOSEN)
+def test_choice(facts, vllm, installed, runtime):
+    choice = rt.choose_runtime(facts, vllm_installed=vllm, installed=installed)
     assert isinstance(choice, Choice), choice
     assert choice.runtime == runtime
     assert choice.why.endswith(".")
 
 
-def test_choice_says_why_the_cpu_runtime():
-    missing = rt.choose_runtime(ModelFacts(rt.GENERATE, rt.HF), vllm_installed=False, installed=ALL)
-    asked = rt.choose_runtime(
-        ModelFacts(rt.GENERATE, rt.HF), vllm_installed=True, cpu_profile=True, installed=ALL
-    )
-    assert "vLLM is not installed" in missing.why
-    assert "profile asks for the CPU" in asked.why
-    whisper = rt.choose_runtime(
-        ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2), vllm_installed=True, installed=ALL
-    )
-    assert "vLLM does not load a CTranslate2 checkpoint" in whisper.why
+def test_choice_says_why():
+    def why(facts: ModelFacts, vllm: bool) -> str:
+        return rt.choose_runtime(facts, vllm_installed=vllm, installed=ALL).why
+
+    chat, on_gpu = ModelFacts(rt.GENERATE, rt.HF), ModelFacts(rt.GENERATE, rt.HF, wants_gpu=True)
+    assert "vLLM is not installed" in why(chat, False)
+    assert "asks for no GPU" in why(chat, True) and "NVIDIA GPUs only" in why(chat, True)
+    assert "asks for a GPU (resources.accelerator)" in why(on_gpu, True)
+    whisper = ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2)
+    assert "vLLM does not load a CTranslate2 checkpoint" in why(whisper, True)
 
 
 # (facts, vllm installed, installed runtimes) -> words the refusal must hold, install command
@@ -86,21 +84,21 @@ REFUSED = [
         False,
         {"infinity"},
         ["Chat and completions", "transformers serve", "not installed in /srv/runtimes"],
-        "SERVEDECK_RUNTIMES_DIR=/srv/runtimes scripts/cpu_runtimes.sh transformers",
+        f"SERVEDECK_RUNTIMES_DIR=/srv/runtimes {SCRIPT} transformers",
     ),
     (
         ModelFacts(rt.SCORE, rt.HF),
         False,
         frozenset(),
         ["Reranking", "infinity-emb"],
-        "SERVEDECK_RUNTIMES_DIR=/srv/runtimes scripts/cpu_runtimes.sh infinity",
+        f"SERVEDECK_RUNTIMES_DIR=/srv/runtimes {SCRIPT} infinity",
     ),
     (
         ModelFacts(rt.TRANSCRIBE, rt.CTRANSLATE2),
         True,
         {"transformers"},
         ["Transcription", "faster-whisper-server"],
-        "SERVEDECK_RUNTIMES_DIR=/srv/runtimes scripts/cpu_runtimes.sh faster-whisper",
+        f"SERVEDECK_RUNTIMES_DIR=/srv/runtimes {SCRIPT} faster-whisper",
     ),
     (
         ModelFacts(rt.TRANSCRIBE, rt.NEMO, "ParakeetForTDT"),
@@ -179,14 +177,19 @@ def test_refusal(facts, vllm, installed, words, install):
         assert refusal.message.endswith(install)
 
 
-def test_install_command_quotes_the_folder():
+def test_install_command_quotes_the_folder_and_works_from_any_folder(tmp_path, monkeypatch):
     command = rt.install_command("infinity", "/srv/my runtimes")
-    assert command == "SERVEDECK_RUNTIMES_DIR='/srv/my runtimes' scripts/cpu_runtimes.sh infinity"
+    assert command == f"SERVEDECK_RUNTIMES_DIR='/srv/my runtimes' {SCRIPT} infinity"
+    assert SCRIPT.startswith("/") and Path(SCRIPT).is_file()
+    monkeypatch.chdir(tmp_path)  # a relative runtimes folder is the console's working folder's
+    assert rt.install_command("infinity", "var/runtimes") == (
+        f"SERVEDECK_RUNTIMES_DIR={tmp_path}/var/runtimes {SCRIPT} infinity"
+    )
 
 
 def test_every_cpu_runtime_has_a_requirement_file_the_install_script_reads():
     root = Path(__file__).resolve().parents[2]
-    script = (root / rt.INSTALL_SCRIPT).read_text()
+    script = rt.INSTALL_SCRIPT.read_text()
     for name in rt.CPU_RUNTIMES:
         assert (root / "requirements" / "cpu" / f"{name}.txt").is_file()
         assert name in script
@@ -312,3 +315,27 @@ def test_runtimes_dir_from_setting_then_environment(settings, tmp_path):
     assert rt.configured_runtimes_dir(env) == tmp_path / "from-env"
     assert rt.configured_runtimes_dir({}) == Path(settings.VAR_DIR) / "runtimes"
     assert os.path.isabs(rt.configured_runtimes_dir({}))
+
+
+@pytest.mark.parametrize(
+    ("profiles", "words"),
+    [
+        ((), f"use {rt.GPU_PROFILE}"),
+        (("gpu-prod",), "deploy it to profile gpu-prod, whose NVIDIA GPUs hold it"),
+        (("a", "b"), "deploy it to profile a or profile b, whose"),
+        (("a", "b", "c", "d", "e"),
+         "deploy it to profile a, profile b, profile c or 2 more of this organisation's GPU "
+         "profiles, whose"),
+    ],
+)  # fmt: skip
+def test_a_refusal_only_a_gpu_profile_lifts_names_the_profiles_given(profiles, words):
+    for facts in (
+        ModelFacts(rt.TRANSCRIBE, rt.NEMO, "ParakeetForTDT"),
+        ModelFacts(rt.GENERATE, rt.HF, "Qwen3MoeForCausalLM", 30 * 10**9, 128),
+        ModelFacts(rt.TRANSCRIBE, rt.HF, "WhisperForConditionalGeneration"),
+    ):
+        refusal = rt.choose_runtime(
+            facts, vllm_installed=False, installed=ALL, gpu_profiles=profiles
+        )
+        assert isinstance(refusal, Refusal)
+        assert words.lower() in refusal.message.lower(), refusal.message

@@ -387,7 +387,6 @@ class LocalRunner:
         old: AppState | None,
         chosen: serving_plan.Plan,
     ) -> AppState:
-        spec = rt.CPU_RUNTIMES.get(chosen.runtime)
         return AppState(
             name=name,
             revision=revision,
@@ -398,11 +397,10 @@ class LocalRunner:
             ports=old.ports if old else [],
             runtime=chosen.runtime,
             model=chosen.model,
-            # vLLM and the stand-in answer to the application's name (--served-model-name);
-            # so do the CPU runtimes as started here (see _cpu_launch).
+            # vLLM and the configured command answer to the application's name
+            # (--served-model-name) and are ready once GET /v1/models answers; a CPU runtime's
+            # own are its Launch's, recorded when a replica starts (_start_one).
             model_id=name,
-            readiness_path=spec.readiness_path if spec else "/v1/models",
-            ready_before_load=spec is rt.FASTER_WHISPER,
             download=chosen.download.as_dict() if chosen.download else None,
         )
 
@@ -508,6 +506,9 @@ class LocalRunner:
                     return self._not_started(state, index, port, gpus, str(exc))
             launch = self._cpu_launch(state, port, model)
             command, cwd = launch.argv, launch.cwd
+            # How this runtime is probed and named: the launch decides, the state keeps it.
+            state.model_id, state.readiness_path = launch.model_id, launch.readiness_path
+            state.ready_before_load = launch.ready_before_load
             if state.download is not None:
                 # The replica downloads first, then execs the runtime: its recorded command is
                 # the runtime's, which the launcher's command line ends with (runs_command).

@@ -1,7 +1,7 @@
 """Which model server the local backend runs a model with, and the CPU runtimes' command lines.
 
-vLLM where it is installed and the profile does not ask for the CPU; else an OpenAI-compatible
-CPU server chosen by the model's task and weights layout, each in its own virtualenv under the
+vLLM for a replica that asks for a GPU, where it is installed; else an OpenAI-compatible CPU
+server chosen by the model's task and weights layout, each in its own virtualenv under the
 runtimes folder (made by scripts/cpu_runtimes.sh). Decisions on plain values; the only reads of
 the machine are configured_runtimes_dir() and installed_runtimes(), kept apart for the caller.
 """
@@ -13,7 +13,7 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
@@ -21,7 +21,9 @@ RUNTIMES_DIR_SETTING = "SERVEDECK_RUNTIMES_DIR"
 # Where hf:// models served by a CPU runtime are downloaded to: one folder for the console,
 # in the Hugging Face cache layout (models--<org>--<name>/snapshots/<commit>/).
 DOWNLOADS_DIR_SETTING = "SERVEDECK_DOWNLOADS_DIR"
-INSTALL_SCRIPT = "scripts/cpu_runtimes.sh"
+# This console's own copy, by its absolute path: a refusal's command works from any folder
+# (the script changes into the console's folder itself).
+INSTALL_SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "cpu_runtimes.sh"
 # Written by the install script after a complete install: a venv without it is half made.
 INSTALLED_STAMP = ".requirements.sha256"
 LOOPBACK = "127.0.0.1"
@@ -51,6 +53,7 @@ GPU_PROFILE = (
     "a Kubernetes profile with NVIDIA GPU nodes, or the local profile on a machine with vLLM "
     "and an NVIDIA GPU"
 )
+MAX_PROFILES_NAMED = 3  # a refusal names this many of the organisation's GPU profiles
 # Every runtime: no usage reports leave the machine (infinity sends them by default).
 QUIET_ENV = {
     "DO_NOT_TRACK": "1",
@@ -72,6 +75,7 @@ class CpuRuntime:
     serves: frozenset[tuple[str, str]]  # (task, layout) pairs
     readiness_path: str  # answers 200 once the server accepts requests
     route_prefix: str  # where its OpenAI-style routes start
+    package: str  # the distribution installed in its venv (its version is shown on pages)
 
 
 TRANSFORMERS = CpuRuntime(
@@ -83,6 +87,7 @@ TRANSFORMERS = CpuRuntime(
     frozenset({(GENERATE, HF)}),
     "/health",
     "/v1",
+    "transformers",
 )
 INFINITY = CpuRuntime(
     "infinity",
@@ -91,6 +96,7 @@ INFINITY = CpuRuntime(
     frozenset({(EMBED, HF), (SCORE, HF)}),
     "/health",  # at the root: --url-prefix moves only the model routes
     "/v1",
+    "infinity-emb",
 )
 FASTER_WHISPER = CpuRuntime(
     "faster-whisper",
@@ -99,6 +105,7 @@ FASTER_WHISPER = CpuRuntime(
     frozenset({(TRANSCRIBE, CTRANSLATE2)}),
     "/health",
     "/v1",
+    "faster-whisper-server",
 )
 CPU_RUNTIMES = {r.name: r for r in (TRANSFORMERS, INFINITY, FASTER_WHISPER)}
 
@@ -279,36 +286,61 @@ def size_text(n: int) -> str:
 
 
 def install_command(runtime: str, runtimes_dir: str | os.PathLike[str]) -> str:
-    """The command, run in the console's folder, that installs `runtime` where it is looked for."""
-    return f"{RUNTIMES_DIR_SETTING}={shlex.quote(str(runtimes_dir))} {INSTALL_SCRIPT} {runtime}"
+    """The command that installs `runtime` where this console looks for it: both paths
+    absolute (a relative runtimes folder is the console's, from its working folder), so it
+    can be pasted into a shell in any folder. The install script's own retry line is the same."""
+    folder = shlex.quote(os.path.abspath(runtimes_dir))
+    return f"{RUNTIMES_DIR_SETTING}={folder} {shlex.quote(str(INSTALL_SCRIPT))} {runtime}"
 
 
 def _task_words(task: str) -> str:
     return TASK_WORDS.get(task, f"the task {task!r}")
 
 
+def gpu_profile_words(gpu_profiles: Sequence[str] = ()) -> str:
+    """Where a model no CPU runtime serves would run, as the end of a sentence: the
+    organisation's profiles that hold it by name (the caller finds them: Kubernetes profiles
+    with an NVIDIA GPU kind that fits), else the kind of profile that would."""
+    if not gpu_profiles:
+        return f"use {GPU_PROFILE}"
+    shown = [f"profile {name}" for name in gpu_profiles[:MAX_PROFILES_NAMED]]
+    more = len(gpu_profiles) - len(shown)
+    if more:
+        shown.append(f"{more} more of this organisation's GPU profiles")
+    named = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+    return f"deploy it to {named}, whose NVIDIA GPUs hold it"
+
+
 def choose_runtime(
     facts: ModelFacts,
     *,
     vllm_installed: bool,
-    cpu_profile: bool = False,
     installed: Collection[str] = (),
     runtimes_dir: str | os.PathLike[str] = "var/runtimes",
+    gpu_profiles: Sequence[str] = (),
 ) -> Choice | Refusal:
     """The runtime for this model on this machine, or a refusal that says what would serve it.
 
-    `installed` names the CPU runtimes whose virtualenv is complete (installed_runtimes());
-    `cpu_profile` is a profile that asks for the CPU runtimes even where vLLM is installed."""
+    vLLM serves a replica that asks for a GPU (resources.accelerator), and only one: the vLLM
+    pip installs is a CUDA build, which serves nothing on the CPU, so a replica without a GPU
+    runs on the CPU runtime of its task and layout wherever vLLM is installed. `installed`
+    names the CPU runtimes whose virtualenv is complete (installed_runtimes()); `gpu_profiles`
+    the organisation's profiles that would serve a model no CPU runtime serves."""
+    elsewhere = gpu_profile_words(gpu_profiles)
     if facts.layout == NEMO or facts.architecture == PARAKEET_ARCHITECTURE:
         return Refusal(
             "Parakeet (NeMo) speech recognition runs only on the parakeet runtime, which "
-            "needs an NVIDIA GPU; no CPU runtime serves it. Use a Kubernetes profile with NVIDIA "
-            "GPU nodes, or on this machine a Whisper model in CTranslate2 format (faster-whisper)."
+            f"needs an NVIDIA GPU; no CPU runtime serves it. {_sentence(elsewhere)}, or on "
+            "this machine use a Whisper model in CTranslate2 format (faster-whisper)."
         )
-    if vllm_installed and not cpu_profile and facts.layout == HF:
-        return Choice(VLLM, "vLLM is installed on this machine.")
     layout = LAYOUT_WORDS.get(facts.layout, f"the layout {facts.layout!r}").split(" (")[0]
     if facts.wants_gpu:
+        if vllm_installed and facts.layout == HF:
+            return Choice(
+                VLLM,
+                "the replica asks for a GPU (resources.accelerator), and vLLM is installed on "
+                "this machine.",
+            )
         if vllm_installed:
             vllm, fix = f"vLLM does not load {layout}", "Remove"
         else:
@@ -324,13 +356,14 @@ def choose_runtime(
         return Refusal(
             f"{facts.architecture or 'This model'} is a mixture of experts ({facts.experts} "
             f"experts, {held} parameters held); no CPU runtime serves one above "
-            f"{CPU_MOE_MAX_PARAMETERS // 10**9}B parameters at a usable speed. Use {GPU_PROFILE}."
+            f"{CPU_MOE_MAX_PARAMETERS // 10**9}B parameters at a usable speed. "
+            f"{_sentence(elsewhere)}."
         )
     runtime = next(
         (r for r in CPU_RUNTIMES.values() if (facts.task, facts.layout) in r.serves), None
     )
     if runtime is None:
-        return _no_cpu_runtime(facts)
+        return _no_cpu_runtime(facts, elsewhere)
     if runtime.name not in installed:
         command = install_command(runtime.name, runtimes_dir)
         return Refusal(
@@ -341,14 +374,21 @@ def choose_runtime(
         )
     if not vllm_installed:
         why = "vLLM is not installed on this machine"
-    elif cpu_profile:
-        why = "the profile asks for the CPU runtimes"
-    else:
+    elif facts.layout != HF:
         why = f"vLLM does not load {layout}"
+    else:
+        why = (
+            "the replica asks for no GPU (no resources.accelerator), and the vLLM installed "
+            "here serves on NVIDIA GPUs only"
+        )
     return Choice(runtime.name, f"{runtime.label} serves {_task_words(facts.task)}; {why}.")
 
 
-def _no_cpu_runtime(facts: ModelFacts) -> Refusal:
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _no_cpu_runtime(facts: ModelFacts, elsewhere: str) -> Refusal:
     layout = LAYOUT_WORDS.get(facts.layout, f"the layout {facts.layout!r}")
     served = [
         f"{_task_words(task)} from {LAYOUT_WORDS[lay].split(' (')[0]}"
@@ -363,10 +403,10 @@ def _no_cpu_runtime(facts: ModelFacts) -> Refusal:
     elif facts.task == TRANSCRIBE:
         fix = (
             "On this machine use a Whisper model in CTranslate2 format (faster-whisper's, such "
-            f"as Systran/faster-whisper-tiny.en), or use {GPU_PROFILE}."
+            f"as Systran/faster-whisper-tiny.en), or {elsewhere}."
         )
     else:
-        fix = f"Use {GPU_PROFILE}."
+        fix = f"{_sentence(elsewhere)}."
     return Refusal(
         f"No CPU runtime serves {_task_words(facts.task)} from {layout}; the CPU runtimes "
         f"serve {', '.join(served)}. {fix}"
@@ -485,6 +525,24 @@ def installed_runtimes(runtimes_dir: str | os.PathLike[str]) -> frozenset[str]:
         if (venv / INSTALLED_STAMP).is_file() and os.access(program, os.X_OK):
             found.add(spec.name)
     return frozenset(found)
+
+
+def _distribution_key(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()  # as wheel and dist-info names spell it
+
+
+def installed_version(runtime: str, runtimes_dir: str | os.PathLike[str]) -> str | None:
+    """The version of the runtime's package in its virtualenv, from its .dist-info folder's
+    name (nothing is imported or run); None when it is not found there."""
+    spec = CPU_RUNTIMES.get(runtime)
+    if spec is None:
+        return None
+    wanted = _distribution_key(spec.package)
+    for info in (Path(runtimes_dir) / spec.name / "lib").glob("python*/site-packages/*.dist-info"):
+        name, _, version = info.name.removesuffix(".dist-info").rpartition("-")
+        if _distribution_key(name) == wanted and version:
+            return version
+    return None
 
 
 def vllm_installed() -> bool:

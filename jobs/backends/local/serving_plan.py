@@ -1,12 +1,13 @@
 """Which server the local backend starts for a manifest on this machine, and with what model.
 
 SERVEDECK_LOCAL_COMMAND, when configured, runs as given (tests' stand-in, or an operator's
-own server); else vLLM where it is installed and loads the model; else the CPU runtime
-runtimes.choose_runtime picks for the model's task and weights layout. The machine is read
-here (vLLM on the PATH, the runtimes' virtualenvs, the model folder, or the Hub repository's
-file list and config for hf://); the decision is runtimes.py's. An hf:// model on a CPU
-runtime is downloaded by the replica itself (download_launcher.py) into the downloads folder,
-at the commit resolved here, so the folder it is served from is fixed by the plan.
+own server); else the server runtimes.choose_runtime picks (the one decision, Check model's
+too): vLLM for a replica on GPUs, else the CPU runtime of the model's task and weights layout.
+The machine is read here (vLLM on the PATH, the runtimes' virtualenvs, the model folder, or,
+for hf:// whichever server runs it, the Hub repository's file list and config). An hf://
+model on a CPU runtime is downloaded by the replica itself (download_launcher.py) into the
+downloads folder, at the commit resolved here, so the folder it is served from is fixed by
+the plan.
 """
 
 from __future__ import annotations
@@ -106,11 +107,9 @@ def plan(
     if template != DEFAULT_TEMPLATE:
         return Plan(COMMAND, model, revision, "SERVEDECK_LOCAL_COMMAND names the server.")
     vllm = rt.vllm_installed()
-    if scheme == "hf" and vllm:
-        return Plan(rt.VLLM, model, revision, "vLLM is installed on this machine.")
     runtimes_dir = rt.configured_runtimes_dir()
     if scheme == "hf":
-        return _hub_plan(model, revision, token, on_gpu(manifest), runtimes_dir)
+        return _hub_plan(model, revision, token, on_gpu(manifest), vllm, runtimes_dir)
     facts = folder_facts(Path(model), wants_gpu=on_gpu(manifest))
     choice = rt.choose_runtime(
         facts,
@@ -125,19 +124,25 @@ def plan(
 
 
 def _hub_plan(
-    repo: str, revision: str | None, token: str | None, wants_gpu: bool, runtimes_dir: Path
+    repo: str,
+    revision: str | None,
+    token: str | None,
+    wants_gpu: bool,
+    vllm: bool,
+    runtimes_dir: Path,
 ) -> Plan | Refused:
-    """An hf:// model without vLLM: the CPU runtime its task and layout get, read from the Hub
-    as Check model reads it, and the snapshot folder it will be downloaded into."""
+    """An hf:// model: the server its task and layout get, read from the Hub as Check model
+    reads it (a CTranslate2 Whisper is no vLLM model, wherever vLLM is installed); for a CPU
+    runtime, the snapshot folder it will be downloaded into."""
     endpoint = hub.endpoint_now()
     try:
         found = repo_facts(repo, revision, token, endpoint=endpoint, wants_gpu=wants_gpu)
     except hub.HubUnavailable as exc:
         return Refused(
             f"spec.source.model.uri: the Hugging Face Hub at {endpoint} could not be reached to "
-            f"read hf://{repo} ({exc}); without vLLM the local backend downloads it for a CPU "
-            "runtime. Try again in a moment (check HF_ENDPOINT), or serve a model folder from "
-            f"disk: put it under {configured_models_dir()} and use file://<that folder>.",
+            f"read hf://{repo} ({exc}); the local backend reads its files to choose the server "
+            "that runs it. Try again in a moment (check HF_ENDPOINT), or serve a model folder "
+            f"from disk: put it under {configured_models_dir()} and use file://<that folder>.",
             None,
         )
     except hub.HubError as exc:
@@ -151,12 +156,14 @@ def _hub_plan(
         return Refused(f"spec.source.model.uri: hf://{repo} cannot be read: {exc}. {step}", URI)
     choice = rt.choose_runtime(
         found.facts,
-        vllm_installed=False,
+        vllm_installed=vllm,
         installed=rt.installed_runtimes(runtimes_dir),
         runtimes_dir=runtimes_dir,
     )
     if isinstance(choice, rt.Refusal):
         return Refused(choice.message, None if choice.install else URI)
+    if choice.runtime == rt.VLLM:
+        return Plan(rt.VLLM, repo, revision, choice.why)  # vLLM downloads it itself
     if not found.files:
         return Refused(f"spec.source.model.uri: hf://{repo} has no files its runtime reads.", URI)
     try:
