@@ -34,7 +34,7 @@ from django.http import Http404
 from accesspolicies.access import ORG_SESSION_KEY, membership_for
 from accesspolicies.models import Membership
 from jobs.live import fragments
-from jobs.live.groups import application_group, dashboard_group, note_console_loop
+from jobs.live.groups import application_group, dashboard_group, note_server_loop
 from jobs.models import Application
 
 CLOSE_NOT_SIGNED_IN = 4401
@@ -121,7 +121,7 @@ class ApplicationConsumer(CoalescingConsumer):
     """One application's overview: status (badge, steps, reason), events and the cards."""
 
     async def connect(self) -> None:
-        note_console_loop()
+        note_server_loop()
         found, code = await database_sync_to_async(self._find)()
         if found is None:
             await self.refuse(code)
@@ -202,7 +202,7 @@ class DashboardConsumer(CoalescingConsumer):
     brings its usage updates; the sparklines of one send come from one query)."""
 
     async def connect(self) -> None:
-        note_console_loop()
+        note_server_loop()
         shown = self._shown()
         if shown is None:
             await self.refuse(CLOSE_BAD_REQUEST)
