@@ -13,6 +13,7 @@ import httpx
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -20,6 +21,7 @@ from jobs import serving_metrics
 from jobs.gateway.counters import COUNTER_FIELDS
 from jobs.gateway.histogram import LATENCY_BUCKET_FIELDS
 from jobs.lifecycle import Observed, group_name, record_status
+from jobs.live import fragments
 from jobs.models import Application, Event, UsageMinute
 from jobs.phases import elapsed_text, steps_of
 from jobs.reconciler import Reconciler
@@ -324,6 +326,15 @@ def test_a_kubernetes_scrape_refused_or_without_endpoints_shows_no_figures(
     assert serving_metrics.latest(app.pk) is None
     assert "services/proxy" in caplog.text  # the rule to grant, for the operator
     assert serving_metrics.observe(app) is not None  # once allowed
+
+
+def test_figures_of_a_server_no_longer_running_are_not_shown(org):
+    app = make_app(org, phase="Running", ready_replicas=1, desired_replicas=1)
+    figures = {"requests_waiting": 3.0, "requests_running": 1.0, "kv_cache_usage": 0.42}
+    cache.set(serving_metrics.cache_key(app.pk), figures, 60)
+    assert ">42%<" in fragments.render(["serving"], app)
+    app.phase = "Failed"
+    assert ">42%<" not in fragments.render(["serving"], app)
 
 
 @pytest.mark.parametrize(
