@@ -328,6 +328,16 @@ def test_a_kubernetes_scrape_refused_or_without_endpoints_shows_no_figures(
     assert serving_metrics.observe(app) is not None  # once allowed
 
 
+def test_a_status_message_reads_the_events_once_for_its_fragments(org):
+    app = make_app(org, phase="Loading", desired_replicas=1)
+    Event.objects.create(application=app, reason="Loading", message="Loading the weights.")
+    moment = fragments.Moment(app)
+    with CaptureQueriesContext(connection) as queries:
+        html = moment.render("status").html + moment.render("events").html
+    assert "Loading the weights." in html and 'aria-current="step">Loading' in html
+    assert len(queries) == 1, [q["sql"] for q in queries]
+
+
 def test_figures_of_a_server_no_longer_running_are_not_shown(org):
     app = make_app(org, phase="Running", ready_replicas=1, desired_replicas=1)
     figures = {"requests_waiting": 3.0, "requests_running": 1.0, "kv_cache_usage": 0.42}
