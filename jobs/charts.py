@@ -239,9 +239,11 @@ def chart_points(
     return _points(_grouped(rows, window, now, cache_key), window, now)
 
 
-def latest_points(rows: QuerySet, cache_key: str | None = None, count: int = 2) -> list[dict]:
+def latest_points(
+    rows: QuerySet, cache_key: str | None = None, count: int = 2, now: datetime | None = None
+) -> list[dict]:
     """The newest `count` one-minute points, as the live page extends its charts with."""
-    return chart_points(rows, WINDOWS[DEFAULT_WINDOW], cache_key=cache_key)[-count:]
+    return chart_points(rows, WINDOWS[DEFAULT_WINDOW], now, cache_key=cache_key)[-count:]
 
 
 def usage_per_key(

@@ -8,7 +8,7 @@ from django.utils import timezone
 from accesspolicies.models import Organization
 from accesspolicies.scope import MemberQuerySet
 from jobs.catalog import default_machine_catalog, newest_known_vllm_version
-from jobs.manifest.view import FilledManifest
+from jobs.manifest.view import FilledManifest, dig
 from jobs.phases import Phase
 
 dns_label = RegexValidator(
@@ -206,6 +206,13 @@ class Application(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def serving_runtime(self) -> str:
+        """The model server it runs with: as the backend recorded it, else the manifest's
+        runtime.engine (what the gateway's dialect and the metrics scrape go by)."""
+        engine = dig(self.manifest, "spec", "source", "model", "runtime", "engine")
+        return self.runtime or (engine if isinstance(engine, str) else "")
 
     @property
     def model_uri(self) -> str:

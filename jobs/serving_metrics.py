@@ -1,9 +1,12 @@
 """The model server's own figures the overview shows beside the gateway's: requests waiting and
 KV-cache use, read from vLLM's Prometheus /metrics with a bounded timeout and size.
 
-`parse` is pure (text in, figures out); `scrape` is the one HTTP edge; the reconciler calls
-`observe` for each Running vLLM application and keeps the latest figures in the cache, where
-the overview and its live socket read them (`latest`).
+`parse` is pure (text in, figures out); `fetch` is the one edge: the local backend's server
+straight on its loopback port, a Kubernetes application's through the API server's service
+proxy to its predictor Service (the Service the gateway routes to, reachable wherever the
+console's kubeconfig is). The reconciler calls `observe` for each Running vLLM application and
+keeps the latest figures in the cache, where the overview and its live socket read them
+(`latest`).
 """
 
 from __future__ import annotations
@@ -15,13 +18,12 @@ from typing import Any
 import httpx
 from django.core.cache import cache
 
-from jobs.manifest.view import dig
-
 logger = logging.getLogger(__name__)
 
 SCRAPE_TIMEOUT_SECONDS = 1.0
 MAX_METRICS_BYTES = 1_000_000  # vLLM's page is tens of kB; a larger one is not a model server's
 CACHE_SECONDS = 60  # older figures are not shown: the server stopped answering
+VLLM = "vllm"
 WAITING = "vllm:num_requests_waiting"
 RUNNING = "vllm:num_requests_running"
 # vLLM renamed the KV-cache gauge (gpu_cache_usage_perc before the V1 engine); either is read.
@@ -61,9 +63,40 @@ def parse(text: str) -> dict[str, float | None]:
     }
 
 
-def scrape(endpoint: str, timeout: float = SCRAPE_TIMEOUT_SECONDS) -> dict[str, float | None]:
-    """GET <endpoint>/metrics and parse it; raises httpx.HTTPError (or ValueError for a page
-    too large) on trouble."""
+class NoAnswer(Exception):
+    """The server's metrics could not be had in time."""
+
+
+def fetch(application, timeout: float = SCRAPE_TIMEOUT_SECONDS) -> str:
+    """The application's /metrics page; raises NoAnswer when it cannot be had in time,
+    ValueError for a page too large."""
+    if not on_kubernetes(application):
+        try:
+            return _get(application.endpoint, timeout)
+        except httpx.HTTPError as error:
+            raise NoAnswer(type(error).__name__) from None
+    # Loaded only for Kubernetes applications, as the reconciler loads it.
+    from jobs.backends.kubernetes.backend import client_for
+    from jobs.backends.kubernetes.errors import BackendError
+
+    try:
+        body = client_for(application.profile.cluster).predictor_get(
+            application.name,
+            application.manifest["spec"]["namespace"],
+            "metrics",
+            MAX_METRICS_BYTES,
+            timeout,
+        )
+    except BackendError as error:
+        raise NoAnswer(error.reason) from None
+    return body.decode("utf-8", "replace")
+
+
+def on_kubernetes(application) -> bool:
+    return application.profile.cluster.backend == "kubernetes"
+
+
+def _get(endpoint: str, timeout: float) -> str:
     url = endpoint.rstrip("/") + "/metrics"
     client = httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False)
     with client, client.stream("GET", url) as response:
@@ -73,16 +106,13 @@ def scrape(endpoint: str, timeout: float = SCRAPE_TIMEOUT_SECONDS) -> dict[str, 
             body += chunk
             if len(body) > MAX_METRICS_BYTES:
                 raise ValueError(f"{url} answered more than {MAX_METRICS_BYTES} bytes")
-    return parse(body.decode("utf-8", "replace"))
+    return body.decode("utf-8", "replace")
 
 
 def is_vllm(application) -> bool:
-    """The application runs on vLLM: its manifest's engine, unless the backend recorded another
-    server (the local backend runs vLLM-format models on its CPU runtimes too, whose /metrics
-    carry no vLLM figures)."""
-    if application.runtime and application.runtime != "vllm":
-        return False
-    return dig(application.manifest, "spec", "source", "model", "runtime", "engine") == "vllm"
+    """vLLM serves it: the runtime the backend recorded (a CPU runtime on the local backend is
+    not vLLM, whatever the manifest's engine), else the manifest's runtime.engine."""
+    return application.serving_runtime == VLLM
 
 
 def cache_key(application_pk: int) -> str:
@@ -96,14 +126,15 @@ def latest(application_pk: int) -> dict[str, Any] | None:
 def observe(application) -> dict[str, Any] | None:
     """Scrape a Running vLLM application's server; keep and return the figures when they
     changed (None when unchanged, not vLLM, or the server did not answer in time)."""
-    if application.phase != "Running" or not application.endpoint:
+    if application.phase != "Running" or not is_vllm(application):
         return None
-    if not is_vllm(application):
+    if not on_kubernetes(application) and not application.endpoint:
         return None
     try:
-        figures = scrape(application.endpoint)
-    except (httpx.HTTPError, ValueError) as error:
-        logger.info("no serving metrics from %s: %s", application.name, type(error).__name__)
+        figures = parse(fetch(application))
+    except (NoAnswer, ValueError) as error:
+        # The reason may name the cluster's address: for the operator's log, bounded.
+        logger.info("no serving metrics from %s: %.200s", application.name, error)
         return None
     if latest(application.pk) == figures:
         cache.touch(cache_key(application.pk), CACHE_SECONDS)

@@ -26,10 +26,10 @@ echo "Log in as ${SERVEDECK_ADMIN_USER:-admin} with password $SERVEDECK_ADMIN_PA
 echo
 # The reconciler keeps every model's status true. On the embedded defaults (no REDIS_URL) it
 # runs inside the console's process, so its announcements reach the live pages over the
-# in-memory channel layer; with Redis it runs as its own process, as in production.
-if [ -n "${REDIS_URL:-}" ] && [ "${SERVEDECK_RECONCILER_IN_PROCESS:-false}" != "true" ]; then
-  .venv/bin/python manage.py reconcile &
-  reconciler=$!
-  trap 'kill $reconciler 2>/dev/null; wait $reconciler 2>/dev/null' EXIT INT TERM
-fi
+# in-memory channel layer; otherwise it runs as its own process, as in production. Which one is
+# SERVEDECK_RECONCILER_IN_PROCESS as the console's settings read it: this command asks them,
+# and exits at once when the console runs it.
+.venv/bin/python manage.py reconcile --unless-in-process &
+reconciler=$!
+trap 'kill $reconciler 2>/dev/null; wait $reconciler 2>/dev/null' EXIT INT TERM
 .venv/bin/python -m console.serve -b "$HOST" -p "$PORT" console.asgi:application

@@ -49,6 +49,13 @@ def client_for(membership) -> Client:
     return client
 
 
+def session_cookie(user) -> tuple[bytes, bytes]:
+    """The Cookie header of a signed-in session of `user`, for a WebSocket handshake."""
+    client = Client()
+    client.force_login(user)
+    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+
 def bearer(membership) -> dict:
     _, plain = PersonalAccessToken.issue(membership.user, membership.organization, "test")
     return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from jobs.gateway import counters as c
 from jobs.gateway.histogram import LATENCY_BOUNDS_MS
+from jobs.live import groups
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,6 @@ MAX_PENDING_ENTRIES = 50_000
 MAX_PENDING_AGE_SECONDS = 6 * 3600
 # No single request carries more tokens than this; larger figures are a broken upstream's.
 MAX_TOKENS_PER_REQUEST = 100_000_000
-SEND_TIMEOUT_SECONDS = 2.0
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
 
 
@@ -103,8 +103,6 @@ class Meter:
         self._names: dict[int, str] = {}  # application id -> name, for /metrics labels
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._app_loop: asyncio.AbstractEventLoop | None = None
-        self._send_loop: asyncio.AbstractEventLoop | None = None
         self._exit_hooked = False
         self._owner_pid = os.getpid()
         # The gateway may set a callable answering how many requests are being answered now.
@@ -169,9 +167,9 @@ class Meter:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
+        if loop is not None:  # the in-memory layer's queues belong to the server's loop
+            groups.note_server_loop(loop)
         with self._lock:
-            if loop is not None and self._app_loop is None:
-                self._app_loop = loop
             if self._thread is not None and self._thread.is_alive():
                 return
             self._stopping.clear()
@@ -190,10 +188,6 @@ class Meter:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=10)
         self.flush()
-        with self._flush_lock:
-            if self._send_loop is not None and not self._send_loop.is_closed():
-                self._send_loop.close()  # channels-redis closes its connections of that loop
-            self._send_loop = None
 
     def _run(self) -> None:
         try:
@@ -330,37 +324,12 @@ class Meter:
             self._names[app] = figures["name"]
         if not latest:
             return
-        messages = [
-            (f"application.{app}", {"type": "usage.update", **figures})
-            for app, figures in latest.items()
-        ]
-        self._send(messages)
-
-    def _send(self, messages: list[tuple[str, dict]]) -> None:
-        from channels.layers import get_channel_layer
-
-        layer = get_channel_layer()
-        if layer is None:
-            return
-
-        async def send_all() -> None:
-            for group, message in messages:
-                await layer.group_send(group, message)
-
-        async def bounded() -> None:
-            try:
-                await asyncio.wait_for(send_all(), SEND_TIMEOUT_SECONDS)
-            except Exception:
-                logger.exception("could not send usage to the channel layer")
-
-        app_loop = self._app_loop
-        if app_loop is not None and app_loop.is_running() and not app_loop.is_closed():
-            # The in-memory layer's queues belong to the application's loop: send from it.
-            asyncio.run_coroutine_threadsafe(bounded(), app_loop)
-            return
-        if self._send_loop is None or self._send_loop.is_closed():
-            self._send_loop = asyncio.new_event_loop()
-        self._send_loop.run_until_complete(bounded())
+        groups.send(
+            [
+                (groups.application_group(app), {"type": "usage.update", **figures})
+                for app, figures in latest.items()
+            ]
+        )
 
     # -- what /metrics reads ---------------------------------------------------------------
 

@@ -327,7 +327,7 @@ def load_snapshot(version: int = -1) -> Snapshot:
                 api if isinstance(api, str) else "",
                 isolation if isinstance(isolation, str) else "",
             ),
-            runtime=app.runtime or (engine if isinstance(engine, str) else ""),
+            runtime=app.serving_runtime,
             policy_name=policy_name,
             policy=policies.get((app.organization_id, policy_name)) if policy_name else None,
             created=int(app.created_at.timestamp()),

@@ -17,24 +17,40 @@ A member removed from the organisation (or a user deleted) while listening is cl
 Coalescing: each message marks the fragments it changes; a page gets at most one send every
 MIN_SEND_INTERVAL seconds, each fragment rendered from the latest state when sent, so however
 much traffic there is, the last state is what a page shows last. A page that connects (or
-reconnects) gets every fragment first.
+reconnects) gets every fragment first. A fragment is sent only when it differs from what the
+page got last.
+
+Refresh: some figures change with time alone, with no message to say so (the requests per
+minute of the last five minutes once traffic stops, the charts' newest minute, a step's time,
+serving figures that expire, the dashboard's sparklines). Every REFRESH_SECONDS a page marks
+again the fragments whose last rendering said they would (jobs.live.fragments.Rendering);
+pages of one application that refresh in the same interval after the same message share one
+rendering.
+
+The dashboard also hears of applications created since it opened (its organisation's group
+announces every status) and says so, with a link that shows them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import Http404
+from django.utils import timezone
 
 from accesspolicies.access import ORG_SESSION_KEY, membership_for
 from accesspolicies.models import Membership
 from jobs.live import fragments
-from jobs.live.groups import application_group, dashboard_group, note_console_loop
+from jobs.live.fragments import EACH_MINUTE, EACH_REFRESH, Rendering
+from jobs.live.groups import application_group, dashboard_group, note_server_loop
 from jobs.models import Application
 
 CLOSE_NOT_SIGNED_IN = 4401
@@ -42,9 +58,31 @@ CLOSE_NOT_A_MEMBER = 4403
 CLOSE_NOT_FOUND = 4404
 CLOSE_BAD_REQUEST = 4400
 MIN_SEND_INTERVAL = 0.25  # seconds: at most four sends a second per page
+REFRESH_SECONDS = 10.0  # the slow refresh of what time alone changes
+MAX_NEW_SHOWN = 20  # the dashboard names at most this many applications created since
 MAX_SHOWN = 100  # the dashboard shows 50 a page
 MAX_QUERY_BYTES = 8192
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class Clock:
+    """Time as the sockets see it: the loop's, to space sends; the wall clock, for what the
+    fragments show; and when the slow refresh is due. Tests drive one of their own (`clock`)."""
+
+    def monotonic(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def wall(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    async def refresh_due(self) -> None:
+        await asyncio.sleep(REFRESH_SECONDS)
+
+
+clock = Clock()
 
 
 def _membership(scope):
@@ -59,8 +97,13 @@ def _membership(scope):
     return membership, None
 
 
+def _moment(at: float) -> datetime:
+    return datetime.fromtimestamp(at, UTC)
+
+
 class CoalescingConsumer(AsyncWebsocketConsumer):
-    """Marks what changed; sends the latest rendering of it at most every MIN_SEND_INTERVAL."""
+    """Marks what changed; sends the latest rendering of it at most every MIN_SEND_INTERVAL,
+    and marks again every REFRESH_SECONDS what time alone changes."""
 
     group: str = ""
     membership_pk: int | None = None  # whose socket: checked again before every send
@@ -70,24 +113,24 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
         await self.close(code=code)
 
     def start_coalescing(self) -> None:
-        self.dirty: dict[str, tuple] = {}  # fragment -> the version (message) that dirtied it
+        self.dirty: dict[str, object] = {}  # fragment -> the version (message) that dirtied it
         self.flusher: asyncio.Task | None = None
-        self.last_sent = 0.0
-        self.sent = 0
+        self.last_sent = clock.monotonic()  # the catch-up that follows counts as a send
+        self.last_html: dict[str, str] = {}  # fragment -> what this page got last
+        self.refresher = asyncio.ensure_future(self._refresh_forever())
 
-    def mark(self, names, version: tuple) -> None:
+    def mark(self, names, version) -> None:
         for name in names:
             self.dirty[name] = version
         if self.flusher is None:
             self.flusher = asyncio.ensure_future(self._flush_soon())
 
     async def _flush_soon(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
             while self.dirty:
-                wait = self.last_sent + MIN_SEND_INTERVAL - loop.time()
+                wait = self.last_sent + MIN_SEND_INTERVAL - clock.monotonic()
                 if wait > 0:
-                    await asyncio.sleep(wait)
+                    await clock.sleep(wait)
                 batch, self.dirty = self.dirty, {}
                 html = await database_sync_to_async(self._render_for_member)(batch)
                 if html is None:
@@ -95,24 +138,41 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
                     return
                 if html:
                     await self.send(text_data=html)
-                    self.sent += 1
-                self.last_sent = loop.time()
+                    self.last_sent = clock.monotonic()
         finally:
             self.flusher = None
 
-    def _render_for_member(self, batch: dict[str, tuple]) -> str | None:
-        """The batch's HTML; None once the listener is no longer a member (nothing rendered)."""
+    async def _refresh_forever(self) -> None:
+        while True:
+            await clock.refresh_due()
+            self.refresh(clock.wall())
+
+    def _render_for_member(self, batch: dict) -> str | None:
+        """What of the batch differs from what the page has; None once the listener is no
+        longer a member (nothing rendered)."""
         if not Membership.objects.filter(pk=self.membership_pk).exists():
             return None
-        return self.render_batch(batch)
+        return self.changed(self.render_batch(batch, clock.wall()))
 
-    def render_batch(self, batch: dict[str, tuple]) -> str:
+    def changed(self, renderings: Iterator[tuple[str, str]]) -> str:
+        parts = []
+        for name, html in renderings:
+            if self.last_html.get(name) != html:
+                self.last_html[name] = html
+                parts.append(html)
+        return "".join(parts)
+
+    def render_batch(self, batch: dict, at: float) -> Iterator[tuple[str, str]]:
+        """(fragment, HTML) for each fragment of the batch, as of `at` (the wall clock)."""
         raise NotImplementedError
 
+    def refresh(self, at: float) -> None:
+        """Mark what time alone has changed since the page got it."""
+
     async def disconnect(self, code) -> None:
-        flusher = getattr(self, "flusher", None)
-        if flusher is not None:
-            flusher.cancel()
+        for task in (getattr(self, "flusher", None), getattr(self, "refresher", None)):
+            if task is not None:
+                task.cancel()
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -121,13 +181,16 @@ class ApplicationConsumer(CoalescingConsumer):
     """One application's overview: status (badge, steps, reason), events and the cards."""
 
     async def connect(self) -> None:
-        note_console_loop()
+        note_server_loop()
         found, code = await database_sync_to_async(self._find)()
         if found is None:
             await self.refuse(code)
             return
         self.application_pk, self.name = found.pk, found.name
         self.group = application_group(found.pk)
+        self.versions: dict[str, str] = {}  # fragment -> the last message that marked it
+        # fragment -> how its last rendering changes with time alone, and when it was made
+        self.changing: dict[str, tuple[str, float]] = {}
         self.start_coalescing()
         await self.accept()
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -155,54 +218,92 @@ class ApplicationConsumer(CoalescingConsumer):
         )
 
     def _catch_up(self) -> str:
+        at = clock.wall()
         application = self._fresh()
         if application is None:
             return fragments.deleted(self.name)
-        return fragments.render(list(fragments.FRAGMENTS), application)
+        moment = fragments.Moment(application, _moment(at))
+        renderings = []
+        for name in fragments.FRAGMENTS:
+            rendering = moment.render(name)
+            self.changing[name] = (rendering.changes, at)
+            renderings.append((name, rendering.html))
+        return self.changed(iter(renderings))
 
-    def render_batch(self, batch: dict[str, tuple]) -> str:
+    def render_batch(self, batch: dict, at: float) -> Iterator[tuple[str, str]]:
         if "deleted" in batch:
-            return fragments.deleted(self.name)
-        application: list[Application | None] = []
+            self.changing.clear()  # nothing of it changes any more
+            yield "deleted", fragments.deleted(self.name)
+            return
+        found: list[fragments.Moment | None] = []  # read once, when a rendering is made
 
         def make(name: str):
-            def rendering() -> str:
-                if not application:
-                    application.append(self._fresh())
-                if application[0] is None:
-                    return fragments.deleted(self.name)
-                return fragments.render([name], application[0])
+            def rendering() -> Rendering:
+                if not found:
+                    application = self._fresh()
+                    found.append(application and fragments.Moment(application, _moment(at)))
+                if found[0] is None:
+                    return Rendering("")
+                return found[0].render(name)
 
             return rendering
 
-        return "".join(
-            fragments.shared.get((name, self.application_pk, version), make(name))
-            for name, version in batch.items()
-        )
+        for name, version in batch.items():
+            if version is None:  # a message of no message_id: shared with no other page
+                rendering = make(name)()
+            else:
+                key = (name, self.application_pk, version)
+                rendering = fragments.shared.get(key, make(name))
+            if found and found[0] is None:  # deleted since the message: say so, once
+                yield from self.render_batch({"deleted": None}, at)
+                return
+            self.changing[name] = (rendering.changes, at)
+            yield name, rendering.html
+
+    def refresh(self, at: float) -> None:
+        interval = int(at // REFRESH_SECONDS)
+        for name, (changes, rendered_at) in self.changing.items():
+            due = (changes == EACH_REFRESH and int(rendered_at // REFRESH_SECONDS) != interval) or (
+                changes == EACH_MINUTE and int(rendered_at // 60) != int(at // 60)
+            )
+            if due and name not in self.dirty:
+                # Shared by the pages that got the same last message (a page that got none
+                # since it connected shares with none: its catch-up may be newer).
+                since = self.versions.get(name, self.channel_name)
+                self.mark([name], ("refresh", since, interval))
 
     # -- channel-layer messages (type "application.status" calls application_status) --------
 
+    def marked(self, names: list[str], event: dict) -> None:
+        version = event.get("message_id")
+        for name in names:
+            if version is None:
+                self.versions.pop(name, None)
+            else:
+                self.versions[name] = version
+        self.mark(names, version)
+
     async def application_status(self, event: dict) -> None:
-        version = tuple(sorted(event.items()))
         if event.get("deleted"):
-            self.mark(["deleted"], version)
+            self.marked(["deleted"], event)
             return
-        self.mark(["status", "events", "serving"], version)
+        self.marked(["status", "events", "serving"], event)
 
     async def usage_update(self, event: dict) -> None:
-        self.mark(["traffic"], tuple(sorted(event.items())))
+        self.marked(["traffic"], event)
 
     async def serving_metrics(self, event: dict) -> None:
-        self.mark(["serving"], tuple(sorted(event.items())))
+        self.marked(["serving"], event)
 
 
 class DashboardConsumer(CoalescingConsumer):
     """The home dashboard: the phase and replicas of the applications the page shows (from
-    the organisation's dashboard group), and their sparklines (each application's group
-    brings its usage updates; the sparklines of one send come from one query)."""
+    the organisation's dashboard group), their sparklines (each application's group brings its
+    usage updates; the sparklines of one send come from one query), and the names of
+    applications created since the page opened."""
 
     async def connect(self) -> None:
-        note_console_loop()
+        note_server_loop()
         shown = self._shown()
         if shown is None:
             await self.refuse(CLOSE_BAD_REQUEST)
@@ -211,17 +312,22 @@ class DashboardConsumer(CoalescingConsumer):
         if found is None:
             await self.refuse(code)
             return
-        organization_pk, applications = found
+        self.organization_pk, applications = found
         self.shown = {a.name for a in applications}
         self.by_name = {a.name: SimpleNamespace(pk=a.pk, name=a.name) for a in applications}
-        self.group = dashboard_group(organization_pk)
+        self.group = dashboard_group(self.organization_pk)
         self.usage_groups = [application_group(a.pk) for a in applications]
+        self.opened = timezone.now()  # as created_at is written, whatever the sockets' clock
+        self.new: list[str] = []  # created since the page opened, in the order heard of
+        self.not_new: set[str] = set()  # names heard of that the page may simply not show
+        self.sparks_at = clock.wall()  # the page's sparklines are as of about now
         self.start_coalescing()
         await self.accept()
         for group in (self.group, *self.usage_groups):
             await self.channel_layer.group_add(group, self.channel_name)
         if applications:
-            await self.send(text_data="".join(fragments.dashboard_phase(a) for a in applications))
+            phases = [(a.name, fragments.dashboard_phase(a)) for a in applications]
+            await self.send(text_data=self.changed(iter(phases)))
 
     def _shown(self) -> list[str] | None:
         raw = self.scope.get("query_string", b"")
@@ -245,16 +351,38 @@ class DashboardConsumer(CoalescingConsumer):
         )
         return (membership.organization_id, applications), None
 
-    def render_batch(self, batch: dict[str, tuple]) -> str:
-        parts, sparks = [], []
+    def render_batch(self, batch: dict, at: float) -> Iterator[tuple[str, str]]:
+        sparks, heard = [], []
         for name, version in batch.items():
             if name.startswith("spark:"):
                 sparks.append(self.by_name[name.removeprefix("spark:")])
+            elif name.startswith("new:"):
+                heard.append(name.removeprefix("new:"))
             else:
-                parts.append(fragments.dashboard_phase(SimpleNamespace(**dict(version))))
+                yield name, fragments.dashboard_phase(SimpleNamespace(**dict(version)))
         if sparks:
-            parts.append(fragments.dashboard_sparklines(sparks))
-        return "".join(parts)
+            self.sparks_at = at
+            yield "sparks", fragments.dashboard_sparklines(sparks, _moment(at))
+        if heard and self._learn_new(heard):
+            yield "new", fragments.dashboard_new(self.new)
+
+    def _learn_new(self, heard: list[str]) -> bool:
+        """Which of the names heard of are applications created since the page opened (one
+        query); True when there are more of them to name."""
+        created = set(
+            Application.objects.filter(
+                organization_id=self.organization_pk, name__in=heard, created_at__gt=self.opened
+            ).values_list("name", flat=True)
+        )
+        self.not_new.update(set(heard) - created)
+        fresh = [name for name in heard if name in created and name not in self.new]
+        self.new.extend(fresh)
+        return bool(fresh)
+
+    def refresh(self, at: float) -> None:
+        # The sparklines are the last hour's minutes: they move on as each minute begins.
+        if self.shown and int(at // 60) != int(self.sparks_at // 60):
+            self.mark([f"spark:{name}" for name in sorted(self.shown)], None)
 
     async def disconnect(self, code) -> None:
         await super().disconnect(code)
@@ -262,12 +390,18 @@ class DashboardConsumer(CoalescingConsumer):
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def dashboard_status(self, event: dict) -> None:
-        if event.get("name") in self.shown:
-            self.mark([event["name"]], tuple(sorted(event.items())))
+        name = event.get("name")
+        if name in self.shown:
+            self.mark([name], tuple(sorted(event.items())))
+            return
+        heard_before = name in self.not_new or name in self.new
+        room = len(self.new) < MAX_NEW_SHOWN  # the page names a few; a reload shows them all
+        if name and not event.get("deleted") and not heard_before and room:
+            self.mark([f"new:{name}"], None)
 
     async def usage_update(self, event: dict) -> None:
         if event.get("name") in self.shown:
-            self.mark([f"spark:{event['name']}"], tuple(sorted(event.items())))
+            self.mark([f"spark:{event['name']}"], None)
 
     async def application_status(self, event: dict) -> None:
         """Also sent to the application's group: dashboard_status carries it here."""

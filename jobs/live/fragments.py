@@ -3,8 +3,10 @@ socket sends (the same templates: the page includes them, the socket sends them 
 htmx's WebSocket extension swaps each by its id, out of band).
 
 Each fragment is rendered from the database (and the serving figures' cache), never from the
-message that prompted it: what a page gets is the latest state, whatever came before. Many
-pages in one process share one rendering of the same state (`shared`)."""
+message that prompted it: what a page gets is the latest state, whatever came before. Pages in
+one process that got the same message share one rendering of it (`shared`): never pages that
+got different messages, even with the same fields, since the events, the elapsed time and the
+figures beside the fields may have moved on."""
 
 from __future__ import annotations
 
@@ -12,13 +14,15 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 
 from django.template.loader import render_to_string
 
 from jobs import charts, serving_metrics
 from jobs.models import Application, UsageMinute
-from jobs.phases import elapsed_text, steps_of
+from jobs.phases import Phase, elapsed_text, steps_of
 from jobs.tables import phase_badge, replicas_text, sparkline
 from jobs.usage import live_figures, sparkline_counts
 
@@ -38,11 +42,24 @@ TEMPLATES = {
 FRAGMENTS = tuple(TEMPLATES)
 
 
-def status_context(application: Application, events: list) -> dict:
+# How a fragment changes with time alone, between the messages that change what it shows: the
+# live socket renders it again on its slow refresh (jobs.live.consumers).
+NEVER = ""
+EACH_MINUTE = "minute"  # the charts' newest point is a new minute's, zero when idle
+EACH_REFRESH = "refresh"  # a window over the last minutes, or a step's time, moves on
+
+
+@dataclass(frozen=True)
+class Rendering:
+    html: str
+    changes: str = NEVER  # with time alone: NEVER, EACH_MINUTE or EACH_REFRESH
+
+
+def status_context(application: Application, events: list, now: datetime | None = None) -> dict:
     """The phase, the steps on the way to Running with how long the current one has taken."""
     since = next((e.created_at for e in events if e.reason == application.phase), None)
     since = since or application.updated_at
-    seconds = (datetime.now(UTC) - since).total_seconds()
+    seconds = ((now or datetime.now(UTC)) - since).total_seconds()
     return {
         "application": application,
         "steps": steps_of(application.phase),
@@ -70,13 +87,16 @@ def shown(figures: dict) -> dict[str, str]:
     }
 
 
-def traffic_context(application: Application) -> dict:
-    figures = live_figures(UsageMinute.objects.filter(application=application))
+def traffic_context(application: Application, now: datetime | None = None) -> dict:
+    figures = live_figures(UsageMinute.objects.filter(application=application), now)
     return {"traffic": {**figures, "show": shown(figures)}}
 
 
 def serving_context(application: Application) -> dict:
-    return {"application": application, "serving": serving_metrics.latest(application.pk)}
+    # Figures of a server no longer Running would be stale: they wait for it to run again.
+    running = application.phase == Phase.RUNNING
+    figures = serving_metrics.latest(application.pk) if running else None
+    return {"application": application, "serving": figures}
 
 
 def overview_context(application: Application) -> dict:
@@ -90,28 +110,51 @@ def overview_context(application: Application) -> dict:
     }
 
 
-def context_for(name: str, application: Application) -> dict:
-    if name in ("status", "events"):
-        events = list(application.events.all()[:EVENTS_SHOWN])
-        return {**status_context(application, events), "events": events}
-    if name == "traffic":
-        # The page's charts grow by the newest points (overview.js); the page itself starts
-        # with none, as its charts read the chart data endpoint.
-        rows = UsageMinute.objects.filter(application=application)
-        points = charts.latest_points(rows, cache_key=charts.cache_key(application))
-        return {**traffic_context(application), "chart_points": json.dumps(points)}
-    if name == "serving":
-        return serving_context(application)
-    raise ValueError(f"fragment {name!r}; accepts {', '.join(FRAGMENTS)}")
+class Moment:
+    """One application's fragments as of one moment; the events are read once, however many
+    of its fragments show them."""
+
+    def __init__(self, application: Application, now: datetime | None = None) -> None:
+        self.application = application
+        self.now = now or datetime.now(UTC)
+
+    @cached_property
+    def events(self) -> list:
+        return list(self.application.events.all()[:EVENTS_SHOWN])
+
+    def context(self, name: str) -> tuple[dict, str]:
+        """The fragment's template context, and how it changes with time alone."""
+        application = self.application
+        if name in ("status", "events"):
+            context = {**status_context(application, self.events, self.now), "events": self.events}
+            # While on the way to Running, the current step says for how long.
+            moving = name == "status" and context["steps"]
+            return context, EACH_REFRESH if moving else NEVER
+        if name == "traffic":
+            # The page's charts grow by the newest points (overview.js); the page itself starts
+            # with none, as its charts read the chart data endpoint.
+            rows = UsageMinute.objects.filter(application=application)
+            cache_key = charts.cache_key(application)
+            points = charts.latest_points(rows, cache_key=cache_key, now=self.now)
+            context = {**traffic_context(application, self.now), "chart_points": json.dumps(points)}
+            busy = context["traffic"]["requests"] > 0  # requests in the cards' window
+            return context, EACH_REFRESH if busy else EACH_MINUTE
+        if name == "serving":
+            context = serving_context(application)
+            # Figures shown expire (serving_metrics.CACHE_SECONDS) when scrapes stop.
+            return context, EACH_REFRESH if context["serving"] else NEVER
+        raise ValueError(f"fragment {name!r}; accepts {', '.join(FRAGMENTS)}")
+
+    def render(self, name: str) -> Rendering:
+        context, changes = self.context(name)
+        html = "".join(render_to_string(template, context) for template in TEMPLATES[name])
+        return Rendering(html, changes)
 
 
-def render(names: list[str], application: Application) -> str:
+def render(names: list[str], application: Application, now: datetime | None = None) -> str:
     """The fragments named, for one socket message."""
-    parts = []
-    for name in names:
-        context = context_for(name, application)
-        parts.extend(render_to_string(template, context) for template in TEMPLATES[name])
-    return "".join(parts)
+    moment = Moment(application, now)
+    return "".join(moment.render(name).html for name in names)
 
 
 def deleted(name: str) -> str:
@@ -123,35 +166,42 @@ def dashboard_phase(application) -> str:
     return phase_badge(application) + replicas_text(application)
 
 
-def dashboard_sparklines(applications: list) -> str:
+def dashboard_new(names: list[str]) -> str:
+    """The applications created since the dashboard opened, with a link that shows them."""
+    return render_to_string("jobs/_dashboard_new.html", {"names": names})
+
+
+def dashboard_sparklines(applications: list, now: datetime | None = None) -> str:
     """The last hour's sparklines of the applications given: one query for them all."""
-    counts = sparkline_counts(UsageMinute.objects.all(), [a.pk for a in applications])
+    pks = [a.pk for a in applications]
+    counts = sparkline_counts(UsageMinute.objects.all(), pks, now=now)
     return "".join(sparkline(a, counts[a.pk]) for a in applications)
 
 
 class SharedRenderings:
     """The last renderings by (fragment, application, version): pages in one process that got
-    the same message share one rendering. Bounded; thread-safe (renders run in threads)."""
+    the same message (its message_id: jobs.live.groups), or refresh in the same interval
+    after it, share one rendering. Bounded; thread-safe (renders run in threads)."""
 
     def __init__(self, size: int = 512) -> None:
         self.size = size
         self._lock = threading.Lock()
-        self._done: OrderedDict[tuple, str] = OrderedDict()
+        self._done: OrderedDict[tuple, Rendering] = OrderedDict()
         self.renders = 0  # how many renderings were made, for the bench
 
-    def get(self, key: tuple, make: Callable[[], str]) -> str:
+    def get(self, key: tuple, make: Callable[[], Rendering]) -> Rendering:
         with self._lock:
-            html = self._done.get(key)
-            if html is not None:
+            done = self._done.get(key)
+            if done is not None:
                 self._done.move_to_end(key)
-                return html
-        html = make()
+                return done
+        done = make()
         with self._lock:
             self.renders += 1
-            self._done[key] = html
+            self._done[key] = done
             while len(self._done) > self.size:
                 self._done.popitem(last=False)
-        return html
+        return done
 
 
 shared = SharedRenderings()

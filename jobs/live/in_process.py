@@ -12,7 +12,7 @@ import threading
 
 from django.conf import settings
 
-from jobs.live.groups import note_console_loop
+from jobs.live.groups import note_server_loop
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def start_once(interval: float = 2.0) -> bool:
     global _running, _exit_hooked
     if not enabled():
         return False
-    note_console_loop()
+    note_server_loop()
     with _lock:
         if _running is not None and _running[0] == os.getpid() and _running[2].is_alive():
             return False

@@ -7,6 +7,7 @@ lifecycle.record_status: saved, an Event, a message to the live page.
 
 import logging
 import threading
+import time
 
 from django.db import close_old_connections
 
@@ -18,6 +19,10 @@ from jobs.models import Application, Cluster, Phase
 
 logger = logging.getLogger(__name__)
 
+# Kubernetes applications' metrics go through the API server: scraped less often than the local
+# servers on this machine (each scrape is bounded by serving_metrics.SCRAPE_TIMEOUT_SECONDS).
+KUBERNETES_SCRAPE_SECONDS = 10.0
+
 
 class Reconciler:
     """Step methods that tests call directly; `run` loops them until `stop` is called."""
@@ -26,6 +31,7 @@ class Reconciler:
         self.interval = interval
         self.stopping = threading.Event()
         self.followers: dict[int, tuple] = {}  # cluster pk -> (connection, follower)
+        self.scraped_kubernetes_at: float | None = None
 
     def step_local(self) -> int:
         """Observe every application on a local profile; return how many changed."""
@@ -44,6 +50,18 @@ class Reconciler:
             changed += record_status(application, observed)
             self.scrape(application)
         return changed
+
+    def scrape_kubernetes(self) -> None:
+        """The Running applications on Kubernetes clusters: their vLLM servers' figures,
+        through each cluster's API server."""
+        apps = Application.objects.filter(
+            profile__cluster__backend=Cluster.Backend.KUBERNETES, phase=Phase.RUNNING
+        ).select_related("profile__cluster")
+        for application in apps:
+            try:
+                self.scrape(application)
+            except Exception:  # one application's trouble must not stop the others
+                logger.exception("could not scrape the metrics of %s", application.name)
 
     def scrape(self, application) -> None:
         """A Running vLLM server's own figures (requests waiting, KV-cache use), scraped with a
@@ -91,7 +109,13 @@ class Reconciler:
 
     def step(self) -> int:
         close_old_connections()
-        return self.step_local()
+        changed = self.step_local()
+        now = time.monotonic()
+        due = self.scraped_kubernetes_at is None
+        if due or now - self.scraped_kubernetes_at >= KUBERNETES_SCRAPE_SECONDS:
+            self.scraped_kubernetes_at = now
+            self.scrape_kubernetes()
+        return changed
 
     def run(self) -> None:
         logger.info("reconciler started; observing every %.1f s", self.interval)

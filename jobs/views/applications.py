@@ -23,6 +23,11 @@ def to_yaml(manifest: dict) -> str:
 
 def detail(request, name):
     application = get_application(request.membership, name)
+    offer = request.GET.get("delete") == "unavailable"
+    return _detail_page(request, application, offer_delete_from_console=offer)
+
+
+def _detail_page(request, application, status: int = 200, **more):
     revisions = list(application.revisions.select_related("created_by")[:50])
     context = {
         "application": application,
@@ -31,10 +36,11 @@ def detail(request, name):
         **overview.page_context(application, revisions),
         **overview_context(application),  # the live top: status, cards, events
         "may_deploy": request.membership.may("deploy"),
-        "offer_delete_from_console": request.GET.get("delete") == "unavailable",
+        "offer_delete_from_console": False,
         **call_from_code(request, application),
+        **more,
     }
-    return render(request, "jobs/application_detail.html", context)
+    return render(request, "jobs/application_detail.html", context, status=status)
 
 
 @require_safe
@@ -115,10 +121,36 @@ stop = _operation("stop", "stopped; its configuration is kept for Start.")
 start = _operation("start", STARTING)
 
 
+# Delete's typed-name confirmation: the form's field, checked here whatever the browser did.
+CONFIRM_FIELD = "confirm_name"
+
+
+def confirmation_error(typed: str, name: str) -> str | None:
+    """What is wrong with the name typed to confirm deleting `name` (None: it is the name)."""
+    typed = typed.strip()
+    if typed == name:
+        return None
+    said = "is empty" if not typed else f"is not {name}"
+    return (
+        f"The name typed to confirm ({CONFIRM_FIELD}) {said}: type {name}, exactly, to delete "
+        "it. Nothing was deleted."
+    )
+
+
 @require_POST
 def delete(request, name):
     application = get_application(request.membership, name, "deploy")
     keep_on_cluster = request.POST.get("keep_on_cluster") == "1"
+    error = confirmation_error(request.POST.get(CONFIRM_FIELD, ""), application.name)
+    if error is not None:
+        where = "console_only" if keep_on_cluster else "everywhere"
+        return _detail_page(
+            request,
+            application,
+            status=400,
+            delete_error={where: error},
+            offer_delete_from_console=keep_on_cluster,
+        )
     try:
         left = verbs.delete(application, request.membership, keep_on_cluster=keep_on_cluster)
     except verbs.ActionError as error:

@@ -31,21 +31,20 @@
 
   // <form data-confirm="Delete x?">: ask before submitting. The question is text from an
   // attribute, never code, so a name with quotes stays a name. With data-confirm-name="x"
-  // the answer is the name typed, not a click: for what cannot be undone.
+  // the answer is the name typed into the form's confirm_name field, which the server checks
+  // (a wrong one changes nothing and says so): left empty, the name is asked for here.
   document.addEventListener("submit", (event) => {
     const form = event.target.closest("form[data-confirm]");
     if (!form) return;
-    const name = form.dataset.confirmName;
-    if (name === undefined) {
+    if (form.dataset.confirmName === undefined) {
       if (!window.confirm(form.dataset.confirm)) event.preventDefault();
       return;
     }
+    const field = form.elements.namedItem("confirm_name");
+    if (!field || field.value.trim()) return;
     const typed = window.prompt(form.dataset.confirm, "");
     if (typed === null) { event.preventDefault(); return; }
-    if (typed.trim() !== name) {
-      event.preventDefault();
-      window.alert(`"${typed.trim()}" is not ${name}: nothing was deleted. Type the name exactly.`);
-    }
+    field.value = typed;
   });
 
   // <select data-submit-on-change>: the organisation switcher submits when a new one is picked.

@@ -67,13 +67,32 @@ def test_stop_asks_first_and_delete_asks_for_the_name(
     expect(page.get_by_role("button", name="Stop", exact=True)).to_be_visible()
     assert asked and asked[0].startswith("Stop bge-embed?")
 
-    page.once("dialog", lambda dialog: dialog.accept("bge-embd"))  # mistyped: nothing happens
+    # Mistyped: the server refuses it (400) and the page says what to type; nothing happens.
+    page_problems.expect(r"status of 400")
+    page.once("dialog", lambda dialog: dialog.accept("bge-embd"))
     page.get_by_role("button", name="Delete", exact=True).click()
+    expect(page.locator("#confirm-name-error")).to_contain_text("is not bge-embed")
     expect(page.get_by_role("heading", level=1)).to_contain_text("bge-embed")
+    shoot(page, "mistyped")
     assert off_the_loop(lambda: Application.objects.filter(name="bge-embed").exists())
 
     page.once("dialog", lambda dialog: dialog.accept("bge-embed"))
     page.get_by_role("button", name="Delete", exact=True).click()
     expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
     shoot(page, "deleted")
+    assert not off_the_loop(lambda: Application.objects.filter(name="bge-embed").exists())
+
+
+def test_the_name_typed_into_the_delete_form_asks_nothing_more(
+    page: Page, page_problems, channels_live_server, deployer, shoot
+):
+    off_the_loop(lambda: verbs.apply(SHORTEST, deployer))
+    log_in(page, "dan")
+    page.goto("/models/bge-embed/")
+    asked = []
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.get_by_label("Type bge-embed to delete it").fill("bge-embed")
+    page.get_by_role("button", name="Delete", exact=True).click()
+    expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
+    assert not asked
     assert not off_the_loop(lambda: Application.objects.filter(name="bge-embed").exists())

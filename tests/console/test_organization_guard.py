@@ -66,14 +66,16 @@ def test_the_htmx_header_carries_it_too(two_orgs):
     assert refused.status_code == 409
     assert refused["X-Organization-Mismatch"] == "1"
     assert "<html" not in refused.content.decode()  # a fragment for htmx to show
-    done = two_orgs.post(delete_url(), headers={"X-Page-Organization": "globex"})
+    typed = {"confirm_name": "bge-embed"}
+    done = two_orgs.post(delete_url(), typed, headers={"X-Page-Organization": "globex"})
     assert done.status_code == 302
     assert list(Application.objects.values_list("organization__slug", flat=True)) == ["acme"]
 
 
 def test_the_matching_organisation_acts(two_orgs):
     switch(two_orgs, "acme")
-    assert two_orgs.post(delete_url(), {"page_organization": "acme"}).status_code == 302
+    sent = {"page_organization": "acme", "confirm_name": "bge-embed"}
+    assert two_orgs.post(delete_url(), sent).status_code == 302
     assert list(Application.objects.values_list("organization__slug", flat=True)) == ["globex"]
 
 

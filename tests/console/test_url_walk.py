@@ -81,7 +81,8 @@ PAGES = {
         "POST": "login 302 302 403 404",
     },
     "models/<slug:name>/deploy/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
-    "models/<slug:name>/delete/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
+    # delete without the model's name typed (confirm_name): 400, nothing deleted
+    "models/<slug:name>/delete/": {"GET": "login 405 405 405 405", "POST": "login 400 400 403 404"},
     "models/<slug:name>/restart/": {
         "GET": "login 405 405 405 405",
         "POST": "login 302 302 403 404",

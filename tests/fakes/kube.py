@@ -6,7 +6,9 @@ It keeps objects in memory and speaks the subset ServeDeck uses: discovery (/ver
 and field selectors and resourceVersions; create (201), replace, merge patch, server-side apply
 (field managers kept in metadata.managedFields, conflicts, force) and delete, each honouring
 dryRun=All. Tests put objects, emit watch events, inject failures (403, 409, 422, quota, slow
-answers), compact the watch history (410 Gone), or take the server down.
+answers), compact the watch history (410 Gone), or take the server down. GET on a Service's
+proxy subresource (`.../services/<name>[:<port>]/proxy/<path>`) reaches the URL a test gave
+with `serve_service`, as the API server's service proxy reaches the Service's pods.
 
 Why not kmock: kmock 0.8 keeps no resourceVersions nor watch history, so neither a watch
 resumed from a resourceVersion nor a 410 can be had without patching its internals.
@@ -26,6 +28,8 @@ import secrets
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -34,7 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from tempfile import mkdtemp
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 import yaml
@@ -186,6 +190,7 @@ class _Target:
     namespace: str | None
     name: str | None
     subresource: str | None
+    path: str = ""  # a proxy subresource's path below the object
 
 
 @dataclass(frozen=True)
@@ -203,9 +208,10 @@ class _Stream:
 
 @dataclass
 class _Text:
-    """A plain-text answer (a pod's log)."""
+    """A plain-text answer (a pod's log, what a service proxy reached)."""
 
     body: bytes
+    status: int = 200
 
 
 class KubeEmulator:
@@ -290,6 +296,7 @@ class KubeEmulator:
             self._requests: list[Request] = []
             self._rbac_namespaces: frozenset[str] | None = None
             self._pod_logs: dict[tuple[str, str, str], str] = {}
+            self._service_urls: dict[tuple[str, str], str] = {}
             self.replace_deleted_pods = True
             # KubeVirt's stand-in: a deleted instance of a VirtualMachine that runs Always
             # comes back (Pending) under the same name, as virt-controller starts a new one;
@@ -313,6 +320,12 @@ class KubeEmulator:
         """What GET .../pods/<pod>/log answers (for `container`, or the pod's only one)."""
         with self._cond:
             self._pod_logs[(namespace, pod, container)] = text
+
+    def serve_service(self, namespace: str, service: str, url: str) -> None:
+        """What GET .../services/<service>/proxy/<path> reaches: `url`/<path> (the Service's
+        endpoints, for the API server's service proxy). A Service without one answers 503."""
+        with self._cond:
+            self._service_urls[(namespace, service)] = url.rstrip("/")
 
     def put(self, obj: dict) -> dict:
         """Create or replace an object as a controller would (metadata filled in); returns it."""
@@ -430,6 +443,8 @@ class KubeEmulator:
     ) -> tuple[int, dict] | _Stream | _Text:
         if t.subresource == "log" and t.res.plural == "pods" and verb == "get":
             return self._pod_log(t, query)
+        if t.subresource == "proxy" and t.res.plural == "services" and verb == "get":
+            return self._service_proxy(t)
         if t.subresource is not None:
             raise ApiError(404, "the server could not find the requested resource")
         dry = query.get("dryRun") == "All"
@@ -511,6 +526,9 @@ class KubeEmulator:
         namespace = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
+        path = ""
+        if len(rest) > 3 and rest[2] == "proxy":  # services/<name>/proxy/<path...>
+            rest, path = rest[:3], "/".join(rest[3:])
         with self._cond:
             res = self._resources.get((group, version, rest[0]))
         named = len(rest) > 1
@@ -519,7 +537,7 @@ class KubeEmulator:
         if res.namespaced and named and namespace is None:
             raise ApiError(404, "the server could not find the requested resource")
         return _Target(
-            res, namespace, rest[1] if named else None, rest[2] if len(rest) > 2 else None
+            res, namespace, rest[1] if named else None, rest[2] if len(rest) > 2 else None, path
         )
 
     def _authorize(self, verb: str, t: _Target) -> None:
@@ -738,6 +756,26 @@ class KubeEmulator:
             data = data[: int(query["limitBytes"])]
         return _Text(data)
 
+    def _service_proxy(self, t: _Target) -> _Text:
+        """GET through the service proxy: <name>, <name>:<port> or <scheme>:<name>:<port>."""
+        parts = unquote(t.name or "").split(":")
+        name = parts[1] if len(parts) == 3 else parts[0]
+        with self._cond:
+            url = self._service_urls.get((t.namespace or "", name))
+        if url is None:
+            raise ApiError(
+                503, f'no endpoints available for service "{name}"', "ServiceUnavailable"
+            )
+        try:
+            with urllib.request.urlopen(f"{url}/{t.path}", timeout=5) as answer:  # noqa: S310
+                return _Text(answer.read(), answer.status)
+        except urllib.error.HTTPError as error:
+            return _Text(error.read(), error.code)
+        except OSError as error:
+            raise ApiError(
+                503, f"error trying to reach service: {error}", "ServiceUnavailable"
+            ) from None
+
     def _watch(self, t: _Target, query: dict) -> _Stream:
         match = self._matcher(t, query)
         timeout = min(float(query.get("timeoutSeconds") or 300), 1800)
@@ -945,7 +983,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(reply, _Stream):
             self._stream(reply.events)
         elif isinstance(reply, _Text):
-            self.send_response(200)
+            self.send_response(reply.status)
             self.send_header("Content-Type", "text/plain")
             self.send_header("Content-Length", str(len(reply.body)))
             self.send_header("Connection", "close")
@@ -1028,9 +1066,11 @@ def _failure_error(f: Failure, verb: str, t: _Target) -> ApiError:
     message = f.message
     if not message and f.status == 403:
         scope = f'in the namespace "{t.namespace}"' if t.namespace else "at the cluster scope"
+        # A subresource's rule is its own, as RBAC names it: pods/log, services/proxy.
+        resource = f"{res.plural}/{t.subresource}" if t.subresource else res.plural
         message = (
             f'{res.qualified} "{name}" is forbidden: User "{USER}" cannot {verb} resource '
-            f'"{res.plural}" in API group "{res.group}" {scope}'
+            f'"{resource}" in API group "{res.group}" {scope}'
         )
     elif not message and f.status == 409:
         message = (

@@ -94,12 +94,18 @@ def test_the_command_line_deletes_from_the_console_only_when_told(on_prod, kube)
 
 def test_the_page_offers_the_delete_from_the_console_only(as_deployer, on_prod, kube):
     delete_url = reverse("jobs:application-delete", args=["bge-embed"])
+    typed = {"confirm_name": "bge-embed"}
     with kube.down():
-        response = as_deployer.post(delete_url)
+        response = as_deployer.post(delete_url, typed)
         assert response.status_code == 302 and "delete=unavailable" in response["Location"]
         page = as_deployer.get(response["Location"]).content.decode()
         assert "Delete from the console only" in page and "is unavailable" in page
-        response = as_deployer.post(delete_url, {"keep_on_cluster": "1"}, follow=True)
+        response = as_deployer.post(delete_url, {"keep_on_cluster": "1"})
+        assert response.status_code == 400  # the name is typed again, in this form
+        page = response.content.decode()
+        assert 'id="confirm-name-console-error"' in page and "Nothing was deleted" in page
+        assert Application.objects.filter(pk=on_prod.pk).exists()
+        response = as_deployer.post(delete_url, {"keep_on_cluster": "1", **typed}, follow=True)
     assert "may still hold InferenceService bge-embed" in response.content.decode()
     assert not Application.objects.filter(pk=on_prod.pk).exists()
 

@@ -1,7 +1,12 @@
 """The live sockets through Channels' WebsocketCommunicator on the console's ASGI application
 (origin check and session auth included): who may listen and the close codes, the fragments
-each kind of message brings, catch-up on connect, coalescing, and the dashboard. On the
-in-memory layer, and on Redis when REDIS_URL is set."""
+each kind of message brings, catch-up on connect, coalescing, the slow refresh of what time
+alone changes, renderings shared by pages, and the dashboard. On the in-memory layer, and on
+Redis when REDIS_URL is set.
+
+The sockets' clock is driven here (`clock`): the wall clock stands still unless a test moves
+it, the slow refresh comes only when a test asks for it, and with `held` the spacing of sends
+follows a clock only the test moves; so nothing here depends on how fast the machine is."""
 
 import asyncio
 import copy
@@ -9,20 +14,22 @@ import html as html_module
 import json
 import os
 import re
+import time
 import uuid
-from datetime import UTC, datetime
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
+from django.core.cache import cache
 from django.db import connections
-from django.test import Client
 
+from jobs import serving_metrics
 from jobs.gateway import usage_store
 from jobs.lifecycle import Observed, group_name, record_status
-from jobs.live import consumers, groups
+from jobs.live import consumers, fragments, groups
 from jobs.models import Application, Event
+from tests.helpers import session_cookie
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 LAYERS = ["memory"] + (["redis"] if os.environ.get("REDIS_URL") else [])
@@ -45,10 +52,80 @@ def layer(request, settings):
     channel_layers.backends.clear()
 
 
-def session_cookie(membership) -> tuple[bytes, bytes]:
-    client = Client()
-    client.force_login(membership.user)
-    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+class DrivenClock(consumers.Clock):
+    """consumers.clock for these tests. The wall clock stands still unless `refresh` moves it;
+    the slow refresh is due only when a test calls `refresh`; with `held`, sends are spaced on a
+    clock only `advance` moves (else on the loop's, as in production)."""
+
+    def __init__(self) -> None:
+        # The wall clock: 20 s into the current minute, at the start of a refresh interval, so
+        # that what a test moves it by says which minute and interval it lands in.
+        self.at = time.time() // 60 * 60 + 20
+        self.held = False
+        self.now = 0.0  # the held clock
+        self.sleepers: list[tuple[float, asyncio.Future]] = []
+        self.refreshers: list[asyncio.Future] = []
+
+    def monotonic(self) -> float:
+        return self.now if self.held else super().monotonic()
+
+    def wall(self) -> float:
+        return self.at
+
+    async def sleep(self, seconds: float) -> None:
+        if not self.held:
+            await super().sleep(seconds)
+            return
+        future = asyncio.get_running_loop().create_future()
+        self.sleepers.append((self.now + seconds, future))
+        await future
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        due = [(until, f) for until, f in self.sleepers if until <= self.now]
+        for sleeper in due:
+            self.sleepers.remove(sleeper)
+            if not sleeper[1].done():
+                sleeper[1].set_result(None)
+
+    async def refresh_due(self) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self.refreshers.append(future)
+        await future
+
+    def refresh(self, later_by: float = 0.0) -> None:
+        """Move the wall clock on by `later_by` seconds; every socket's refresh is due."""
+        self.at += later_by
+        waiting, self.refreshers = self.refreshers, []
+        for future in waiting:
+            if not future.done():
+                future.set_result(None)
+
+    def minute(self) -> int:
+        """The start of the wall clock's minute, as usage rows are keyed."""
+        return int(self.at // 60 * 60)
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch):
+    driven = DrivenClock()
+    monkeypatch.setattr(consumers, "clock", driven)
+    return driven
+
+
+def usage(org, app, minute: int, requests: int) -> None:
+    counters = [0] * len(usage_store.COUNTER_FIELDS)
+    counters[0] = requests
+    usage_store.write({(org.pk, app.pk, None, minute): counters})
+
+
+def figure(html: str, name: str) -> str:
+    return re.search(rf'data-figure="{name}">([^<]+)<', html).group(1)
+
+
+def chart_points(html: str) -> list[dict]:
+    found = re.search(r'id="live-chart-points" hidden data-points="([^"]*)"', html).group(1)
+    return json.loads(html_module.unescape(found))
 
 
 def make_app(org, name="chat", **fields) -> Application:
@@ -105,7 +182,7 @@ async def test_anonymous_socket_is_closed_not_signed_in(org, layer):
 
 async def test_an_outsider_is_closed_not_found_for_another_organisations_app(org, outsider, layer):
     await sync_to_async(make_app)(org)
-    cookie = await sync_to_async(session_cookie)(outsider)
+    cookie = await sync_to_async(session_cookie)(outsider.user)
     communicator, connected, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
     assert connected
     assert await closed_with(communicator) == consumers.CLOSE_NOT_FOUND == 4404
@@ -114,7 +191,7 @@ async def test_an_outsider_is_closed_not_found_for_another_organisations_app(org
 
 async def test_a_foreign_origin_is_refused_at_the_handshake(org, viewer, layer):
     await sync_to_async(make_app)(org)
-    cookie = await sync_to_async(session_cookie)(viewer)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
     evil = (b"origin", b"http://evil.example")
     communicator, connected, _ = await connect("/ws/applications/chat/", evil, cookie)
     assert not connected
@@ -123,7 +200,7 @@ async def test_a_foreign_origin_is_refused_at_the_handshake(org, viewer, layer):
 
 async def test_connect_catches_up_then_a_status_change_arrives(org, viewer, layer):
     app = await sync_to_async(make_app)(org, phase="Downloading", desired_replicas=1)
-    cookie = await sync_to_async(session_cookie)(viewer)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
     communicator, connected, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
     assert connected
     first = await communicator.receive_from(timeout=5)
@@ -156,37 +233,36 @@ async def test_connect_catches_up_then_a_status_change_arrives(org, viewer, laye
     assert "The server exited with code 1." in got[0].split('id="live-events"')[1]
 
 
-async def test_usage_updates_are_coalesced_and_the_latest_arrives_last(org, viewer, layer):
+async def test_usage_updates_are_coalesced_and_the_latest_arrives_last(org, viewer, layer, clock):
+    clock.held = True  # no send until the test moves the clock, however long the writes take
     app = await sync_to_async(make_app)(org, phase="Running")
-    cookie = await sync_to_async(session_cookie)(viewer)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
     communicator, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
-    await communicator.receive_from(timeout=5)  # the catch-up
+    await communicator.receive_from(timeout=5)  # the catch-up, which counts as a send
     channel_layer = get_channel_layer()
-    minute = int(datetime.now(UTC).timestamp() // 60 * 60)
-    for sent in range(1, 41):  # 40 flushes' worth of messages as fast as they go
-        counters = [0] * len(usage_store.COUNTER_FIELDS)
-        counters[0] = 1  # one more request each time
-        await sync_to_async(usage_store.write)({(org.pk, app.pk, None, minute): counters})
+    for sent in range(1, 41):  # 40 flushes' worth of messages, each after its write
+        await sync_to_async(usage)(org, app, clock.minute(), 1)  # one more request each time
         await channel_layer.group_send(
             group_name(app), {"type": "usage.update", "name": "chat", "requests": sent}
         )
-    got = await receive_all(communicator)
+    clock.advance(consumers.MIN_SEND_INTERVAL)  # one send may go now, never two
+    got = [await communicator.receive_from(timeout=5)]
+    clock.advance(consumers.MIN_SEND_INTERVAL)  # messages marked after it: the same state
+    got += await receive_all(communicator, first=1.0)
     await finish(communicator)
-    assert 1 <= len(got) <= 3, f"{len(got)} sends for 40 messages"
-    assert all(ids(html) == ["live-traffic", "live-chart-points"] for html in got)
+    assert len(got) == 1, f"{len(got)} sends for 40 messages"
+    assert ids(got[0]) == ["live-traffic", "live-chart-points"]
     # The charts' newest points ride along: this minute's holds all 40 requests.
-    points = re.search(r'id="live-chart-points" hidden data-points="([^"]*)"', got[-1]).group(1)
-    assert json.loads(html_module.unescape(points))[-1]["requests"] == 40
-    # 40 requests in the five-minute window: the last send shows all of them
-    rate = re.search(r'data-figure="requests-per-minute">([^<]+)<', got[-1]).group(1)
-    seconds = (datetime.now(UTC).second or 1) + 4 * 60
-    assert float(rate) == pytest.approx(40 * 60 / seconds, rel=0.05)
-    assert 'data-figure="success-rate">100%<' in got[-1]
+    assert chart_points(got[0])[-1]["requests"] == 40
+    # 40 requests in the five-minute window (four minutes and this one's seconds so far)
+    seconds = max(clock.at - (clock.minute() - 4 * 60), 1)
+    assert float(figure(got[0], "requests-per-minute")) == pytest.approx(40 * 60 / seconds, 0.01)
+    assert figure(got[0], "success-rate") == "100%"
 
 
 async def test_serving_metrics_and_deletion_fragments(org, viewer, layer):
     app = await sync_to_async(make_app)(org, phase="Running", ready_replicas=1, desired_replicas=1)
-    cookie = await sync_to_async(session_cookie)(viewer)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
     communicator, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
     await communicator.receive_from(timeout=5)
     from django.core.cache import cache
@@ -215,7 +291,7 @@ async def test_dashboard_gets_phase_changes_of_the_applications_it_shows(
     chat = await sync_to_async(make_app)(org, "chat")
     await sync_to_async(make_app)(org, "embed")
     theirs = await sync_to_async(make_app)(other_org, "secret")
-    cookie = await sync_to_async(session_cookie)(viewer)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
     path = "/ws/dashboard/?shown=chat,secret"  # another organisation's name is ignored
     communicator, connected, _ = await connect(path, ORIGIN, cookie)
     assert connected
@@ -238,7 +314,7 @@ async def test_dashboard_gets_phase_changes_of_the_applications_it_shows(
     "query", ["shown=Bad_Name", "shown=" + ",".join(f"a{i}" for i in range(101))]
 )
 async def test_dashboard_refuses_a_malformed_list(org, viewer, layer, query):
-    cookie = await sync_to_async(session_cookie)(viewer)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
     communicator, connected, _ = await connect(f"/ws/dashboard/?{query}", ORIGIN, cookie)
     assert connected
     assert await closed_with(communicator) == consumers.CLOSE_BAD_REQUEST
@@ -256,29 +332,19 @@ async def test_a_user_of_no_organisation_is_closed_not_a_member(org, layer, djan
     loner = await sync_to_async(django_user_model.objects.create_user)(
         username="lone", password="x"
     )
-
-    def cookie():
-        client = Client()
-        client.force_login(loner)
-        return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
-
-    communicator, connected, _ = await connect(
-        "/ws/applications/chat/", ORIGIN, await sync_to_async(cookie)()
-    )
+    cookie = await sync_to_async(session_cookie)(loner)
+    communicator, connected, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
     assert connected
     assert await closed_with(communicator) == consumers.CLOSE_NOT_A_MEMBER == 4403
     await finish(communicator)
 
 
-async def test_dashboard_sparklines_follow_usage(org, viewer, layer):
+async def test_dashboard_sparklines_follow_usage(org, viewer, layer, clock):
     chat = await sync_to_async(make_app)(org, "chat")
-    cookie = await sync_to_async(session_cookie)(viewer)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
     communicator, _, _ = await connect("/ws/dashboard/?shown=chat", ORIGIN, cookie)
     await communicator.receive_from(timeout=5)  # the phases
-    minute = int(datetime.now(UTC).timestamp() // 60 * 60)
-    counters = [0] * len(usage_store.COUNTER_FIELDS)
-    counters[0] = 7
-    await sync_to_async(usage_store.write)({(org.pk, chat.pk, None, minute): counters})
+    await sync_to_async(usage)(org, chat, clock.minute(), 7)
     await get_channel_layer().group_send(
         group_name(chat), {"type": "usage.update", "name": "chat", "requests": 7}
     )
@@ -286,16 +352,22 @@ async def test_dashboard_sparklines_follow_usage(org, viewer, layer):
         group_name(chat), {"type": "serving.metrics", "name": "chat", "requests_waiting": 1}
     )
     got = await receive_all(communicator)
-    await finish(communicator)
     assert len(got) == 1 and ids(got[0]) == ["dash-spark-chat"]
     assert 'aria-label="7 requests in the last hour"' in got[0]
+
+    # No traffic since: as each minute begins the sparkline moves on, until the hour holds none.
+    clock.refresh(later_by=3600)
+    got = await receive_all(communicator)
+    await finish(communicator)
+    assert got and ids(got[-1]) == ["dash-spark-chat"]
+    assert 'aria-label="0 requests in the last hour"' in got[-1]
 
 
 async def test_a_member_removed_while_listening_is_closed_not_shown_more(org, viewer, layer):
     """The socket checked membership at connect; a member removed (or who signed out) since
     gets no further fragment of the organisation's application, only the close code."""
     app = await sync_to_async(make_app)(org, phase="Pending")
-    cookie = await sync_to_async(session_cookie)(viewer)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
     communicator, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
     await communicator.receive_from(timeout=5)  # the catch-up
     await sync_to_async(viewer.delete)()
@@ -306,7 +378,7 @@ async def test_a_member_removed_while_listening_is_closed_not_shown_more(org, vi
 
 async def test_a_dashboard_of_a_removed_member_is_closed(org, viewer, layer):
     chat = await sync_to_async(make_app)(org, "chat")
-    cookie = await sync_to_async(session_cookie)(viewer)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
     communicator, _, _ = await connect("/ws/dashboard/?shown=chat", ORIGIN, cookie)
     await communicator.receive_from(timeout=5)  # the phases
     await sync_to_async(viewer.delete)()
@@ -319,7 +391,7 @@ async def test_many_pages_opened_at_once_all_connect(org, viewer, layer):
     """150 sockets joining their group at once: on Redis, more calls at once than redis-py's
     default pool of 100 connections, which it refuses rather than waits for."""
     await sync_to_async(make_app)(org)
-    cookie = await sync_to_async(session_cookie)(viewer)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
     opened = await asyncio.gather(
         *(connect("/ws/applications/chat/", ORIGIN, cookie) for _ in range(150))
     )
@@ -330,3 +402,107 @@ async def test_many_pages_opened_at_once_all_connect(org, viewer, layer):
     finally:
         await asyncio.gather(*(c.disconnect() for c, _, _ in opened))
         await sync_to_async(connections.close_all)()
+
+
+async def test_a_status_repeating_an_earlier_one_brings_the_newest_events(org, viewer, layer):
+    """Running, Updating, Running again: the second Running's message has the first one's
+    fields, but what the page shows has moved on (the events, how long since): it is rendered
+    again, never the first Running's rendering."""
+    app = await sync_to_async(make_app)(org, phase="Loading", desired_replicas=1)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    communicator, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+    await communicator.receive_from(timeout=5)  # the catch-up
+    running = Observed(phase="Running", endpoint="http://x", ready_replicas=1, desired_replicas=1)
+    got = []
+    for observed in (running, Observed(phase="Updating", desired_replicas=1), running):
+        await sync_to_async(record_status)(app, observed)
+        got.append(await communicator.receive_from(timeout=5))
+    await finish(communicator)
+    events = got[-1].split('id="live-events"')[1]
+    assert events.count("<strong>Running</strong>") == 2 and "<strong>Updating</strong>" in events
+    assert ">Running<" in got[-1].split('id="live-events"')[0]
+
+
+async def test_pages_that_got_the_same_message_share_one_rendering(org, viewer, layer):
+    """Two pages of one application in this process: one rendering per fragment of a message,
+    sent to both."""
+    app = await sync_to_async(make_app)(org, phase="Loading", desired_replicas=1)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    pages = [(await connect("/ws/applications/chat/", ORIGIN, cookie))[0] for _ in range(2)]
+    for page in pages:
+        await page.receive_from(timeout=5)
+    before = fragments.shared.renders
+    await sync_to_async(record_status)(app, Observed(phase="Failed", reason="It exited."))
+    got = [await page.receive_from(timeout=5) for page in pages]
+    for page in pages:
+        await finish(page)
+    assert got[0] == got[1] and "It exited." in got[0]
+    assert fragments.shared.renders - before == 3  # status, events, serving: once each
+
+
+async def test_the_traffic_cards_move_on_when_traffic_stops(org, viewer, layer, clock):
+    """No message comes once traffic stops, yet the five minutes' figures and the charts'
+    newest minute change: the slow refresh sends them, and stops once they cannot change."""
+    app = await sync_to_async(make_app)(org, phase="Running")
+    await sync_to_async(usage)(org, app, clock.minute(), 30)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    communicator, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+    first = await communicator.receive_from(timeout=5)
+    assert float(figure(first, "requests-per-minute")) > 0
+    assert figure(first, "success-rate") == "100%"
+
+    clock.refresh()  # the same interval: nothing to send
+    assert await communicator.receive_nothing(timeout=0.5)
+    clock.refresh(later_by=60)  # a minute on: the charts' newest minute is a new one, idle
+    later = await communicator.receive_from(timeout=5)
+    assert ids(later) == ["live-traffic", "live-chart-points"]
+    assert figure(later, "requests-per-minute") == figure(first, "requests-per-minute")
+    assert chart_points(later)[-1] == {**chart_points(later)[-1], "requests": 0}
+    assert chart_points(later)[-2]["requests"] == 30
+
+    clock.refresh(later_by=5 * 60)  # out of the five minutes' window
+    idle = await communicator.receive_from(timeout=5)
+    assert figure(idle, "requests-per-minute") == "0"
+    assert figure(idle, "success-rate") == "—"
+    clock.refresh(later_by=consumers.REFRESH_SECONDS)  # same minute, idle: nothing changes
+    assert await communicator.receive_nothing(timeout=0.5)
+    await finish(communicator)
+
+
+async def test_serving_figures_that_expired_are_cleared(org, viewer, layer, clock):
+    app = await sync_to_async(make_app)(org, phase="Running", ready_replicas=1, desired_replicas=1)
+    figures = {"requests_waiting": 3.0, "requests_running": 8.0, "kv_cache_usage": 0.42}
+    await sync_to_async(cache.set)(serving_metrics.cache_key(app.pk), figures, 60)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    communicator, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+    assert ">42%<" in await communicator.receive_from(timeout=5)
+    await sync_to_async(cache.delete)(serving_metrics.cache_key(app.pk))  # scrapes stopped
+    clock.refresh(later_by=consumers.REFRESH_SECONDS)
+    got = await communicator.receive_from(timeout=5)
+    await finish(communicator)
+    assert ids(got) == ["live-serving"]
+    assert figure(got, "kv-cache") == "—" and figure(got, "requests-waiting") == "—"
+
+
+@pytest.mark.parametrize("shown", ["chat", ""])
+async def test_the_dashboard_names_applications_deployed_since_it_opened(org, viewer, layer, shown):
+    chat = await sync_to_async(make_app)(org, "chat")
+    older = await sync_to_async(make_app)(org, "older")  # on another page of the table, say
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    communicator, connected, _ = await connect(f"/ws/dashboard/?shown={shown}", ORIGIN, cookie)
+    assert connected
+    if shown:
+        await communicator.receive_from(timeout=5)  # the phases
+    await sync_to_async(record_status)(older, Observed(phase="Running"))
+    await sync_to_async(record_status)(chat, Observed(phase="Failed"))
+    assert not any('id="dash-new"' in html for html in await receive_all(communicator))
+
+    embed = await sync_to_async(make_app)(org, "embed")
+    await sync_to_async(record_status)(embed, Observed(phase="Downloading"))
+    got = await receive_all(communicator)
+    assert len(got) == 1 and ids(got[0]) == ["dash-new"]
+    assert "Deployed since this page opened: embed." in got[0]
+    assert 'href="/?sort=-deployed_at"' in got[0]
+    await sync_to_async(record_status)(embed, Observed(phase="Running"))  # named once
+    assert await receive_all(communicator) == []
+    await finish(communicator)

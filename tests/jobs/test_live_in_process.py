@@ -8,19 +8,12 @@ from asgiref.sync import sync_to_async
 from channels.layers import channel_layers
 from channels.testing import WebsocketCommunicator
 from django.db import connections
-from django.test import Client
 
 from jobs import deploy as verbs
 from jobs.live import in_process
-from tests.helpers import SHORTEST
+from tests.helpers import SHORTEST, session_cookie
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
-
-
-def cookie_of(membership):
-    client = Client()
-    client.force_login(membership.user)
-    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
 
 
 async def test_status_changes_reach_the_page_from_the_reconciler_in_this_process(
@@ -34,7 +27,7 @@ async def test_status_changes_reach_the_page_from_the_reconciler_in_this_process
     app = (await sync_to_async(verbs.apply)(SHORTEST, deployer)).application
     from console.asgi import application
 
-    headers = [(b"origin", b"http://127.0.0.1"), await sync_to_async(cookie_of)(deployer)]
+    headers = [(b"origin", b"http://127.0.0.1"), await sync_to_async(session_cookie)(deployer.user)]
     communicator = WebsocketCommunicator(application, "/ws/applications/bge-embed/", headers)
     try:
         connected, _ = await communicator.connect(timeout=5)

@@ -11,16 +11,23 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs import serving_metrics
 from jobs.gateway.counters import COUNTER_FIELDS
 from jobs.gateway.histogram import LATENCY_BUCKET_FIELDS
-from jobs.lifecycle import Observed, record_status
+from jobs.lifecycle import Observed, group_name, record_status
+from jobs.live import fragments
 from jobs.models import Application, Event, UsageMinute
 from jobs.phases import elapsed_text, steps_of
+from jobs.reconciler import Reconciler
 from jobs.usage import rates, verdict
+from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
+from tests.fakes.kube_objects import PROD_NAMESPACE, prod_fixture  # noqa: F401
 from tests.helpers import bearer
 
 NOW = datetime(2026, 5, 1, 12, 0, 30, tzinfo=UTC)
@@ -271,6 +278,84 @@ def test_not_vllm_or_not_running_is_not_scraped(org):
     app.manifest["spec"]["source"]["model"]["runtime"] = {"engine": "vllm"}
     app.phase = "Loading"
     assert serving_metrics.observe(app) is None
+
+
+def test_the_runtime_the_local_backend_recorded_decides_not_the_manifest(stand_in, org):
+    """The manifest asks for vLLM, but this machine serves it with a CPU runtime: its server
+    has no vLLM metrics, so it is not scraped; recorded as vllm, it is."""
+    app = make_app(org, phase="Running", endpoint=stand_in, runtime="transformers")
+    app.manifest["spec"]["source"]["model"]["runtime"] = {"engine": "vllm"}
+    assert serving_metrics.observe(app) is None
+    assert serving_metrics.latest(app.pk) is None
+    app.runtime = "vllm"
+    assert serving_metrics.observe(app)["kv_cache_usage"] == 0.0
+
+
+def on_prod(org, **fields) -> Application:
+    return Application.objects.create(
+        organization=org,
+        name="chat",
+        profile=org.profiles.get(name="prod"),
+        manifest={
+            "spec": {
+                "namespace": PROD_NAMESPACE,
+                "source": {"model": {"uri": "hf://acme/chat", "runtime": {"engine": "vllm"}}},
+            }
+        },
+        **fields,
+    )
+
+
+def test_kubernetes_applications_are_scraped_through_the_service_proxy(stand_in, org, prod, kube):
+    """The predictor Service the gateway routes to, reached through the API server (the real
+    kubernetes client, the emulator's service proxy, the stand-in server's /metrics); the
+    reconciler's pass tells the live page."""
+    app = on_prod(org, phase="Running", ready_replicas=1, desired_replicas=1)
+    kube.serve_service(PROD_NAMESPACE, "chat-predictor", stand_in)
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(group_name(app), channel)
+    Reconciler().scrape_kubernetes()
+    figures = {"requests_waiting": 0.0, "requests_running": 0.0, "kv_cache_usage": 0.0}
+    assert serving_metrics.latest(app.pk) == figures
+    message = async_to_sync(layer.receive)(channel)
+    assert message["type"] == "serving.metrics" and message["requests_waiting"] == 0.0
+    proxied = [r.path for r in kube.requests if "/proxy/" in r.path]
+    assert proxied == [
+        f"/api/v1/namespaces/{PROD_NAMESPACE}/services/chat-predictor%3A80/proxy/metrics"
+    ]
+
+
+def test_a_kubernetes_scrape_refused_or_without_endpoints_shows_no_figures(
+    stand_in, org, prod, kube, caplog
+):
+    app = on_prod(org, phase="Running")
+    assert serving_metrics.observe(app) is None  # 503: the Service has no endpoints
+    kube.serve_service(PROD_NAMESPACE, "chat-predictor", stand_in)
+    kube.fail_next(403, verb="get", resource="Service")
+    assert serving_metrics.observe(app) is None
+    assert serving_metrics.latest(app.pk) is None
+    assert "services/proxy" in caplog.text  # the rule to grant, for the operator
+    assert serving_metrics.observe(app) is not None  # once allowed
+
+
+def test_a_status_message_reads_the_events_once_for_its_fragments(org):
+    app = make_app(org, phase="Loading", desired_replicas=1)
+    Event.objects.create(application=app, reason="Loading", message="Loading the weights.")
+    moment = fragments.Moment(app)
+    with CaptureQueriesContext(connection) as queries:
+        html = moment.render("status").html + moment.render("events").html
+    assert "Loading the weights." in html and 'aria-current="step">Loading' in html
+    assert len(queries) == 1, [q["sql"] for q in queries]
+
+
+def test_figures_of_a_server_no_longer_running_are_not_shown(org):
+    app = make_app(org, phase="Running", ready_replicas=1, desired_replicas=1)
+    figures = {"requests_waiting": 3.0, "requests_running": 1.0, "kv_cache_usage": 0.42}
+    cache.set(serving_metrics.cache_key(app.pk), figures, 60)
+    assert ">42%<" in fragments.render(["serving"], app)
+    app.phase = "Failed"
+    assert ">42%<" not in fragments.render(["serving"], app)
 
 
 @pytest.mark.parametrize(

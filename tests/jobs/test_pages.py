@@ -1,5 +1,7 @@
 """Console pages of jobs/: each for the roles that may and may not use it."""
 
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -95,8 +97,38 @@ def test_rollback_and_delete_from_the_page(as_deployer, deployer, app):
     assert app.revisions.count() == 3
     response = as_deployer.post(url, {"revision": "3"}, follow=True)
     assert "nothing to roll back" in response.content.decode()
-    as_deployer.post(reverse("jobs:application-delete", args=["bge-embed"]))
+    delete = reverse("jobs:application-delete", args=["bge-embed"])
+    as_deployer.post(delete, {"confirm_name": "bge-embed"})
     assert not Application.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "typed, said", [(None, "is empty"), ("", "is empty"), ("bge-embd", "is not bge-embed")]
+)
+def test_delete_without_the_name_typed_deletes_nothing_and_says_what_to_type(
+    as_deployer, app, typed, said
+):
+    data = {} if typed is None else {"confirm_name": typed}
+    response = as_deployer.post(reverse("jobs:application-delete", args=["bge-embed"]), data)
+    assert response.status_code == 400
+    html = response.content.decode()
+    error = re.search(r'<p class="error" id="confirm-name-error">([^<]*)</p>', html).group(1)
+    assert error == (
+        f"The name typed to confirm (confirm_name) {said}: type bge-embed, exactly, to delete "
+        "it. Nothing was deleted."
+    )
+    assert 'aria-invalid="true" aria-describedby="confirm-name-error"' in html
+    assert "bge-embd" not in html  # what was typed is not echoed
+    assert Application.objects.filter(name="bge-embed").exists()
+
+
+def test_the_delete_form_asks_for_the_name_without_javascript(as_deployer, app):
+    html = as_deployer.get(reverse("jobs:application-detail", args=["bge-embed"])).content.decode()
+    form = re.search(r'<form [^>]*action="/models/bge-embed/delete/".*?</form>', html, re.S)
+    assert '<label for="confirm-name">Type <strong>bge-embed</strong> to delete it</label>' in (
+        form.group(0)
+    )
+    assert 'name="confirm_name"' in form.group(0)
 
 
 def test_viewer_cannot_post_changes(as_viewer, app):

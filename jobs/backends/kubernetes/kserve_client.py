@@ -25,6 +25,7 @@ from typing import Any
 from jobs.catalog import vllm_version_of_image
 from jobs.manifest.quantity import parse_quantity
 from jobs.render.common import APP_LABEL, NAMESPACE_LABEL, ORGANIZATION_LABEL
+from jobs.render.extras import PREDICTOR_PORT, predictor_service
 
 from .errors import BackendError, Gone, NotFound, Unreachable
 from .kinds import (
@@ -410,6 +411,14 @@ class KServeClient:
     ) -> bytes:
         """A pod's last log lines, bounded (the caller picked the pod from replica_pods)."""
         return self.api.pod_log(pod, namespace, container, tail_lines, limit_bytes)
+
+    def predictor_get(
+        self, app: str, namespace: str, path: str, limit_bytes: int, timeout: float
+    ) -> bytes:
+        """GET <path> of the application's predictor Service (its ready replicas: KServe's, or
+        the leaders of its virtual machines) through the API server's service proxy."""
+        service = f"{predictor_service(app)}:{PREDICTOR_PORT}"
+        return self.api.service_proxy_get(service, namespace, path, limit_bytes, timeout)
 
     def list_inference_services(self, namespace: str | None = None) -> Listing:
         """ServeDeck's InferenceServices (every application's), in one namespace or all."""

@@ -20,7 +20,7 @@ from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
 from .errors import NETWORK_ERRORS, ApiTarget, BackendError, Call, from_status, translated
-from .kinds import POD, Kind
+from .kinds import POD, SERVICE_PROXY, Kind
 from .kubeconfig import KubeconfigRefused, resolve_kubeconfig
 
 FIELD_MANAGER = "servedeck"
@@ -152,6 +152,28 @@ class KubeApi:
             # limitBytes bounds what the kubelet sends; read no more than that however much
             # a server sends.
             return response.read(int(limit_bytes) + 1)[: int(limit_bytes)]
+
+    def service_proxy_get(
+        self, service: str, namespace: str, path: str, limit_bytes: int, timeout: float
+    ) -> bytes:
+        """GET .../services/<service>/proxy/<path>: what the Service answers, through the API
+        server, within `timeout` seconds; ValueError past limit_bytes."""
+        call = Call("get", SERVICE_PROXY, namespace, service)
+        with translated(call, self.target):
+            response = self.core.connect_get_namespaced_service_proxy_with_path(
+                service,
+                namespace,
+                path,
+                _preload_content=False,
+                _request_timeout=(min(self.connect_timeout, timeout), timeout),
+            )
+            try:
+                body = response.read(int(limit_bytes) + 1)
+            finally:
+                response.release_conn()
+        if len(body) > limit_bytes:
+            raise ValueError(f"{service}/{path} answered more than {limit_bytes} bytes")
+        return body
 
     def version(self) -> dict[str, Any]:
         """GET /version: {"gitVersion": "v1.31.4", …}."""

@@ -4,6 +4,7 @@ import signal
 
 from django.core.management.base import BaseCommand
 
+from jobs.live import in_process
 from jobs.reconciler import Reconciler
 
 
@@ -13,8 +14,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--interval", type=float, default=2.0, help="seconds between checks")
         parser.add_argument("--once", action="store_true", help="one pass, then exit")
+        parser.add_argument(
+            "--unless-in-process",
+            action="store_true",
+            help="exit at once when the console runs the reconciler inside its own process "
+            "(SERVEDECK_RECONCILER_IN_PROCESS): what scripts/run.sh starts beside the console",
+        )
 
-    def handle(self, *args, interval, once, **options):
+    def handle(self, *args, interval, once, unless_in_process, **options):
+        if unless_in_process and in_process.enabled():
+            self.stdout.write(
+                "The console runs the reconciler inside its own process "
+                "(SERVEDECK_RECONCILER_IN_PROCESS is on): none is started here."
+            )
+            return
         reconciler = Reconciler(interval=interval)
         if once:
             changed = reconciler.step()
