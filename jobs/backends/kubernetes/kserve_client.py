@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.catalog import vllm_version_of_image
+from jobs.kube_names import predictor_service
 from jobs.manifest.quantity import parse_quantity
 from jobs.render.common import APP_LABEL, NAMESPACE_LABEL, ORGANIZATION_LABEL
-from jobs.render.extras import PREDICTOR_PORT, predictor_service
+from jobs.render.extras import PREDICTOR_PORT
 
 from .errors import BackendError, Gone, NotFound, Unreachable
 from .kinds import (
