@@ -47,7 +47,7 @@ def test_none_is_started_beside_a_console_that_runs_it_with_redis_too(tmp_path, 
     assert "none is started here" in done.stdout
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # a pass closes old connections, as between passes
 def test_one_is_started_when_the_console_runs_none(settings):
     """Without Redis but the variable off (0, false, no, off): the console runs none, so this
     one runs (here one pass)."""
