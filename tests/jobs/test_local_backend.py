@@ -711,6 +711,29 @@ def test_parse_stat_reads_past_a_command_name_with_spaces_and_parens():
     assert stat_.start_ticks == 19  # field 22 of the file
 
 
+EXITING = proc.ProcStat(state="R", pgrp=42, ppid=1, start_ticks=7)
+
+
+@pytest.mark.parametrize(
+    "stat, cmdline, start_ticks, on_its_way_out",
+    [
+        (EXITING, None, 7, True),  # memory released, not a zombie yet: look again later
+        (EXITING, ["vllm", "serve"], 7, False),  # still runs a command
+        (EXITING, None, 8, False),  # another process has the pid now
+        (EXITING, None, None, False),  # no start time recorded: cannot tell it is ours
+        (proc.ProcStat(state="Z", pgrp=42, ppid=1, start_ticks=7, wait_status=256), None, 7, False),
+        (None, None, 7, False),  # gone (reaped)
+    ],
+)  # fmt: skip
+def test_a_process_on_its_way_out_is_not_taken_for_ended(
+    stat, cmdline, start_ticks, on_its_way_out
+):
+    """Another console process reading /proc between an exit's start and the zombie would
+    record the replica as ended with its exit code unknown, for good (seen as a flaky page
+    test under load)."""
+    assert proc.on_its_way_out(stat, cmdline, start_ticks) is on_its_way_out
+
+
 def test_parse_gpu_list():
     text = "GPU 0: NVIDIA L4 (UUID: GPU-a)\nGPU 1: NVIDIA L4 (UUID: GPU-b)\n"
     assert parse_gpu_list(text) == [0, 1]

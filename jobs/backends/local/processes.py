@@ -105,6 +105,21 @@ def exit_code_of_exited(pid: int, start_ticks: int | None) -> int | None:
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
 
 
+def on_its_way_out(
+    stat: ProcStat | None, cmdline: list[str] | None, start_ticks: int | None
+) -> bool:
+    """The process we started is exiting but not a zombie yet: its memory, and with it its
+    command line, is gone, while its exit status is not readable until it becomes one. Seen
+    from another console process in that moment it neither runs its command nor has ended."""
+    if stat is None or stat.state in ("Z", "X") or cmdline:
+        return False
+    return start_ticks is not None and stat.start_ticks == start_ticks
+
+
+def exiting(pid: int, start_ticks: int | None) -> bool:
+    return on_its_way_out(any_stat(pid), proc_cmdline(pid), start_ticks)
+
+
 def proc_cmdline(pid: int) -> list[str] | None:
     try:
         raw = (PROC / str(pid) / "cmdline").read_bytes()

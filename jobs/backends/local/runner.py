@@ -428,6 +428,8 @@ class LocalRunner:
                     # Another process of this console started it (the web process, when this
                     # is the reconciler): its exit status waits in /proc until that one reaps
                     # it. Unknown only when an earlier console started it.
+                    if proc.exiting(replica.pid, replica.start_ticks):
+                        continue  # not a zombie yet: its status is readable at the next look
                     replica.exit_code = proc.exit_code_of_exited(replica.pid, replica.start_ticks)
                 replica.exited_at = now_iso()
                 changed = True
