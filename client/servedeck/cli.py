@@ -433,21 +433,9 @@ def do_logs(args) -> int:
 
 
 def status_of(console: Console, name: str) -> dict:
-    application = console.get(f"/applications/{segment(name)}")
-    try:
-        health = console.get(f"/applications/{segment(name)}/health")
-        figures, source = present.health_figures(health), "the health API"
-    except Failed as error:
-        if error.status != 404:
-            raise
-        health = None
-        try:
-            usage = console.get(f"/applications/{segment(name)}/usage", params={"minutes": 5})
-            figures = present.usage_figures(usage)
-            source = "the usage API: this console has no health API"
-        except Failed:
-            figures, source = None, "this console answers neither a health nor a usage API"
-    return {"application": application, "health": health, "figures": figures, "source": source}
+    """The application and its health, as `status` shows them."""
+    path = f"/applications/{segment(name)}"
+    return {"application": console.get(path), "health": console.get(f"{path}/health")}
 
 
 def do_status(args) -> int:
@@ -458,13 +446,10 @@ def do_status(args) -> int:
         found = status_of(console, args.name)
         phase = found["application"]["status"]["phase"]
         if args.as_json:
-            block = json.dumps(
-                {**found["application"]["status"], "name": args.name, **found}, default=str
-            )
+            status = found["application"]["status"]
+            block = json.dumps({"name": args.name, **status, "health": found["health"]})
         else:
-            block = "\n".join(
-                present.status_lines(found["application"], found["figures"], found["source"])
-            )
+            block = "\n".join(present.status_lines(found["application"], found["health"]))
         if block != shown:
             if shown is not None and not args.as_json:
                 out()

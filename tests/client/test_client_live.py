@@ -288,11 +288,13 @@ def test_transcribe_in_openai_terms(cli, api_key, tmp_path):
 
 
 def test_status_logs_and_operations(cli, api_key):
-    status = ok(cli.run("status", "bge-embed"))
-    assert status.startswith("application/bge-embed: Running")
-    assert "success rate:" in status and "latency:" in status, status
+    status = ok(cli.run("status", "bge-embed")).splitlines()
+    assert status[0] == "application/bge-embed: Running"
+    assert "  health:       healthy" in status, status  # the health API's verdict
+    assert any(line.startswith("  success rate: ") for line in status), status
+    assert any(line.startswith("  latency:      p50 ") for line in status), status
     found = json.loads(ok(cli.run("status", "bge-embed", "--json")))
-    assert found["phase"] == "Running" and found["source"], found
+    assert found["phase"] == "Running" and found["health"]["status"] == "healthy", found
 
     logs = ok(cli.run("app", "logs", "bge-embed", "--lines", "50"))
     assert "POST /v1/embeddings" in logs, logs
