@@ -37,6 +37,16 @@ MAX_MANIFEST_BYTES = 1 << 20  # read no more: the console refuses a manifest thi
 FORMATTER = argparse.RawDescriptionHelpFormatter
 
 
+# Everything the console, the gateway or a model sent reaches the terminal through these three,
+# made safe by present.terminal_safe (newlines and tabs kept, other control characters shown).
+
+
+def write(text: str) -> None:
+    """`text` as it is (its own newlines), e.g. a rendered document or a transcript."""
+    sys.stdout.write(present.terminal_safe(text))
+    sys.stdout.flush()
+
+
 def out(line: str = "") -> None:
     print(present.terminal_safe(line), flush=True)
 
@@ -325,8 +335,7 @@ def do_render(args) -> int:
     report(answer.get("warnings", []))
     if answer.get("note"):
         err(answer["note"])
-    sys.stdout.write(answer["text"])
-    sys.stdout.flush()
+    write(answer["text"])
     return EXIT_OK
 
 
@@ -635,10 +644,8 @@ def do_transcribe(args) -> int:
     from servedeck.gateway import as_json
 
     answer = gateway_for(args).transcribe(args.model, Path(args.file), args.language, args.format)
-    sys.stdout.write(as_json(answer) + "\n" if isinstance(answer, dict) else answer)
-    if isinstance(answer, str) and not answer.endswith("\n"):
-        sys.stdout.write("\n")
-    sys.stdout.flush()
+    text = as_json(answer) if isinstance(answer, dict) else answer
+    write(text if text.endswith("\n") else text + "\n")
     return EXIT_OK
 
 

@@ -14,6 +14,7 @@ from typing import IO, Any, TypeVar
 import openai
 
 from servedeck.console import Failed, Unreachable
+from servedeck.present import terminal_safe
 
 T = TypeVar("T")
 MAX_AUDIO_BYTES = 32 << 20  # the gateway's own limit on an audio body
@@ -122,11 +123,14 @@ def gateway_failure(error: openai.APIStatusError) -> Failed:
     return Failed(f"{message}{where}{after}", status=error.status_code)
 
 
-def write_stream(pieces: Iterator[str], out: IO[str] = sys.stdout) -> str:
-    """Print each piece the moment it arrives; the whole text is returned."""
+def write_stream(pieces: Iterator[str], out: IO[str] | None = None) -> str:
+    """Print each piece the moment it arrives, made safe for the terminal (a prompt may steer
+    a model into writing escape sequences); the whole text, as the model wrote it, is
+    returned (a session sends it back as history)."""
+    out = out or sys.stdout
     seen = []
     for piece in pieces:
-        out.write(piece)
+        out.write(terminal_safe(piece))
         out.flush()
         seen.append(piece)
     out.write("\n")

@@ -5,14 +5,16 @@ reconciler following it in a thread, and the `servedeck` client run as a subproc
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -152,3 +154,64 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory):
             else:
                 call_command("flush", "--no-input", verbosity=0)  # the next module starts empty
             overrides.disable()
+
+
+@dataclass
+class Canned:
+    """A local HTTP server answering what a test sets for (method, path), and recording each
+    request's method, path and headers: a console or gateway that says what no ServeDeck says
+    (a redirect, a control character in a document)."""
+
+    url: str
+    answers: dict[tuple[str, str], tuple[int, dict[str, str], bytes]] = field(default_factory=dict)
+    seen: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+
+    def answer(self, method: str, path: str, status: int, body=b"", **headers: str) -> None:
+        if not isinstance(body, bytes):
+            body = json.dumps(body).encode()
+            headers.setdefault("Content-Type", "application/json")
+        self.answers[(method, path)] = (status, headers, body)
+
+
+def _canned_handler(canned: Canned):
+    class Handler(BaseHTTPRequestHandler):
+        def handle_one(self) -> None:
+            path = self.path.split("?", 1)[0]
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(length)
+            canned.seen.append((self.command, path, dict(self.headers)))
+            status, headers, body = canned.answers.get(
+                (self.command, path), (404, {"Content-Type": "text/plain"}, b"not canned")
+            )
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_DELETE = handle_one
+
+        def log_message(self, format, *args):  # noqa: A002 - quiet: pytest shows failures
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def canned() -> Iterator[Callable[[], Canned]]:
+    """canned() starts one more such server; all stop with the test."""
+    servers = []
+
+    def start() -> Canned:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), None)
+        made = Canned(f"http://127.0.0.1:{server.server_address[1]}")
+        server.RequestHandlerClass = _canned_handler(made)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return made
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()

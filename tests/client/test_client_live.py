@@ -16,6 +16,7 @@ import sys
 import time
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 
 from tests.gateway.support import free_port
@@ -246,6 +247,11 @@ def test_chat_prints_each_chunk_as_it_arrives(cli, api_key):
     assert len(pieces) >= 2 and running_when_read[0], pieces
     assert b"".join(pieces).strip()
 
+    # A prompt may steer the model into writing escape sequences: shown, never obeyed.
+    steered = ok(cli.run("chat", "bge-embed", "\x1b]0;owned\x07", SERVEDECK_API_KEY=api_key))
+    assert steered.strip().endswith("You said: \\x1b]0;owned\\x07"), steered
+    assert "\x1b" not in steered
+
     # Without a prompt: a session, each line a turn, the history sent along.
     session = cli.run("chat", "bge-embed", input="Hello\nAnd again\n\n", SERVEDECK_API_KEY=api_key)
     assert len([line for line in ok(session).splitlines() if line.strip()]) == 2
@@ -283,6 +289,10 @@ def test_transcribe_in_openai_terms(cli, api_key, tmp_path):
         )
     )
     assert verbose["text"] == "hello from the terminal client" and verbose["segments"]
+    hostile = tmp_path / "hostile.wav"
+    hostile.write_text("\x1b[2Jcleared\x1b]0;owned\x07")
+    heard = ok(cli.run("transcribe", "speech", str(hostile), "--key", api_key))
+    assert heard == "\\x1b[2Jcleared\\x1b]0;owned\\x07\n", heard
     missing = cli.run("transcribe", "speech", str(tmp_path / "none.wav"), "--key", api_key)
     assert missing.returncode == 1 and "none.wav: cannot read it" in missing.stderr
 
@@ -306,6 +316,17 @@ def test_status_logs_and_operations(cli, api_key):
     overlap = len(server_lines) - len(_new_lines(client_lines, server_lines))
     assert overlap >= min(25, len(client_lines)) > 0, (client_lines, server_lines)
     assert len(json.loads(ok(cli.run("app", "logs", "bge-embed", "--json")))["lines"]) > 0
+
+    # A line a caller steered into the log reads the same, made safe, on both sides.
+    log = settings.SERVEDECK_LOCAL_STATE_DIR / "acme" / "bge-embed" / "replica-0.log"
+    with log.open("a") as handle:
+        handle.write("caller said \x1b]0;owned\x07\tthen \x1b[2J\n")
+    shown = "caller said \\x1b]0;owned\\x07\tthen \\x1b[2J"
+    for said in (
+        ok(cli.run("app", "logs", "bge-embed", "--lines", "20")),
+        server_command("app", "logs", "bge-embed", "--lines", "20")[0],
+    ):  # the console asks the server whether it answers, which adds lines after
+        assert [line for line in said.splitlines() if "caller said" in line] == [shown], said
 
     # -f: the lines a new request writes appear while it follows.
     follow = subprocess.Popen(

@@ -202,3 +202,14 @@ def test_a_viewer_may_not_dry_run_from_the_command_line(viewer, admin, manifest)
         with pytest.raises(CommandError, match="is viewer, which may not deploy") as raised:
             run("app", *verb, "--user", viewer.user.username)
         assert raised.value.returncode == 1
+
+
+def test_logs_print_a_hostile_line_escaped_as_the_client_does(admin, manifest, settings):
+    """A model server's log holds what its callers sent: an escape sequence in it must not
+    drive the terminal (retitle it, clear it); newlines and tabs stay."""
+    run("app", "apply", "-f", manifest)
+    log = settings.SERVEDECK_LOCAL_STATE_DIR / "acme" / "bge-embed" / "replica-0.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("\x1b]0;owned\x07title\tkept\n\x1b[2Jcleared\n")
+    out, _ = run("app", "logs", "bge-embed")
+    assert out == "\\x1b]0;owned\\x07title\tkept\n\\x1b[2Jcleared\n"

@@ -175,5 +175,7 @@ class Command(BaseCommand):
             self.stderr.write(self.style.WARNING(present.left_on_cluster_line(left)))
 
     def _lines(self, lines) -> None:
+        """Lines to the terminal, made safe as the client makes them (a log line or a reason
+        may hold what a model server or its callers wrote)."""
         for line in lines:
-            self.stdout.write(line)
+            self.stdout.write(present.terminal_safe(line))
