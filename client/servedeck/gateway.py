@@ -13,7 +13,7 @@ from typing import IO, Any, TypeVar
 
 import openai
 
-from servedeck.console import Failed, Unreachable
+from servedeck.console import Failed, Unreachable, redirected
 from servedeck.present import terminal_safe
 
 T = TypeVar("T")
@@ -24,7 +24,12 @@ class Gateway:
     def __init__(self, base_url: str, api_key: str, timeout: float = 600.0):
         self.base_url = base_url.rstrip("/")
         self.client = openai.OpenAI(
-            base_url=self.base_url, api_key=api_key, max_retries=0, timeout=timeout
+            base_url=self.base_url,
+            api_key=api_key,
+            max_retries=0,
+            timeout=timeout,
+            # The API key must not follow a redirect: a 3xx comes back as an error instead.
+            http_client=openai.DefaultHttpxClient(follow_redirects=False),
         )
 
     def _call(self, call: Callable[[], T]) -> T:
@@ -112,7 +117,14 @@ class Gateway:
 
 
 def gateway_failure(error: openai.APIStatusError) -> Failed:
-    """The gateway's OpenAI-shaped error as the client says it."""
+    """The gateway's OpenAI-shaped error as the client says it; a redirect, refused."""
+    if 300 <= error.status_code < 400:
+        return redirected(
+            "gateway",
+            error.status_code,
+            error.response.headers.get("Location"),
+            "set SERVEDECK_GATEWAY_URL (or log in) with the address it redirects to",
+        )
     body = error.body if isinstance(error.body, dict) else {}
     message = str(body.get("message") or error.message)
     where = f" ({body['param']})" if body.get("param") else ""

@@ -32,3 +32,24 @@ def test_render_prints_the_consoles_document_made_safe(console, tmp_path, capsys
     said = capsys.readouterr()
     assert said.out == SHOWN
     assert said.err == "a \\x1b[8mnote\n"
+
+
+@pytest.mark.parametrize(
+    ("verb", "path"),
+    [
+        (["embed", "m", "hello", "--key", "sdk_secret"], "/v1/embeddings"),
+        (["chat", "m", "hello", "--key", "sdk_secret"], "/v1/chat/completions"),
+        (["app", "list"], "/api/v1/applications"),
+    ],
+)
+def test_a_redirect_is_refused_and_the_credential_stays_home(console, canned, verb, path, capsys):
+    elsewhere = canned()
+    target = f"{elsewhere.url}{path}"
+    console.answer("POST", path, 307, b"", Location=target)
+    console.answer("GET", path, 302, b"", Location=target)
+    assert cli.main(verb) == 1
+    said = capsys.readouterr().err
+    who = "console" if path.startswith("/api/") else "gateway"
+    assert said.startswith(f"error: the {who} answered 30"), said
+    assert f"a redirect to {target}; nothing was sent there." in said, said
+    assert elsewhere.seen == [], "the token or API key went along"
