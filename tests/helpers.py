@@ -1,5 +1,7 @@
 """Helpers the tests share: the shortest manifest, making organisations and members, waiting."""
 
+import contextlib
+import io
 import time
 from collections.abc import Callable
 
@@ -77,3 +79,19 @@ def wait_for(ready: Callable[[], object], failure: str, timeout: float = 5, ever
             pytest.fail(failure)
         time.sleep(every)
     return value
+
+
+def command_line(*args: str) -> tuple[str, str, int]:
+    """`manage.py ARGS` as a shell runs it (run_from_argv: its errors printed, not raised), in
+    this process and on its database: stdout, stderr and the exit status."""
+    from django.core.management import get_commands, load_command_class
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        command = load_command_class(get_commands()[args[0]], args[0])
+        try:
+            command.run_from_argv(["manage.py", *args])
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code
+    return out.getvalue(), err.getvalue(), code

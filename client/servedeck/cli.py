@@ -61,7 +61,7 @@ def lines(found) -> None:
 
 
 def show_json(value: Any) -> None:
-    out(json.dumps(value, indent=2, default=str))
+    out(present.dump(value, "json"))
 
 
 # --- which console, as whom ----------------------------------------------------------------
@@ -388,9 +388,8 @@ def do_deploy(args) -> int:
     console = console_for(args)
     answer = console.post(f"/applications/{segment(args.name)}/deploy")
     newest = console.get(f"/applications/{segment(args.name)}/history")[0]
-    out(f"application/{args.name} revision {newest['number']}: {newest['outcome']}")
-    if answer["status"].get("reason"):
-        out(f"  {answer['status']['reason']}")
+    reason = answer["status"].get("reason")
+    lines(present.deployed_lines(args.name, newest["number"], newest["outcome"], reason))
     return EXIT_OK
 
 
@@ -979,15 +978,15 @@ def main(argv: list[str] | None = None) -> int:
     except ClientError as error:
         if refused(error) if isinstance(error, Failed) else False:
             count = report(error.problems)
-            err(f"error: {present.refused_summary(count)}")
+            err(present.error_line(present.refused_summary(count)))
             return EXIT_FAILED
-        err(f"error: {error.message}")
+        err(present.error_line(error.message))
         if error.status == 422:  # which request field, and why
             for problem in error.problems:
                 err(f"  {present.problem_line(problem)}")
         return error.exit_code
     except config.ConfigError as error:
-        err(f"error: {error}")
+        err(present.error_line(str(error)))
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

@@ -71,11 +71,21 @@ def plural(count: int, word: str) -> str:
 # --- manifests and their problems ------------------------------------------------------------
 
 
+def error_line(message: str) -> str:
+    """A refusal or failure on stderr, in the same words from the client and from manage.py
+    (which would otherwise say `CommandError: ...`)."""
+    return f"error: {message}"
+
+
+def warning_line(message: str) -> str:
+    return f"warning: {message}"
+
+
 def problem_line(problem: Mapping[str, Any]) -> str:
     """A problem (path, message, level) as the command line prints it."""
-    word = "warning" if problem.get("level") == "warning" else "error"
     path = problem.get("path")
-    return f"{word}: {path}: {problem['message']}" if path else f"{word}: {problem['message']}"
+    said = f"{path}: {problem['message']}" if path else str(problem["message"])
+    return warning_line(said) if problem.get("level") == "warning" else error_line(said)
 
 
 def split_problems(problems: Iterable[Mapping[str, Any]]) -> tuple[list[dict], list[dict]]:
@@ -158,6 +168,14 @@ OPERATIONS = {
 }
 
 
+def deployed_lines(name: str, revision: int, outcome: str, reason: str | None) -> list[str]:
+    """`app deploy`: the revision it deployed, its outcome, and why when there is a reason."""
+    lines = [f"application/{name} revision {revision}: {outcome}"]
+    if reason:
+        lines.append(f"  {reason}")
+    return lines
+
+
 def operation_lines(verb: str, name: str, phase: str, reason: str | None) -> list[str]:
     lines = [f"application/{name} {verb}: {phase}"]
     if reason:
@@ -175,7 +193,7 @@ def deleted_line(name: str) -> str:
 
 
 def left_on_cluster_line(left: str) -> str:
-    return f"warning: {left}"
+    return warning_line(left)
 
 
 def no_log_lines(name: str, replica: int) -> str:
@@ -317,5 +335,5 @@ def check_lines(answer: Mapping[str, Any]) -> list[str]:
     for unfit in answer.get("unfit") or []:
         lines.append(f"  not {unfit['gpu_kind']}: {unfit['reason']}")
     for warning in answer.get("warnings") or []:
-        lines.append(f"warning: {warning}")
+        lines.append(warning_line(warning))
     return lines

@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 
 from accesspolicies.models import Organization, Role
 from jobs.models import Application, Cluster, Profile
-from tests.helpers import SHORTEST, make_member
+from tests.helpers import SHORTEST, command_line, make_member
 
 
 def run(*args, stdin=None):
@@ -213,3 +213,17 @@ def test_logs_print_a_hostile_line_escaped_as_the_client_does(admin, manifest, s
     log.write_text("\x1b]0;owned\x07title\tkept\n\x1b[2Jcleared\n")
     out, _ = run("app", "logs", "bge-embed")
     assert out == "\\x1b]0;owned\\x07title\tkept\n\\x1b[2Jcleared\n"
+
+
+def test_an_error_reads_as_the_clients_not_as_djangos(admin, tmp_path):
+    """From a shell, a refusal prints `error: ...` (present.error_line), as `servedeck` does,
+    not `CommandError: ...`; the exit status is the error's."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SHORTEST.replace("profileName: local", "profileName: nowhere"))
+    out, err, code = command_line("app", "apply", "-f", str(bad))
+    assert (out, code) == ("", 1)
+    lines = err.splitlines()
+    assert lines[-1] == "error: refused: 1 problem", err
+    assert lines[0].startswith("error: spec.profileName: "), err
+    _, err, code = command_line("app", "get", "nothing-here")
+    assert code == 1 and err.startswith("error: ") and "CommandError" not in err, err

@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 from django.core.exceptions import PermissionDenied
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.http import Http404
 from servedeck import present
 from servedeck.present import OPERATIONS, dump
 
 from accesspolicies import audit
-from accesspolicies.cli import acting_membership, add_verb
+from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
 from jobs import deploy as verbs
 from jobs.access import get_application
 from jobs.manifest.bounded import MANIFEST_LIMITS
@@ -23,7 +23,7 @@ from jobs.present import described, dry_run_body, history, local_profile_note, s
 from jobs.render import RenderError, to_json, to_yaml
 
 
-class Command(BaseCommand):
+class Command(ServeDeckCommand):
     help = (
         "Manage applications from a manifest: apply, get, list, history, rollback, deploy, delete."
     )
@@ -150,9 +150,9 @@ class Command(BaseCommand):
     def do_deploy(self, membership, name, **_):
         application = get_application(membership, name, "deploy")
         revision = verbs.deploy_latest(application, membership)
-        self.stdout.write(f"application/{name} revision {revision.number}: {revision.outcome}")
-        if application.reason:
-            self.stdout.write(f"  {application.reason}")
+        self._lines(
+            present.deployed_lines(name, revision.number, revision.outcome, application.reason)
+        )
 
     def operate(self, verb: str, membership, name: str) -> None:
         observed = getattr(verbs, verb)(get_application(membership, name, "deploy"), membership)
