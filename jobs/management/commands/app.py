@@ -159,7 +159,7 @@ class Command(ServeDeckCommand):
         self._lines(present.operation_lines(verb, name, observed.phase, observed.reason))
 
     def do_logs(self, membership, name, lines, replica, **_):
-        found = verbs.logs(get_application(membership, name, "deploy"), lines, replica)
+        found = verbs.logs(get_application(membership, name, "deploy"), lines, replica).lines
         self._lines(found)
         if not found:
             self.stderr.write(present.no_log_lines(name, replica))
