@@ -113,21 +113,6 @@ def test_problems_and_the_refused_summary():
 
 
 @pytest.mark.parametrize(
-    ("before", "now", "new"),
-    [
-        ([], ["a", "b"], ["a", "b"]),
-        (["a", "b"], ["a", "b"], []),
-        (["a", "b"], ["a", "b", "c"], ["c"]),
-        (["a", "b", "c"], ["b", "c", "d", "e"], ["d", "e"]),  # the window moved on
-        (["x"], ["a", "b"], ["a", "b"]),  # rotated away: everything is new
-        (["a", "a"], ["a", "a", "a"], ["a"]),  # repeated lines: the longest overlap
-    ],
-)
-def test_logs_follow_prints_only_new_lines(before, now, new):
-    assert cli._new_lines(before, now) == new
-
-
-@pytest.mark.parametrize(
     ("line", "shown"),
     [
         ("plain text\twith a tab", "plain text\twith a tab"),
