@@ -29,6 +29,8 @@ class Live:
     home: Path
     admin_token: str
     viewer_token: str
+    # ada is an admin of a second organisation too, globex: a token of hers made there.
+    other_org_token: str
     # The speech-to-text application on the parakeet stand-in (the gateway translates), made
     # when the reconciler no longer follows: it was never started on this machine.
     make_speech_app: Callable[[], object]
@@ -90,7 +92,7 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory):
     from django.test import override_settings
     from django.test.utils import setup_databases, teardown_databases
 
-    from accesspolicies.models import PersonalAccessToken, Role
+    from accesspolicies.models import Membership, PersonalAccessToken, Role
     from jobs.backends import forget_local_runner, local_runners_on_disk
     from tests.gateway.support import StandIn, make_app
 
@@ -123,6 +125,9 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory):
             viewer = make_member(users, org, "vera", Role.VIEWER)
             _, admin_token = PersonalAccessToken.issue(admin.user, org, "laptop")
             _, viewer_token = PersonalAccessToken.issue(viewer.user, org, "laptop")
+            globex = make_org("globex")
+            Membership.objects.create(organization=globex, user=admin.user, role=Role.ADMIN)
+            _, other_org_token = PersonalAccessToken.issue(admin.user, globex, "laptop")
             connections.close_all()  # never share a database handle across fork
             server = DaphneProcess(
                 host="127.0.0.1",
@@ -137,6 +142,7 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory):
                 home,
                 admin_token,
                 viewer_token,
+                other_org_token,
                 partial(make_app, org, "speech", speech.url, runtime="parakeet"),
             )
         finally:

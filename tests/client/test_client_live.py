@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import stat
 import subprocess
@@ -17,7 +18,8 @@ import time
 import pytest
 from django.conf import settings
 
-from tests.gateway.support import free_port
+from accesspolicies.models import Organization
+from tests.gateway.support import free_port, make_app
 from tests.helpers import SHORTEST, command_line
 
 pytestmark = pytest.mark.database_file  # the live server is another process: a database file
@@ -42,8 +44,8 @@ def local_model_servers():
 
 def server_command(*args: str) -> tuple[str, str, int]:
     """`manage.py ARGS` as a shell runs it, in this process (on the live console's database):
-    out, err, exit status."""
-    return command_line(*args)
+    out, err, exit status; as acme's first admin, whom the client logged in as."""
+    return command_line(*args, "--org", "acme")
 
 
 def read_for(process, seconds: float, until: str | None = None) -> str:
@@ -136,6 +138,24 @@ def test_login_keeps_the_token_private_and_whoami_says_who(cli):
     assert json.loads(ok(cli.run("whoami", "--json", "--org", "acme")))["organization"] == "acme"
     elsewhere = cli.run("whoami", "--org", "globex")
     assert elsewhere.returncode == 2 and "--org globex: no login to" in elsewhere.stderr
+    # ada logs in to globex too: two logins to one console, --org chooses which acts.
+    wrong_org = cli.run("login", cli.url, "--org", "acme", SERVEDECK_TOKEN=cli.other_org_token)
+    assert wrong_org.returncode == 1 and "this token is ada's in globex" in wrong_org.stderr
+    ok(cli.run("login", cli.url, "--org", "globex", SERVEDECK_TOKEN=cli.other_org_token))
+    ok(cli.run("context", "use", name))
+    assert ok(cli.run("whoami", "--org", "globex")).startswith("ada in globex (Globex), role ")
+    assert ok(cli.run("whoami", "--org", "acme")).startswith("ada in acme (Acme), role ")
+    assert ok(cli.run("whoami")).startswith("ada in acme (Acme)")  # the current one
+    make_app(Organization.objects.get(slug="globex"), "globex-only", "http://127.0.0.1:9")
+    listed = {
+        org: [a["name"] for a in json.loads(ok(cli.run("app", "list", "--json", "--org", org)))]
+        for org in ("acme", "globex")
+    }
+    assert listed["globex"] == ["globex-only"] and "globex-only" not in listed["acme"], listed
+    # Forgetting globex's login leaves acme's current.
+    ok(cli.run("logout", "--org", "globex"))
+    assert cli.run("whoami", "--org", "globex").returncode == 2
+    assert json.loads(path.read_text())["current"] == name
 
     wrong = cli.run("login", cli.url, "--name", "nobody", SERVEDECK_TOKEN="sdp_not-a-token")
     assert wrong.returncode == 1
@@ -303,6 +323,8 @@ def test_transcribe_in_openai_terms(cli, api_key, tmp_path):
     assert ok(text).strip() == "hello from the terminal client"
     srt = ok(cli.run("transcribe", "speech", str(audio), "--format", "srt", "--key", api_key))
     assert "-->" in srt and "hello from the terminal" in srt
+    vtt = ok(cli.run("transcribe", "speech", str(audio), "--format", "vtt", "--key", api_key))
+    assert vtt.startswith("WEBVTT") and "-->" in vtt and "hello from the terminal" in vtt, vtt
     verbose = json.loads(
         ok(
             cli.run(
@@ -422,6 +444,55 @@ def test_check_model_reads_as_checkmodel_does(cli):
     assert answer["profile"] == "local" and "verdict" in answer
     cannot = cli.run("check", "hf://acme/colossus-12t", "--profile", "local")
     assert cannot.returncode == 1 and cannot.stderr.strip() == "error: cannot serve"
+
+
+def test_rollback_and_deploy_read_as_the_console_says_them(cli, tmp_path):
+    manual = SHORTEST.replace("name: bge-embed", "name: roll").replace(
+        "profileName: local", "profileName: local\n  syncType: Manual"
+    )
+    first, bigger = tmp_path / "roll.yaml", tmp_path / "bigger.yaml"
+    first.write_text(manual)
+    bigger.write_text(manual + "      resources:\n        memory: 6Gi\n")
+    assert (
+        ok(cli.run("app", "apply", "-f", str(first))) == "application/roll created (revision 1)\n"
+    )
+    ok(cli.run("app", "apply", "-f", str(bigger)))
+    rolled = ok(cli.run("app", "rollback", "roll", "--to", "1"))
+    assert rolled == "application/roll rolled back to revision 1 (revision 3)\n"
+    history = ok(cli.run("app", "history", "roll"))
+    assert history == server_command("app", "history", "roll")[0]
+    assert [line.split()[0] for line in history.splitlines()[1:]] == ["3", "2", "1"]
+    assert history.splitlines()[1].endswith("rollback to 1"), history
+    missing = cli.run("app", "rollback", "roll", "--to", "9")
+    assert (missing.returncode, missing.stderr) == server_command(
+        "app", "rollback", "roll", "--to", "9"
+    )[2:0:-1]
+    assert missing.stderr.startswith("error: revision: roll has no revision 9;"), missing.stderr
+
+    deployed = ok(cli.run("app", "deploy", "roll")).splitlines()
+    assert re.fullmatch(r"application/roll revision 3: \w+", deployed[0]), deployed
+    assert ok(cli.run("app", "delete", "roll")) == "application/roll deleted\n"
+
+
+def test_key_rotate_prints_the_new_secret_once(cli, deployed):
+    ok(cli.run("key", "create", "rotating"))
+    rotated = cli.run("key", "rotate", "rotating", "--grace", "5")
+    said, secret = ok(rotated).splitlines()
+    assert re.fullmatch(
+        r"apikey/rotating rotated; the old secret works until "
+        r"\d{4}-\d\d-\d\d \d\d:\d\d UTC\. The new key:",
+        said,
+    ), said
+    assert secret.startswith("sdk_") and "shown once" in rotated.stderr
+    server_out, server_err, _ = server_command("apikey", "rotate", "rotating", "--grace", "5")
+    assert server_out.splitlines()[0].split(" until ")[0] == said.split(" until ")[0]
+    assert server_err == rotated.stderr
+    as_json = json.loads(ok(cli.run("key", "rotate", "rotating", "--json")))
+    assert as_json["key"].startswith("sdk_") and as_json["previousExpiresAt"], as_json
+    assert as_json["state"] == "rotating" and "rotating" in ok(cli.run("key", "list"))
+    refused = cli.run("key", "rotate", "rotating", "--grace", "-1")
+    _, server_err, _ = server_command("apikey", "rotate", "rotating", "--grace", "-1")
+    assert refused.returncode == 1 and refused.stderr == server_err, refused.stderr
 
 
 def test_delete_reads_as_the_console_says_it(cli, deployed):
