@@ -8,10 +8,11 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,7 +39,12 @@ class Live:
     @contextlib.contextmanager
     def reconciling(self) -> Iterator[None]:
         """The reconciler's local step in a thread, as `manage.py reconcile` beside the
-        console, while the block runs."""
+        console, while the block runs. The speech application runs on no process of this
+        machine, so the reconciler calls it Pending: it is put back as it was after."""
+        from jobs.models import Application
+
+        fields = ("phase", "reason", "next_step", "endpoint", "ready_replicas")
+        speech = list(Application.objects.filter(name="speech").values("pk", *fields))
         stop = threading.Event()
         follower = threading.Thread(target=_follow, args=(stop,), daemon=True)
         follower.start()
@@ -47,6 +53,8 @@ class Live:
         finally:
             stop.set()
             follower.join(10)
+            for row in speech:
+                Application.objects.filter(pk=row.pop("pk")).update(**row)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SERVEDECK_")}
@@ -54,10 +62,18 @@ class Live:
         env.update(extra)
         return env
 
-    def run(self, *args: str, input: str | None = None, timeout: float = 60, **env: str):
-        """`servedeck ARGS` as a user runs it; its exit code, stdout and stderr."""
+    def run(
+        self,
+        *args: str,
+        input: str | None = None,
+        timeout: float = 60,
+        program: Sequence[str] = (sys.executable, "-m", "servedeck"),
+        **env: str,
+    ):
+        """`servedeck ARGS` as a user runs it (`program`: another install's, e.g. the fresh
+        virtualenv's executable); its exit code, stdout and stderr."""
         return subprocess.run(
-            [sys.executable, "-m", "servedeck", *args],
+            [*program, *args],
             env=self.env(**env),
             input=input,
             capture_output=True,
@@ -221,3 +237,25 @@ def canned() -> Iterator[Callable[[], Canned]]:
     for server in servers:
         server.shutdown()
         server.server_close()
+
+
+CLIENT = Path(__file__).resolve().parents[2] / "client"
+
+
+@pytest.fixture(scope="session")
+def fresh_install(tmp_path_factory) -> Path:
+    """A virtualenv made for the session with only the client package installed (`pip install`
+    of a copy of client/, its dependencies from the machine's package index and cache): the
+    folder of its `servedeck` executable and its python. Built once, used by every test that
+    asks for it."""
+    root = tmp_path_factory.mktemp("fresh-install")
+    source = root / "client"  # a copy: building never writes into the repository
+    shutil.copytree(CLIENT, source, ignore=shutil.ignore_patterns("*.egg-info", "build"))
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check"]
+    installed = subprocess.run(
+        [*pip, str(source)], capture_output=True, text=True, timeout=600, cwd=root
+    )
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    return venv / "bin"

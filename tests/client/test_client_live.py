@@ -495,6 +495,47 @@ def test_key_rotate_prints_the_new_secret_once(cli, deployed):
     assert refused.returncode == 1 and refused.stderr == server_err, refused.stderr
 
 
+def test_done_when_from_a_clean_install(cli, deployed, fresh_install, tmp_path):
+    """The issue's "Done when", run by the `servedeck` executable of a fresh virtualenv that
+    holds the client package alone, with a config of its own: log in, apply a manifest (a
+    refusal first, in the console's words), watch it come up, create a key, chat with the
+    model, transcribe a file."""
+    laptop = tmp_path / "laptop"
+    env = {"HOME": str(laptop), "XDG_CONFIG_HOME": str(laptop / "config")}
+
+    def run(*args: str, **extra: str):
+        return cli.run(*args, program=(str(fresh_install / "servedeck"),), **env, **extra)
+
+    assert " as ada in acme (admin); " in ok(run("login", cli.url, SERVEDECK_TOKEN=cli.admin_token))
+    bad, good = tmp_path / "bad.yaml", tmp_path / "laptop.yaml"
+    bad.write_text(REFUSED)
+    good.write_text(SHORTEST.replace("name: bge-embed", "name: laptop"))
+    refused = run("app", "apply", "-f", str(bad))
+    _, server_err, server_code = server_command("app", "apply", "-f", str(bad))
+    assert (refused.returncode, refused.stderr) == (server_code, server_err) == (1, server_err)
+    try:
+        with cli.reconciling():
+            applied = ok(run("app", "apply", "-f", str(good)))
+            assert applied == "application/laptop created (revision 1)\n"
+            came_up = run(
+                "status", "laptop", "--until", "Running", "--wait", "60", "--interval", "0.3"
+            )
+        assert "application/laptop: Running" in ok(came_up), came_up.stdout
+        made = json.loads(ok(run("key", "create", "from-laptop", "--json")))
+        # The gateway reloads its keys once a second: chat once it takes this one.
+        deadline = time.monotonic() + 10
+        while (chat := run("chat", "laptop", "Hello", SERVEDECK_API_KEY=made["key"])).returncode:
+            assert time.monotonic() < deadline, chat.stderr
+            time.sleep(0.2)
+        assert chat.stdout == "Hello from laptop. You said: Hello\n"
+        audio = tmp_path / "talk.wav"
+        audio.write_text("hello from a clean install")
+        heard = run("transcribe", "speech", str(audio), SERVEDECK_API_KEY=made["key"])
+        assert ok(heard) == "hello from a clean install\n"
+    finally:
+        cli.run("app", "delete", "laptop")
+
+
 def test_delete_reads_as_the_console_says_it(cli, deployed):
     gone = ok(cli.run("app", "delete", "bge-embed"))
     assert gone.strip() == "application/bge-embed deleted"
