@@ -660,10 +660,8 @@ def do_embed(args) -> int:
 
 
 def do_transcribe(args) -> int:
-    from servedeck.gateway import as_json
-
     answer = gateway_for(args).transcribe(args.model, Path(args.file), args.language, args.format)
-    text = as_json(answer) if isinstance(answer, dict) else answer
+    text = present.dump(answer, "json") if isinstance(answer, dict) else answer
     write(text if text.endswith("\n") else text + "\n")
     return EXIT_OK
 

@@ -5,7 +5,6 @@ chat and completions streamed as they arrive, embeddings, transcriptions. The of
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -148,7 +147,3 @@ def write_stream(pieces: Iterator[str], out: IO[str] | None = None) -> str:
     out.write("\n")
     out.flush()
     return "".join(seen)
-
-
-def as_json(value: Any) -> str:
-    return json.dumps(value, indent=2, default=str)

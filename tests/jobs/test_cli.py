@@ -204,10 +204,14 @@ def test_a_viewer_may_not_dry_run_from_the_command_line(viewer, admin, manifest)
         assert raised.value.returncode == 1
 
 
-def test_logs_print_a_hostile_line_escaped_as_the_client_does(admin, manifest, settings):
+def test_logs_print_a_hostile_line_escaped_as_the_client_does(admin, tmp_path, settings):
     """A model server's log holds what its callers sent: an escape sequence in it must not
     drive the terminal (retitle it, clear it); newlines and tabs stay."""
-    run("app", "apply", "-f", manifest)
+    manual = tmp_path / "manual.yaml"  # never started: no server writes to the log meanwhile
+    manual.write_text(
+        SHORTEST.replace("profileName: local", "profileName: local\n  syncType: Manual")
+    )
+    run("app", "apply", "-f", str(manual))
     log = settings.SERVEDECK_LOCAL_STATE_DIR / "acme" / "bge-embed" / "replica-0.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("\x1b]0;owned\x07title\tkept\n\x1b[2Jcleared\n")

@@ -79,9 +79,10 @@ class Command(ServeDeckCommand):
 
     def _report(self, run) -> None:
         for problem in run.refusals:
-            self.stderr.write(present.problem_line(problem.as_dict()))
+            self.stderr.write(present.terminal_safe(present.problem_line(problem.as_dict())))
         for problem in run.warnings:
-            self.stderr.write(self.style.WARNING(present.problem_line(problem.as_dict())))
+            line = present.terminal_safe(present.problem_line(problem.as_dict()))
+            self.stderr.write(self.style.WARNING(line))
 
     def _read(self, filename: str) -> str | bytes:
         """The file's bytes, at most one more than a manifest may hold (the dry run refuses
