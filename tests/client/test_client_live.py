@@ -365,20 +365,21 @@ def test_status_logs_and_operations(cli, api_key):
     ):  # the console asks the server whether it answers, which adds lines after
         assert [line for line in said.splitlines() if "caller said" in line] == [shown], said
 
-    # -f: each line written while it follows, once, however often the same text repeats.
+    # -f: each line written while it follows, once, however often the same text repeats:
+    # more identical lines than one answer holds (1000), then a few more of them.
     follow = popen(cli, "app", "logs", "bge-embed", "-f", "--lines", "1", "--interval", "0.2")
     try:
         read_for(follow, 1.5)  # what it printed first
         with log.open("a") as handle:
-            handle.write("the same line\nthe same line\n")
-        seen = read_for(follow, 10, until="the same line\nthe same line\n")
+            handle.write("the same line\n" * 1200)
+        seen = read_for(follow, 10, until="the same line\n" * 1200)
         with log.open("a") as handle:
-            handle.write("the same line\nat last\n")
+            handle.write("the same line\nthe same line\nat last\n")
         seen += read_for(follow, 10, until="at last\n")
         ok(cli.run("embed", "bge-embed", "followed", SERVEDECK_API_KEY=api_key))
         seen += read_for(follow, 10, until="POST /v1/embeddings")
         seen += read_for(follow, 1)  # and nothing more of what it printed already
-        assert seen.count("the same line\n") == 3 and seen.count("at last\n") == 1, seen
+        assert seen.count("the same line\n") == 1202 and seen.count("at last\n") == 1
         assert "POST /v1/embeddings" in seen and follow.poll() is None, "it follows on"
     finally:
         follow.terminate()
