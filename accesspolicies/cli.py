@@ -1,10 +1,33 @@
-"""Who a management command acts as: `--org` and `--user`, with defaults for one organisation."""
+"""ServeDeck's management commands: who one acts as (`--org` and `--user`, with defaults for one
+organisation), and how its errors read (as the `servedeck` client's)."""
+
+import sys
 
 from django.core.exceptions import PermissionDenied
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError, SystemCheckError
+from servedeck import present
 
 from accesspolicies.access import require
 from accesspolicies.models import Membership, Organization, Role
+
+
+class ServeDeckCommand(BaseCommand):
+    """A command whose errors read as the client's: `error: <message>` on stderr
+    (present.error_line; Django would print `CommandError: <message>`), and the error's exit
+    status. Called in code (call_command), it raises the CommandError as Django's does."""
+
+    def execute(self, *args, **options):
+        try:
+            return super().execute(*args, **options)
+        except CommandError as error:
+            if (
+                not self._called_from_command_line
+                or options.get("traceback")
+                or isinstance(error, SystemCheckError)
+            ):
+                raise
+            self.stderr.write(present.error_line(str(error)))
+            sys.exit(error.returncode)
 
 
 def add_verb(subparsers, name: str, help: str):
@@ -56,16 +79,3 @@ def _find_membership(org_slug: str | None, username: str | None) -> Membership:
     if membership is None:
         raise CommandError(f"{organization.slug} has no admin: name the member acting with --user.")
     return membership
-
-
-def table_lines(rows: list[tuple[str, ...]]) -> list[str]:
-    """Rows as aligned columns, the first row being the header."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-
-
-def when(value) -> str:
-    return value.strftime("%Y-%m-%d %H:%M") if value else "never"

@@ -6,6 +6,9 @@ in `message`. Routers added here get that shape for every error without doing an
 declares its own error statuses with `console.api_errors.errors(...)`.
 """
 
+import json
+from typing import Any
+
 from accesspolicies.api import domains_router, keys_router, me_router, policies_router
 from accesspolicies.api_auth import SessionMemberAuth, TokenAuth
 from accesspolicies.problems import Invalid
@@ -56,3 +59,9 @@ def action_error(request, error: ActionError):
 @api.exception_handler(Invalid)
 def invalid(request, error: Invalid):
     return respond(api, request, error.status, str(error), [error.as_dict()])
+
+
+def as_answered(body: Any) -> Any:
+    """`body` as a client of this API reads it (written by the API's own renderer, read back):
+    a command that prints an API shape prints what `servedeck` prints from the answer."""
+    return json.loads(api.renderer.render(None, body, response_status=200))

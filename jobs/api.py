@@ -256,12 +256,19 @@ def deploy(request, name: str):
 class LogSpan(Schema):
     lines: int = Field(100, ge=1, le=verbs.MAX_LOG_LINES, description="How many lines, last first.")
     replica: int = Field(0, ge=0, description="Which replica's model server (0 is the first).")
+    after: str | None = Field(
+        None,
+        max_length=100,
+        description="A cursor an earlier answer gave: only the lines written since (the "
+        "oldest first, at most `lines`), each once however often its text repeats.",
+    )
 
 
 class LogsOut(Schema):
     name: str
     replica: int
     lines: list[str]
+    cursor: str | None = Field(description="Send it as `after` to get the lines after these.")
 
 
 MAX_LINE = 4000  # characters of one log line sent back, never more
@@ -274,5 +281,10 @@ MAX_LINE = 4000  # characters of one log line sent back, never more
 )
 def logs(request, name: str, span: Query[LogSpan]):
     application = get_application(request.auth, name, "deploy")
-    found = verbs.logs(application, span.lines, span.replica)
-    return {"name": name, "replica": span.replica, "lines": [x[:MAX_LINE] for x in found]}
+    found = verbs.logs(application, span.lines, span.replica, span.after)
+    return {
+        "name": name,
+        "replica": span.replica,
+        "lines": [x[:MAX_LINE] for x in found.lines],
+        "cursor": found.cursor,
+    }

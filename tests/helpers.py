@@ -1,5 +1,7 @@
 """Helpers the tests share: the shortest manifest, making organisations and members, waiting."""
 
+import contextlib
+import io
 import time
 from collections.abc import Callable
 
@@ -84,3 +86,23 @@ def wait_for(ready: Callable[[], object], failure: str, timeout: float = 5, ever
             pytest.fail(failure)
         time.sleep(every)
     return value
+
+
+def command_line(*args: str) -> tuple[str, str, int]:
+    """`manage.py ARGS` as a shell runs it (run_from_argv's steps: its errors printed, not
+    raised), in this process and on its database: stdout, stderr and the exit status. Only
+    run_from_argv's last step is left out, closing every database connection, which would
+    end the test's transaction."""
+    from django.core.management import get_commands, load_command_class
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        command = load_command_class(get_commands()[args[0]], args[0])
+        command._called_from_command_line = True
+        try:
+            options = vars(command.create_parser("manage.py", args[0]).parse_args(args[1:]))
+            command.execute(*options.pop("args", ()), **options)
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code
+    return out.getvalue(), err.getvalue(), code

@@ -37,6 +37,16 @@ MAX_MANIFEST_BYTES = 1 << 20  # read no more: the console refuses a manifest thi
 FORMATTER = argparse.RawDescriptionHelpFormatter
 
 
+# Everything the console, the gateway or a model sent reaches the terminal through these three,
+# made safe by present.terminal_safe (newlines and tabs kept, other control characters shown).
+
+
+def write(text: str) -> None:
+    """`text` as it is (its own newlines), e.g. a rendered document or a transcript."""
+    sys.stdout.write(present.terminal_safe(text))
+    sys.stdout.flush()
+
+
 def out(line: str = "") -> None:
     print(present.terminal_safe(line), flush=True)
 
@@ -51,7 +61,7 @@ def lines(found) -> None:
 
 
 def show_json(value: Any) -> None:
-    out(json.dumps(value, indent=2, default=str))
+    out(present.dump(value, "json"))
 
 
 # --- which console, as whom ----------------------------------------------------------------
@@ -166,18 +176,36 @@ def do_login(args) -> int:
     return EXIT_OK
 
 
-def do_logout(args) -> int:
-    cfg = config.load()
-    name = getattr(args, "console", None) or cfg.current
-    if not name or name not in cfg.contexts:
-        raise UsageError("Not logged in: nothing to forget.")
-    context = cfg.contexts.pop(name)
+def _forget(cfg: config.Config, name: str) -> str:
+    """Remove a context; when it was the current one, none is current after (the next verb
+    asks for --console or `context use`, rather than acting through another login unasked)."""
+    del cfg.contexts[name]
     if cfg.current == name:
-        cfg.current = next(iter(sorted(cfg.contexts)), "")
+        cfg.current = ""
+        return " No context is current now: servedeck context use NAME picks one."
+    return ""
+
+
+def do_logout(args) -> int:
+    """Forget the context a verb would act through (--console, SERVEDECK_CONSOLE, --org, or
+    the current one)."""
+    if os.environ.get("SERVEDECK_URL") and os.environ.get("SERVEDECK_TOKEN"):
+        raise UsageError(
+            "Logged in through SERVEDECK_URL and SERVEDECK_TOKEN: nothing is saved to forget; "
+            "unset them."
+        )
+    try:
+        name, context = chosen_context(args)
+    except UsageError as error:
+        if error.message.startswith("Not logged in"):
+            raise UsageError("Not logged in: nothing to forget.") from None
+        raise
+    cfg = config.load()
+    then = _forget(cfg, name)
     config.save(cfg)
     out(
         f"Logged out of {context.url} (context {name}); the token is forgotten here and still "
-        "works until it is revoked under Team."
+        f"works until it is revoked under Team.{then}"
     )
     return EXIT_OK
 
@@ -231,11 +259,9 @@ def do_context_use(args) -> int:
 def do_context_remove(args) -> int:
     cfg = config.load()
     _known(cfg, args.name)
-    del cfg.contexts[args.name]
-    if cfg.current == args.name:
-        cfg.current = ""
+    then = _forget(cfg, args.name)
     config.save(cfg)
-    out(f"Context {args.name} removed.")
+    out(f"Context {args.name} removed.{then}")
     return EXIT_OK
 
 
@@ -301,16 +327,17 @@ def do_apply(args) -> int:
     text = read_manifest(args.filename)
     answer = _send_manifest(console, text, args.dry_run)
     report(answer.get("warnings", []))
+    output = output_of(args)
     if args.dry_run:
-        if args.output:
-            out(present.dump(answer, args.output).rstrip("\n"))
+        if output:
+            out(present.dump(answer, output).rstrip("\n"))
             return EXIT_OK
         lines(present.dry_run_lines(answer))
         return EXIT_OK
     name = answer["application"]["spec"]["name"]
     out(present.applied_line(name, answer["action"], answer["revision"]))
-    if args.output:
-        out(present.dump(answer["application"], args.output).rstrip("\n"))
+    if output:
+        out(present.dump(answer["application"], output).rstrip("\n"))
     return EXIT_OK
 
 
@@ -325,8 +352,10 @@ def do_render(args) -> int:
     report(answer.get("warnings", []))
     if answer.get("note"):
         err(answer["note"])
-    sys.stdout.write(answer["text"])
-    sys.stdout.flush()
+    if args.as_json:  # the objects, warnings and note as the console answered them
+        show_json(answer)
+        return EXIT_OK
+    write(answer["text"])
     return EXIT_OK
 
 
@@ -379,9 +408,8 @@ def do_deploy(args) -> int:
     console = console_for(args)
     answer = console.post(f"/applications/{segment(args.name)}/deploy")
     newest = console.get(f"/applications/{segment(args.name)}/history")[0]
-    out(f"application/{args.name} revision {newest['number']}: {newest['outcome']}")
-    if answer["status"].get("reason"):
-        out(f"  {answer['status']['reason']}")
+    reason = answer["status"].get("reason")
+    lines(present.deployed_lines(args.name, newest["number"], newest["outcome"], reason))
     return EXIT_OK
 
 
@@ -401,81 +429,66 @@ def do_delete(args) -> int:
     return EXIT_OK
 
 
-def _new_lines(before: list[str], now: list[str]) -> list[str]:
-    """The lines of `now` after what `before` already showed (the longest overlap)."""
-    for k in range(min(len(before), len(now)), 0, -1):
-        if before[-k:] == now[:k]:
-            return now[k:]
-    return now
-
-
 def do_logs(args) -> int:
+    """The last lines; with -f, the lines written since, by the cursor each answer gives (each
+    line once, however often its text repeats). --json: the answer; with -f, one answer a
+    line (JSON lines), each with the lines it brought."""
     console = console_for(args)
     path = f"/applications/{segment(args.name)}/logs"
-    params = {"lines": args.lines, "replica": args.replica}
+    params: dict[str, Any] = {"lines": args.lines, "replica": args.replica}
     answer = console.get(path, params=params)
-    if args.as_json and not args.follow:
-        show_json(answer)
-        return EXIT_OK
-    lines(answer["lines"])
-    if not answer["lines"]:
-        err(present.no_log_lines(args.name, args.replica))
-    seen = answer["lines"]
+    if args.as_json:
+        out(json.dumps(answer) if args.follow else present.dump(answer, "json"))
+    else:
+        lines(answer["lines"])
+        if not answer["lines"]:
+            err(present.no_log_lines(args.name, args.replica))
     while args.follow:
         time.sleep(args.interval)
-        now = console.get(path, params={**params, "lines": 1000})["lines"]
-        lines(_new_lines(seen, now))
-        seen = now
+        after = {"after": answer["cursor"]} if answer.get("cursor") else {}
+        answer = console.get(path, params={**params, "lines": FOLLOW_LINES, **after})
+        if args.as_json and answer["lines"]:
+            out(json.dumps(answer))
+        elif not args.as_json:
+            lines(answer["lines"])
     return EXIT_OK
+
+
+FOLLOW_LINES = 1000  # at most this many new lines an answer while following (the API's bound)
 
 
 # --- status --------------------------------------------------------------------------------
 
 
 def status_of(console: Console, name: str) -> dict:
-    application = console.get(f"/applications/{segment(name)}")
-    try:
-        health = console.get(f"/applications/{segment(name)}/health")
-        figures, source = present.health_figures(health), "the health API"
-    except Failed as error:
-        if error.status != 404:
-            raise
-        health = None
-        try:
-            usage = console.get(f"/applications/{segment(name)}/usage", params={"minutes": 5})
-            figures = present.usage_figures(usage)
-            source = "the usage API: this console has no health API"
-        except Failed:
-            figures, source = None, "this console answers neither a health nor a usage API"
-    return {"application": application, "health": health, "figures": figures, "source": source}
+    """The application and its health, as `status` shows them."""
+    path = f"/applications/{segment(name)}"
+    return {"application": console.get(path), "health": console.get(f"{path}/health")}
 
 
 def do_status(args) -> int:
     console = console_for(args)
-    shown = None
+    shown, states = None, 0
     deadline = time.monotonic() + args.wait if args.wait else None
     while True:
         found = status_of(console, args.name)
         phase = found["application"]["status"]["phase"]
         if args.as_json:
-            block = json.dumps(
-                {**found["application"]["status"], "name": args.name, **found}, default=str
-            )
+            status = found["application"]["status"]
+            block = json.dumps({"name": args.name, **status, "health": found["health"]})
         else:
-            block = "\n".join(
-                present.status_lines(found["application"], found["figures"], found["source"])
-            )
+            block = "\n".join(present.status_lines(found["application"], found["health"]))
         if block != shown:
             if shown is not None and not args.as_json:
                 out()
             out(block)
-            shown = block
+            shown, states = block, states + 1
         if args.until:
             if phase == args.until:
                 return EXIT_OK
             if phase == "Failed":
                 raise Failed(f"application/{args.name} is Failed, not {args.until}.")
-        if not (args.watch or args.until):
+        if not (args.watch or args.until) or (args.count and states >= args.count):
             return EXIT_OK
         if deadline is not None and time.monotonic() > deadline:
             raise Failed(
@@ -647,13 +660,9 @@ def do_embed(args) -> int:
 
 
 def do_transcribe(args) -> int:
-    from servedeck.gateway import as_json
-
     answer = gateway_for(args).transcribe(args.model, Path(args.file), args.language, args.format)
-    sys.stdout.write(as_json(answer) + "\n" if isinstance(answer, dict) else answer)
-    if isinstance(answer, str) and not answer.endswith("\n"):
-        sys.stdout.write("\n")
-    sys.stdout.flush()
+    text = present.dump(answer, "json") if isinstance(answer, dict) else answer
+    write(text if text.endswith("\n") else text + "\n")
     return EXIT_OK
 
 
@@ -767,6 +776,7 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
     apply.add_argument("--dry-run", action="store_true", help="check it; save nothing")
     apply.add_argument("-o", "--output", choices=["yaml", "json"])
+    json_flag(apply, "the same as -o json")
     render = verb(
         apps,
         "render",
@@ -776,6 +786,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     render.add_argument("-f", "--filename", required=True, help="manifest file, or - for stdin")
     render.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    json_flag(render, "print the console's answer: objects, warnings and note")
     get = verb(
         apps,
         "get",
@@ -834,7 +845,7 @@ def build_parser() -> argparse.ArgumentParser:
     logs.add_argument("--lines", type=int, default=100, metavar="N", help="how many (1 to 1000)")
     logs.add_argument("--replica", type=int, default=0, metavar="R", help="which replica")
     logs.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
-    json_flag(logs)
+    json_flag(logs, "print the console's answer (with -f: one answer a line, JSON lines)")
 
     status = verb(
         verbs,
@@ -850,6 +861,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument(
         "--wait", type=float, metavar="SECONDS", help="with --until: give up after this long"
+    )
+    status.add_argument(
+        "--count", type=int, metavar="N", help="with --watch: end after showing N states"
     )
     status.add_argument("--interval", type=float, default=2.0, metavar="SECONDS")
     json_flag(status, "print JSON (one object per change with --watch)")
@@ -987,15 +1001,15 @@ def main(argv: list[str] | None = None) -> int:
     except ClientError as error:
         if refused(error) if isinstance(error, Failed) else False:
             count = report(error.problems)
-            err(f"error: {present.refused_summary(count)}")
+            err(present.error_line(present.refused_summary(count)))
             return EXIT_FAILED
-        err(f"error: {error.message}")
+        err(present.error_line(error.message))
         if error.status == 422:  # which request field, and why
             for problem in error.problems:
                 err(f"  {present.problem_line(problem)}")
         return error.exit_code
     except config.ConfigError as error:
-        err(f"error: {error}")
+        err(present.error_line(str(error)))
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

@@ -96,7 +96,13 @@ _servedeck() {{
     fi
     compadd -- $choices
 }}
-compdef _servedeck servedeck
+# Autoloaded from fpath, this file is _servedeck's body: its first call lands here, so complete
+# now. Sourced or eval'ed, register it.
+if [[ ${{zsh_eval_context[-1]}} == loadautofunc ]]; then
+    _servedeck "$@"
+else
+    compdef _servedeck servedeck
+fi
 """
 
 

@@ -45,6 +45,11 @@ def config_path() -> Path:
     return config_dir() / "config.json"
 
 
+# POSIX file modes keep the tokens private. Windows has none (os.fchmod appeared there only in
+# 3.13, and chmod sets the read-only flag alone): the file is private as the user's profile
+# folder is, by its access control list.
+PRIVATE_MODES = os.name == "posix"
+
 MAX_CONFIG_BYTES = 1 << 20  # a config file is a few hundred bytes a context
 
 
@@ -58,7 +63,7 @@ def load() -> Config:
         return Config()
     except OSError as error:
         raise ConfigError(f"{path}: cannot read it ({error.strerror}).") from None
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+    if PRIVATE_MODES and mode & (stat.S_IRWXG | stat.S_IRWXO):
         # It holds tokens: others must not read it. Say so once, and make it private.
         print(
             f"warning: {path} was readable by others; it holds tokens, so it is now private "
@@ -97,7 +102,10 @@ def save(config: Config) -> Path:
     }
     fd, temporary = tempfile.mkstemp(dir=folder, prefix=".config-", suffix=".json")
     try:
-        os.fchmod(fd, 0o600)
+        # mkstemp makes it 0600 already; say so where the platform can (not Windows < 3.13).
+        fchmod = getattr(os, "fchmod", None)
+        if PRIVATE_MODES and fchmod is not None:
+            fchmod(fd, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(body, handle, indent=2)
             handle.write("\n")

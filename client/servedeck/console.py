@@ -48,6 +48,16 @@ def unreachable(url: str, error: Exception) -> Unreachable:
     )
 
 
+def redirected(who: str, status: int, location: str | None, what_to_do: str) -> Failed:
+    """A redirect, never followed: the token or API key would go along to wherever it
+    points (a proxy's login page, another host, plain http)."""
+    return Failed(
+        f"the {who} answered {status}, a redirect to {(location or '?')[:200]}; nothing was "
+        f"sent there. {what_to_do[0].upper() + what_to_do[1:]} (https:// behind TLS).",
+        status=status,
+    )
+
+
 def segment(value: str) -> str:
     """A name as one path segment: it never adds a segment or a query."""
     return quote(value, safe="")
@@ -81,11 +91,11 @@ class Console:
         if response.status_code >= 400:
             raise self._failure(response)
         if 300 <= response.status_code < 400:
-            raise Failed(
-                f"the console answered {response.status_code}, a redirect to "
-                f"{response.headers.get('Location', '?')[:200]}: log in with the address it "
-                "redirects to (https:// behind TLS).",
-                status=response.status_code,
+            raise redirected(
+                "console",
+                response.status_code,
+                response.headers.get("Location"),
+                "log in with the address it redirects to",
             )
         return response
 

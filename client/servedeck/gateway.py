@@ -5,7 +5,6 @@ chat and completions streamed as they arrive, embeddings, transcriptions. The of
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,7 +12,8 @@ from typing import IO, Any, TypeVar
 
 import openai
 
-from servedeck.console import Failed, Unreachable
+from servedeck.console import Failed, Unreachable, redirected
+from servedeck.present import terminal_safe
 
 T = TypeVar("T")
 MAX_AUDIO_BYTES = 32 << 20  # the gateway's own limit on an audio body
@@ -23,7 +23,12 @@ class Gateway:
     def __init__(self, base_url: str, api_key: str, timeout: float = 600.0):
         self.base_url = base_url.rstrip("/")
         self.client = openai.OpenAI(
-            base_url=self.base_url, api_key=api_key, max_retries=0, timeout=timeout
+            base_url=self.base_url,
+            api_key=api_key,
+            max_retries=0,
+            timeout=timeout,
+            # The API key must not follow a redirect: a 3xx comes back as an error instead.
+            http_client=openai.DefaultHttpxClient(follow_redirects=False),
         )
 
     def _call(self, call: Callable[[], T]) -> T:
@@ -111,7 +116,14 @@ class Gateway:
 
 
 def gateway_failure(error: openai.APIStatusError) -> Failed:
-    """The gateway's OpenAI-shaped error as the client says it."""
+    """The gateway's OpenAI-shaped error as the client says it; a redirect, refused."""
+    if 300 <= error.status_code < 400:
+        return redirected(
+            "gateway",
+            error.status_code,
+            error.response.headers.get("Location"),
+            "set SERVEDECK_GATEWAY_URL (or log in) with the address it redirects to",
+        )
     body = error.body if isinstance(error.body, dict) else {}
     message = str(body.get("message") or error.message)
     where = f" ({body['param']})" if body.get("param") else ""
@@ -122,17 +134,16 @@ def gateway_failure(error: openai.APIStatusError) -> Failed:
     return Failed(f"{message}{where}{after}", status=error.status_code)
 
 
-def write_stream(pieces: Iterator[str], out: IO[str] = sys.stdout) -> str:
-    """Print each piece the moment it arrives; the whole text is returned."""
+def write_stream(pieces: Iterator[str], out: IO[str] | None = None) -> str:
+    """Print each piece the moment it arrives, made safe for the terminal (a prompt may steer
+    a model into writing escape sequences); the whole text, as the model wrote it, is
+    returned (a session sends it back as history)."""
+    out = out or sys.stdout
     seen = []
     for piece in pieces:
-        out.write(piece)
+        out.write(terminal_safe(piece))
         out.flush()
         seen.append(piece)
     out.write("\n")
     out.flush()
     return "".join(seen)
-
-
-def as_json(value: Any) -> str:
-    return json.dumps(value, indent=2, default=str)

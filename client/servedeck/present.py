@@ -71,11 +71,21 @@ def plural(count: int, word: str) -> str:
 # --- manifests and their problems ------------------------------------------------------------
 
 
+def error_line(message: str) -> str:
+    """A refusal or failure on stderr, in the same words from the client and from manage.py
+    (which would otherwise say `CommandError: ...`)."""
+    return f"error: {message}"
+
+
+def warning_line(message: str) -> str:
+    return f"warning: {message}"
+
+
 def problem_line(problem: Mapping[str, Any]) -> str:
     """A problem (path, message, level) as the command line prints it."""
-    word = "warning" if problem.get("level") == "warning" else "error"
     path = problem.get("path")
-    return f"{word}: {path}: {problem['message']}" if path else f"{word}: {problem['message']}"
+    said = f"{path}: {problem['message']}" if path else str(problem["message"])
+    return warning_line(said) if problem.get("level") == "warning" else error_line(said)
 
 
 def split_problems(problems: Iterable[Mapping[str, Any]]) -> tuple[list[dict], list[dict]]:
@@ -158,6 +168,14 @@ OPERATIONS = {
 }
 
 
+def deployed_lines(name: str, revision: int, outcome: str, reason: str | None) -> list[str]:
+    """`app deploy`: the revision it deployed, its outcome, and why when there is a reason."""
+    lines = [f"application/{name} revision {revision}: {outcome}"]
+    if reason:
+        lines.append(f"  {reason}")
+    return lines
+
+
 def operation_lines(verb: str, name: str, phase: str, reason: str | None) -> list[str]:
     lines = [f"application/{name} {verb}: {phase}"]
     if reason:
@@ -175,7 +193,7 @@ def deleted_line(name: str) -> str:
 
 
 def left_on_cluster_line(left: str) -> str:
-    return f"warning: {left}"
+    return warning_line(left)
 
 
 def no_log_lines(name: str, replica: int) -> str:
@@ -185,39 +203,17 @@ def no_log_lines(name: str, replica: int) -> str:
 # --- status ------------------------------------------------------------------------------
 
 
-def _figure(window: Mapping[str, Any], *names: str) -> Any:
-    for name in names:
-        if window.get(name) is not None:
-            return window[name]
-    return None
-
-
 def health_figures(health: Mapping[str, Any]) -> dict[str, Any]:
-    """Success rate and latency of the last five minutes from the health API's answer (its
-    window "5m", or the answer itself when it has no windows)."""
-    windows = health.get("windows")
-    window = windows.get("5m", {}) if isinstance(windows, Mapping) else health
+    """The verdict (healthy, degraded, down) and the last five minutes' success rate and
+    latency, from the health API's answer (`/applications/<name>/health`: `status`, and the
+    figures of its window "5m")."""
+    window = health["windows"]["5m"]
     return {
-        "verdict": health.get("verdict"),
-        "requests": _figure(window, "requests"),
-        "successRate": _figure(window, "successRate", "success_rate"),
-        "latencyP50Ms": _figure(window, "latencyP50Ms", "latency_p50_ms"),
-        "latencyP95Ms": _figure(window, "latencyP95Ms", "latency_p95_ms"),
-    }
-
-
-def usage_figures(usage: Mapping[str, Any]) -> dict[str, Any]:
-    """The same figures from the usage API's totals: 5xx answers and errors inside streams are
-    failures, 4xx answers are the caller's mistakes."""
-    totals = usage["totals"]
-    requests = totals["requests"]
-    failures = totals["errors5xx"] + totals.get("errorsInStream", 0)
-    return {
-        "verdict": None,
-        "requests": requests,
-        "successRate": round((requests - failures) / requests, 4) if requests else None,
-        "latencyP50Ms": totals.get("latencyP50Ms"),
-        "latencyP95Ms": totals.get("latencyP95Ms"),
+        "verdict": health["status"],
+        "requests": window["requests"],
+        "successRate": window["successRate"],
+        "latencyP50Ms": window["latencyP50Ms"],
+        "latencyP95Ms": window["latencyP95Ms"],
     }
 
 
@@ -225,11 +221,9 @@ def _ms(value: Any) -> str:
     return "-" if value is None else f"{float(value):.0f} ms"
 
 
-def status_lines(
-    application: Mapping[str, Any], figures: Mapping[str, Any] | None, source: str
-) -> list[str]:
-    """`status NAME`: phase, reason and next step from the application, success rate and
-    latency from `source` (the health API, or the usage API when the console has none)."""
+def status_lines(application: Mapping[str, Any], health: Mapping[str, Any]) -> list[str]:
+    """`status NAME`: phase, reason and next step from the application (`/applications/<name>`),
+    the verdict, success rate and latency from its health (`/applications/<name>/health`)."""
     spec, status = application["spec"], application["status"]
     lines = [f"application/{spec['name']}: {status['phase']}"]
     if status.get("reason"):
@@ -239,21 +233,16 @@ def status_lines(
     lines.append(f"  replicas:     {status['readyReplicas']}/{status['desiredReplicas']}")
     if status.get("endpoint"):
         lines.append(f"  endpoint:     {status['endpoint']}")
-    if figures is None:
-        lines.append(f"  success rate: unknown ({source})")
-        return lines
-    rate = figures.get("successRate")
-    requests = figures.get("requests")
+    figures = health_figures(health)
+    rate = figures["successRate"]
     shown = "no requests" if rate is None else f"{rate * 100:.1f}%"
-    counted = f", {plural(requests, 'request')}" if requests is not None else ""
-    lines.append(f"  success rate: {shown} (last 5 minutes{counted})")
+    lines.append(f"  health:       {figures['verdict']}")
     lines.append(
-        f"  latency:      p50 {_ms(figures.get('latencyP50Ms'))}, "
-        f"p95 {_ms(figures.get('latencyP95Ms'))}"
+        f"  success rate: {shown} (last 5 minutes, {plural(figures['requests'], 'request')})"
     )
-    if figures.get("verdict"):
-        lines.append(f"  health:       {figures['verdict']}")
-    lines.append(f"  (from {source})")
+    lines.append(
+        f"  latency:      p50 {_ms(figures['latencyP50Ms'])}, p95 {_ms(figures['latencyP95Ms'])}"
+    )
     return lines
 
 
@@ -346,5 +335,5 @@ def check_lines(answer: Mapping[str, Any]) -> list[str]:
     for unfit in answer.get("unfit") or []:
         lines.append(f"  not {unfit['gpu_kind']}: {unfit['reason']}")
     for warning in answer.get("warnings") or []:
-        lines.append(f"warning: {warning}")
+        lines.append(warning_line(warning))
     return lines

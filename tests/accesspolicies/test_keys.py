@@ -9,6 +9,7 @@ import pytest
 from django.core.management.base import CommandError
 from django.urls import reverse
 from django.utils import timezone
+from servedeck import present
 
 from accesspolicies import keys
 from accesspolicies.models import APIKey, AuditEntry, ChangeCounter
@@ -356,3 +357,15 @@ def test_the_keys_table_sorts_with_empty_cells(as_admin, org, admin, sort):
     assert response.status_code == 200
     page = response.content.decode()
     assert ">used</td>" in page and ">never</td>" in page
+
+
+def test_cli_json_is_the_apis_answer_printed_as_the_client_prints_it(admin, org, client):
+    make_application(org, "chat")
+    run("apikey", "create", "bot", "--rpm", "60", "--app", "chat", "--expires-in", "3")
+    out, _ = run("apikey", "list", "--json")
+    answer = client.get("/api/v1/keys", **bearer(admin)).json()
+    assert out == present.dump(answer, "json") + "\n"  # servedeck key list --json
+    made = json.loads(run("apikey", "create", "other", "--json")[0])
+    assert list(made) == [*answer[0], "key"]
+    rotated = json.loads(run("apikey", "rotate", "bot", "--json")[0])
+    assert list(rotated) == list(made) and rotated["previousExpiresAt"].endswith("Z")

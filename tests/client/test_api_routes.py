@@ -64,6 +64,7 @@ def test_logs_are_a_deployers_and_name_kubectl_for_a_cluster(
         "name": "bge-embed",
         "replica": 0,
         "lines": [],
+        "cursor": "b0.0",  # no log yet: followed from its start
     }
     assert api("get", "/applications/bge-embed/logs", viewer).status_code == 403
     assert api("get", "/applications/bge-embed/logs", outsider).status_code == 404

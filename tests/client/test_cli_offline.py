@@ -3,6 +3,8 @@ errors exit 2, shell completion for bash and zsh written from the parser, and th
 made private."""
 
 import argparse
+import os
+import shutil
 import stat
 import subprocess
 
@@ -81,13 +83,45 @@ def test_the_bash_script_completes_verbs_and_options(tmp_path):
     assert complete("key", "r") == ["revoke", "rotate"]
 
 
-def test_the_zsh_script_names_the_same_words():
-    script = completion.script(cli.build_parser(), "zsh")
-    assert script.startswith("#compdef servedeck") and "compdef _servedeck servedeck" in script
-    assert (
-        '"app apply") choices=(--console --dry-run --filename --help --org --output --timeout)'
-        in script
+ZSH = shutil.which("zsh")
+needs_zsh = pytest.mark.skipif(
+    ZSH is None, reason="zsh is not installed (scripts/test.sh installs Debian's zsh)"
+)
+# Inside zsh: compadd and _files (builtins of a completion widget) print what they are given.
+STUBS = 'compadd() { print -l -- "${@:#--}" }; _files() { print "(files)" }'
+
+
+def zsh_complete(setup: str, *words: str) -> list[str]:
+    """What _servedeck offers in a real zsh for the line `servedeck WORDS` (the last word
+    being completed), after `setup` loaded it."""
+    quoted = " ".join(f"'{w}'" for w in words)
+    probe = f"{setup}; {STUBS}; words=(servedeck {quoted}); CURRENT={len(words) + 1}; _servedeck"
+    done = subprocess.run([ZSH, "-f", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+@needs_zsh
+def test_zsh_completes_on_the_first_tab_when_autoloaded_from_fpath(tmp_path):
+    """Installed as a file in fpath, the file is _servedeck's body: its very first call must
+    complete, not only define the function."""
+    (tmp_path / "_servedeck").write_text(completion.script(cli.build_parser(), "zsh"))
+    setup = f"fpath=({tmp_path} $fpath); autoload -Uz _servedeck"
+    assert {"app", "key", "chat", "transcribe", "status"} <= set(zsh_complete(setup, ""))
+    assert {"apply", "get", "logs", "rollback"} <= set(zsh_complete(setup, "app", ""))
+    assert "--dry-run" in zsh_complete(setup, "app", "apply", "--d")
+    assert zsh_complete(setup, "app", "apply", "-f", "") == ["(files)"]
+
+
+@needs_zsh
+def test_zsh_completes_when_sourced_after_compinit(tmp_path):
+    script = tmp_path / "servedeck.zsh"
+    script.write_text(completion.script(cli.build_parser(), "zsh"))
+    setup = (
+        f"autoload -Uz compinit && compinit -u -d {tmp_path / 'dump'}; source {script}; "
+        '[[ $_comps[servedeck] == _servedeck ]] || { print "not registered" >&2; exit 1 }'
     )
+    assert {"create", "list", "revoke", "rotate"} <= set(zsh_complete(setup, "key", ""))
 
 
 def test_the_config_file_is_private_and_a_readable_one_is_made_private(tmp_path, monkeypatch):
@@ -119,3 +153,56 @@ def test_an_address_from_the_environment_is_refused_plain_http_as_login_is(
     said = capsys.readouterr().err
     assert said.startswith("error: URL 'http://console.example:8000': plain http"), said
     assert "SERVEDECK_ALLOW_HTTP=1" in said
+
+
+def test_the_config_is_saved_private_without_os_fchmod(tmp_path, monkeypatch):
+    """Windows before Python 3.13 has no os.fchmod: saving still works, and on POSIX the
+    file is private all the same (mkstemp makes it 0600)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.delattr(os, "fchmod")
+    path = config.save(config.Config(current="a", contexts={"a": config.Context("https://h", "t")}))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and config.load().current == "a"
+
+
+def login_twice(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    for var in ("SERVEDECK_URL", "SERVEDECK_TOKEN", "SERVEDECK_CONSOLE"):
+        monkeypatch.delenv(var, raising=False)
+    contexts = {
+        "acme@h": config.Context("https://h", "t1", "acme"),
+        "globex@h": config.Context("https://h", "t2", "globex"),
+    }
+    config.save(config.Config(current="acme@h", contexts=contexts))
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "forgotten", "current"),
+    [
+        (["logout"], {}, "acme@h", ""),  # the current one; then none, as context remove
+        (["logout"], {"SERVEDECK_CONSOLE": "globex@h"}, "globex@h", "acme@h"),
+        (["logout", "--console", "globex@h"], {}, "globex@h", "acme@h"),
+        (["logout", "--org", "globex"], {}, "globex@h", "acme@h"),
+        (["context", "remove", "acme@h"], {}, "acme@h", ""),
+    ],
+)
+def test_logout_forgets_the_context_a_verb_would_use(
+    tmp_path, monkeypatch, capsys, argv, env, forgotten, current
+):
+    login_twice(tmp_path, monkeypatch)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(argv) == 0
+    saved = config.load()
+    assert forgotten not in saved.contexts and len(saved.contexts) == 1
+    assert saved.current == current
+    said = capsys.readouterr().out
+    assert ("No context is current now" in said) == (current == "")
+
+
+def test_logout_with_the_environments_token_has_nothing_to_forget(tmp_path, monkeypatch, capsys):
+    login_twice(tmp_path, monkeypatch)
+    monkeypatch.setenv("SERVEDECK_URL", "https://h")
+    monkeypatch.setenv("SERVEDECK_TOKEN", "t")
+    assert cli.main(["logout"]) == 2
+    assert "nothing is saved to forget" in capsys.readouterr().err
+    assert len(config.load().contexts) == 2

@@ -6,9 +6,9 @@ reads logs and status, and says so clearly when the console is down. Where the c
 
 from __future__ import annotations
 
-import io
 import json
 import os
+import re
 import select
 import stat
 import subprocess
@@ -16,10 +16,11 @@ import sys
 import time
 
 import pytest
-from django.core.management import call_command
+from django.conf import settings
 
-from tests.gateway.support import free_port
-from tests.helpers import SHORTEST
+from accesspolicies.models import Organization
+from tests.gateway.support import free_port, make_app
+from tests.helpers import SHORTEST, command_line
 
 pytestmark = pytest.mark.database_file  # the live server is another process: a database file
 
@@ -42,15 +43,9 @@ def local_model_servers():
 
 
 def server_command(*args: str) -> tuple[str, str, int]:
-    """`manage.py ARGS` in this process (on the live console's database): out, err, code."""
-    from django.core.management.base import CommandError
-
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        call_command(*args, stdout=out, stderr=err)
-    except CommandError as error:
-        return out.getvalue(), err.getvalue() + f"{error}\n", error.returncode
-    return out.getvalue(), err.getvalue(), 0
+    """`manage.py ARGS` as a shell runs it, in this process (on the live console's database):
+    out, err, exit status; as acme's first admin, whom the client logged in as."""
+    return command_line(*args, "--org", "acme")
 
 
 def read_for(process, seconds: float, until: str | None = None) -> str:
@@ -65,6 +60,16 @@ def read_for(process, seconds: float, until: str | None = None) -> str:
                 break
             seen += piece
     return seen.decode()
+
+
+def popen(cli, *args: str, **env: str) -> subprocess.Popen:
+    """`servedeck ARGS` left running, its output read with read_for."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "servedeck", *args],
+        env=cli.env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def ok(result) -> str:
@@ -133,6 +138,24 @@ def test_login_keeps_the_token_private_and_whoami_says_who(cli):
     assert json.loads(ok(cli.run("whoami", "--json", "--org", "acme")))["organization"] == "acme"
     elsewhere = cli.run("whoami", "--org", "globex")
     assert elsewhere.returncode == 2 and "--org globex: no login to" in elsewhere.stderr
+    # ada logs in to globex too: two logins to one console, --org chooses which acts.
+    wrong_org = cli.run("login", cli.url, "--org", "acme", SERVEDECK_TOKEN=cli.other_org_token)
+    assert wrong_org.returncode == 1 and "this token is ada's in globex" in wrong_org.stderr
+    ok(cli.run("login", cli.url, "--org", "globex", SERVEDECK_TOKEN=cli.other_org_token))
+    ok(cli.run("context", "use", name))
+    assert ok(cli.run("whoami", "--org", "globex")).startswith("ada in globex (Globex), role ")
+    assert ok(cli.run("whoami", "--org", "acme")).startswith("ada in acme (Acme), role ")
+    assert ok(cli.run("whoami")).startswith("ada in acme (Acme)")  # the current one
+    make_app(Organization.objects.get(slug="globex"), "globex-only", "http://127.0.0.1:9")
+    listed = {
+        org: [a["name"] for a in json.loads(ok(cli.run("app", "list", "--json", "--org", org)))]
+        for org in ("acme", "globex")
+    }
+    assert listed["globex"] == ["globex-only"] and "globex-only" not in listed["acme"], listed
+    # Forgetting globex's login leaves acme's current.
+    ok(cli.run("logout", "--org", "globex"))
+    assert cli.run("whoami", "--org", "globex").returncode == 2
+    assert json.loads(path.read_text())["current"] == name
 
     wrong = cli.run("login", cli.url, "--name", "nobody", SERVEDECK_TOKEN="sdp_not-a-token")
     assert wrong.returncode == 1
@@ -152,6 +175,8 @@ def test_apply_dry_run_and_refusal_read_as_the_console_says_them(cli, tmp_path):
 
     as_json = json.loads(ok(cli.run("app", "apply", "-f", str(good), "--dry-run", "-o", "json")))
     assert as_json["ok"] is True and as_json["manifest"]["spec"]["name"] == "dry-one"
+    flagged = ok(cli.run("app", "apply", "-f", str(good), "--dry-run", "--json"))
+    assert json.loads(flagged).keys() == as_json.keys()  # --json is -o json, as on every verb
     assert "dry-one" not in ok(cli.run("app", "list")), "a dry run saved nothing"
 
     refused = cli.run("app", "apply", "-f", str(bad))
@@ -162,7 +187,7 @@ def test_apply_dry_run_and_refusal_read_as_the_console_says_them(cli, tmp_path):
     assert any("spec.name" in line for line in problems), problems
     assert any("spec.profileName" in line for line in problems), problems
     assert refused.stderr.splitlines()[-1] == f"error: refused: {len(problems)} problems"
-    assert problems == [line for line in server_err.splitlines() if line.startswith("error: ")]
+    assert refused.stderr == server_err  # every line, the same words
 
     # A viewer may not even dry-run: the console's words, exit 1.
     viewer = cli.run("app", "apply", "-f", str(good), "--dry-run", "--console", "vera")
@@ -196,6 +221,12 @@ def test_render_prints_the_objects_and_says_what_local_does(cli, deployed):
     assert ok(rendered) == server_out
     assert "kind: InferenceService" in rendered.stdout
     assert rendered.stderr.strip() == server_err.strip()
+    answer = json.loads(ok(cli.run("app", "render", "-f", str(deployed), "--json")))
+    assert answer["objects"][0]["kind"] == "InferenceService"
+    assert answer["note"] == server_err.splitlines()[-1]
+    assert [f"warning: {w['path']}: {w['message']}" for w in answer["warnings"]] == (
+        server_err.splitlines()[:-1]
+    )
 
 
 def test_key_create_list_revoke_and_the_secret_once(cli, deployed):
@@ -210,7 +241,7 @@ def test_key_create_list_revoke_and_the_secret_once(cli, deployed):
     bad = cli.run("key", "create", "too-slow", "--rpm", "0")
     _, server_err, _ = server_command("apikey", "create", "too-slow", "--rpm", "0")
     assert bad.returncode == 1 and bad.stderr.startswith("error: --rpm: "), bad.stderr
-    assert bad.stderr.removeprefix("error: ") == server_err, (bad.stderr, server_err)
+    assert bad.stderr == server_err
 
     assert ok(cli.run("key", "revoke", "throwaway")).strip() == "apikey/throwaway revoked"
     again = ok(cli.run("key", "revoke", "throwaway")).strip()
@@ -246,9 +277,26 @@ def test_chat_prints_each_chunk_as_it_arrives(cli, api_key):
     assert len(pieces) >= 2 and running_when_read[0], pieces
     assert b"".join(pieces).strip()
 
+    # A prompt may steer the model into writing escape sequences: shown, never obeyed.
+    steered = ok(cli.run("chat", "bge-embed", "\x1b]0;owned\x07", SERVEDECK_API_KEY=api_key))
+    assert steered.strip().endswith("You said: \\x1b]0;owned\\x07"), steered
+    assert "\x1b" not in steered
+
     # Without a prompt: a session, each line a turn, the history sent along.
+    # The stand-in answers the last message and says how many came: the second turn carries
+    # the first question and its answer.
     session = cli.run("chat", "bge-embed", input="Hello\nAnd again\n\n", SERVEDECK_API_KEY=api_key)
-    assert len([line for line in ok(session).splitlines() if line.strip()]) == 2
+    assert ok(session).splitlines() == [
+        "Hello from bge-embed. You said: Hello",
+        "Hello from bge-embed. You said: And again (3 messages)",
+    ]
+    briefed = cli.run(
+        "chat", "bge-embed", "--system", "Be brief.", input="One\nTwo\n", SERVEDECK_API_KEY=api_key
+    )
+    assert ok(briefed).splitlines() == [
+        "Hello from bge-embed. You said: One (2 messages)",
+        "Hello from bge-embed. You said: Two (4 messages)",
+    ]
 
 
 def test_embed_and_complete(cli, api_key):
@@ -275,6 +323,8 @@ def test_transcribe_in_openai_terms(cli, api_key, tmp_path):
     assert ok(text).strip() == "hello from the terminal client"
     srt = ok(cli.run("transcribe", "speech", str(audio), "--format", "srt", "--key", api_key))
     assert "-->" in srt and "hello from the terminal" in srt
+    vtt = ok(cli.run("transcribe", "speech", str(audio), "--format", "vtt", "--key", api_key))
+    assert vtt.startswith("WEBVTT") and "-->" in vtt and "hello from the terminal" in vtt, vtt
     verbose = json.loads(
         ok(
             cli.run(
@@ -283,50 +333,91 @@ def test_transcribe_in_openai_terms(cli, api_key, tmp_path):
         )
     )
     assert verbose["text"] == "hello from the terminal client" and verbose["segments"]
+    hostile = tmp_path / "hostile.wav"
+    hostile.write_text("\x1b[2Jcleared\x1b]0;owned\x07")
+    heard = ok(cli.run("transcribe", "speech", str(hostile), "--key", api_key))
+    assert heard == "\\x1b[2Jcleared\\x1b]0;owned\\x07\n", heard
     missing = cli.run("transcribe", "speech", str(tmp_path / "none.wav"), "--key", api_key)
     assert missing.returncode == 1 and "none.wav: cannot read it" in missing.stderr
 
 
 def test_status_logs_and_operations(cli, api_key):
-    status = ok(cli.run("status", "bge-embed"))
-    assert status.startswith("application/bge-embed: Running")
-    assert "success rate:" in status and "latency:" in status, status
+    status = ok(cli.run("status", "bge-embed")).splitlines()
+    assert status[0] == "application/bge-embed: Running"
+    assert "  health:       healthy" in status, status  # the health API's verdict
+    assert any(line.startswith("  success rate: ") for line in status), status
+    assert any(line.startswith("  latency:      p50 ") for line in status), status
     found = json.loads(ok(cli.run("status", "bge-embed", "--json")))
-    assert found["phase"] == "Running" and found["source"], found
+    assert found["phase"] == "Running" and found["health"]["status"] == "healthy", found
 
     logs = ok(cli.run("app", "logs", "bge-embed", "--lines", "50"))
     assert "POST /v1/embeddings" in logs, logs
-    server_lines = server_command("app", "logs", "bge-embed", "--lines", "50")[0].splitlines()
-    # The same log, the same lines (it may have grown in between: the overlap is the same).
-    from servedeck.cli import _new_lines
-
-    client_lines = logs.splitlines()
-    overlap = len(server_lines) - len(_new_lines(client_lines, server_lines))
-    assert overlap >= min(25, len(client_lines)) > 0, (client_lines, server_lines)
     assert len(json.loads(ok(cli.run("app", "logs", "bge-embed", "--json")))["lines"]) > 0
 
-    # -f: the lines a new request writes appear while it follows.
-    follow = subprocess.Popen(
-        [sys.executable, "-m", "servedeck", "app", "logs", "bge-embed", "-f", "--lines", "3"],
-        env=cli.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    # A line a caller steered into the log reads the same, made safe, on both sides.
+    log = settings.SERVEDECK_LOCAL_STATE_DIR / "acme" / "bge-embed" / "replica-0.log"
+    with log.open("a") as handle:
+        handle.write("caller said \x1b]0;owned\x07\tthen \x1b[2J\n")
+    shown = "caller said \\x1b]0;owned\\x07\tthen \\x1b[2J"
+    for said in (
+        ok(cli.run("app", "logs", "bge-embed", "--lines", "20")),
+        server_command("app", "logs", "bge-embed", "--lines", "20")[0],
+    ):  # the console asks the server whether it answers, which adds lines after
+        assert [line for line in said.splitlines() if "caller said" in line] == [shown], said
+
+    # -f: each line written while it follows, once, however often the same text repeats:
+    # more identical lines than one answer holds (1000), then a few more of them.
+    follow = popen(cli, "app", "logs", "bge-embed", "-f", "--lines", "1", "--interval", "0.2")
     try:
         read_for(follow, 1.5)  # what it printed first
+        with log.open("a") as handle:
+            handle.write("the same line\n" * 1200)
+        seen = read_for(follow, 10, until="the same line\n" * 1200)
+        with log.open("a") as handle:
+            handle.write("the same line\nthe same line\nat last\n")
+        seen += read_for(follow, 10, until="at last\n")
         ok(cli.run("embed", "bge-embed", "followed", SERVEDECK_API_KEY=api_key))
-        assert "POST /v1/embeddings" in read_for(follow, 10, until="POST /v1/embeddings")
-        assert follow.poll() is None, "it follows until stopped"
+        seen += read_for(follow, 10, until="POST /v1/embeddings")
+        seen += read_for(follow, 1)  # and nothing more of what it printed already
+        assert seen.count("the same line\n") == 1202 and seen.count("at last\n") == 1
+        assert "POST /v1/embeddings" in seen and follow.poll() is None, "it follows on"
     finally:
         follow.terminate()
         follow.wait(timeout=10)
+
+    # -f --json: JSON lines, one answer each, with the cursor it goes on from.
+    follow = popen(cli, "app", "logs", "bge-embed", "-f", "--json", "--interval", "0.2")
+    try:
+        first = read_for(follow, 10, until="\n")
+        with log.open("a") as handle:
+            handle.write("json follow\n")
+        more = read_for(follow, 10, until="json follow")
+    finally:
+        follow.terminate()
+        follow.wait(timeout=10)
+    answers = [json.loads(line) for line in (first + more).splitlines()]
+    assert all(a["name"] == "bge-embed" and a["cursor"] for a in answers), answers
+    assert "json follow" in answers[-1]["lines"], answers
 
     restarted = ok(cli.run("app", "restart", "bge-embed"))
     assert restarted.startswith("application/bge-embed restart: "), restarted
     stopped = ok(cli.run("app", "stop", "bge-embed"))
     assert stopped.startswith("application/bge-embed stop: "), stopped
-    started = ok(cli.run("app", "start", "bge-embed"))
-    assert started.startswith("application/bge-embed start: "), started
+
+    # --watch follows it live: the state it is in, then the next one, and --count ends it.
+    watch = popen(cli, "status", "bge-embed", "--watch", "--count", "2", "--interval", "0.3")
+    try:
+        before = read_for(watch, 10, until="replicas:")
+        assert before.startswith("application/bge-embed: Stopped"), before
+        started = ok(cli.run("app", "start", "bge-embed"))
+        assert started.startswith("application/bge-embed start: "), started
+        rest, _ = watch.communicate(timeout=30)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+    assert watch.returncode == 0
+    blocks = (before + rest.decode()).split("\n\n")
+    assert len(blocks) == 2 and not blocks[1].startswith("application/bge-embed: Stopped")
 
 
 def test_a_console_that_is_down_exits_3_in_clear_words(cli):
@@ -356,6 +447,96 @@ def test_check_model_reads_as_checkmodel_does(cli):
     assert cannot.returncode == 1 and cannot.stderr.strip() == "error: cannot serve"
 
 
+def test_rollback_and_deploy_read_as_the_console_says_them(cli, tmp_path):
+    manual = SHORTEST.replace("name: bge-embed", "name: roll").replace(
+        "profileName: local", "profileName: local\n  syncType: Manual"
+    )
+    first, bigger = tmp_path / "roll.yaml", tmp_path / "bigger.yaml"
+    first.write_text(manual)
+    bigger.write_text(manual + "      resources:\n        memory: 6Gi\n")
+    assert (
+        ok(cli.run("app", "apply", "-f", str(first))) == "application/roll created (revision 1)\n"
+    )
+    ok(cli.run("app", "apply", "-f", str(bigger)))
+    rolled = ok(cli.run("app", "rollback", "roll", "--to", "1"))
+    assert rolled == "application/roll rolled back to revision 1 (revision 3)\n"
+    history = ok(cli.run("app", "history", "roll"))
+    assert history == server_command("app", "history", "roll")[0]
+    assert [line.split()[0] for line in history.splitlines()[1:]] == ["3", "2", "1"]
+    assert history.splitlines()[1].endswith("rollback to 1"), history
+    missing = cli.run("app", "rollback", "roll", "--to", "9")
+    assert (missing.returncode, missing.stderr) == server_command(
+        "app", "rollback", "roll", "--to", "9"
+    )[2:0:-1]
+    assert missing.stderr.startswith("error: revision: roll has no revision 9;"), missing.stderr
+
+    deployed = ok(cli.run("app", "deploy", "roll")).splitlines()
+    assert re.fullmatch(r"application/roll revision 3: \w+", deployed[0]), deployed
+    assert ok(cli.run("app", "delete", "roll")) == "application/roll deleted\n"
+
+
+def test_key_rotate_prints_the_new_secret_once(cli, deployed):
+    ok(cli.run("key", "create", "rotating"))
+    rotated = cli.run("key", "rotate", "rotating", "--grace", "5")
+    said, secret = ok(rotated).splitlines()
+    assert re.fullmatch(
+        r"apikey/rotating rotated; the old secret works until "
+        r"\d{4}-\d\d-\d\d \d\d:\d\d UTC\. The new key:",
+        said,
+    ), said
+    assert secret.startswith("sdk_") and "shown once" in rotated.stderr
+    server_out, server_err, _ = server_command("apikey", "rotate", "rotating", "--grace", "5")
+    assert server_out.splitlines()[0].split(" until ")[0] == said.split(" until ")[0]
+    assert server_err == rotated.stderr
+    as_json = json.loads(ok(cli.run("key", "rotate", "rotating", "--json")))
+    assert as_json["key"].startswith("sdk_") and as_json["previousExpiresAt"], as_json
+    assert as_json["state"] == "rotating" and "rotating" in ok(cli.run("key", "list"))
+    refused = cli.run("key", "rotate", "rotating", "--grace", "-1")
+    _, server_err, _ = server_command("apikey", "rotate", "rotating", "--grace", "-1")
+    assert refused.returncode == 1 and refused.stderr == server_err, refused.stderr
+
+
+def test_done_when_from_a_clean_install(cli, deployed, fresh_install, tmp_path):
+    """The issue's "Done when", run by the `servedeck` executable of a fresh virtualenv that
+    holds the client package alone, with a config of its own: log in, apply a manifest (a
+    refusal first, in the console's words), watch it come up, create a key, chat with the
+    model, transcribe a file."""
+    laptop = tmp_path / "laptop"
+    env = {"HOME": str(laptop), "XDG_CONFIG_HOME": str(laptop / "config")}
+
+    def run(*args: str, **extra: str):
+        return cli.run(*args, program=(str(fresh_install / "servedeck"),), **env, **extra)
+
+    assert " as ada in acme (admin); " in ok(run("login", cli.url, SERVEDECK_TOKEN=cli.admin_token))
+    bad, good = tmp_path / "bad.yaml", tmp_path / "laptop.yaml"
+    bad.write_text(REFUSED)
+    good.write_text(SHORTEST.replace("name: bge-embed", "name: laptop"))
+    refused = run("app", "apply", "-f", str(bad))
+    _, server_err, server_code = server_command("app", "apply", "-f", str(bad))
+    assert (refused.returncode, refused.stderr) == (server_code, server_err) == (1, server_err)
+    try:
+        with cli.reconciling():
+            applied = ok(run("app", "apply", "-f", str(good)))
+            assert applied == "application/laptop created (revision 1)\n"
+            came_up = run(
+                "status", "laptop", "--until", "Running", "--wait", "60", "--interval", "0.3"
+            )
+        assert "application/laptop: Running" in ok(came_up), came_up.stdout
+        made = json.loads(ok(run("key", "create", "from-laptop", "--json")))
+        # The gateway reloads its keys once a second: chat once it takes this one.
+        deadline = time.monotonic() + 10
+        while (chat := run("chat", "laptop", "Hello", SERVEDECK_API_KEY=made["key"])).returncode:
+            assert time.monotonic() < deadline, chat.stderr
+            time.sleep(0.2)
+        assert chat.stdout == "Hello from laptop. You said: Hello\n"
+        audio = tmp_path / "talk.wav"
+        audio.write_text("hello from a clean install")
+        heard = run("transcribe", "speech", str(audio), SERVEDECK_API_KEY=made["key"])
+        assert ok(heard) == "hello from a clean install\n"
+    finally:
+        cli.run("app", "delete", "laptop")
+
+
 def test_delete_reads_as_the_console_says_it(cli, deployed):
     gone = ok(cli.run("app", "delete", "bge-embed"))
     assert gone.strip() == "application/bge-embed deleted"
@@ -363,4 +544,4 @@ def test_delete_reads_as_the_console_says_it(cli, deployed):
     again = cli.run("app", "delete", "bge-embed")
     server_out, server_err, server_code = server_command("app", "delete", "bge-embed")
     assert again.returncode == 1 == server_code
-    assert again.stderr.removeprefix("error: ") == server_err, (again.stderr, server_err)
+    assert again.stderr == server_err and again.stderr.startswith("error: ")

@@ -1,63 +1,87 @@
-"""The presenter's pure pieces, as tables of cases: what `status` reads from the health API
-(or the usage API without it), times as every table prints them, problems, and the lines
-`app logs -f` prints as new."""
+"""The presenter's pieces, as tables of cases: what `status` reads from the health API (its
+real answer, from the view), times as every table prints them, problems, and text from the
+server or a model made safe for the terminal."""
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from servedeck import cli, present
 
+from jobs.gateway.histogram import LATENCY_BUCKET_FIELDS
+from jobs.models import UsageMinute
+from jobs.present import described
+from tests.gateway.support import make_app
+from tests.helpers import bearer
+
+
+def health_answer(client, viewer, org, phase: str, **counters) -> dict:
+    """What GET /applications/chat/health answers (the real view and its schema) for an
+    application in `phase` with one minute of usage (`counters`) two minutes ago."""
+    app = make_app(org, "chat", "http://127.0.0.1:9", phase=phase)
+    if counters:
+        minute = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=2)
+        UsageMinute.objects.create(
+            minute=minute,
+            scope=f"o{org.pk}.a{app.pk}.k",
+            organization=org,
+            application=app,
+            **counters,
+        )
+    answer = client.get("/api/v1/applications/chat/health", **bearer(viewer))
+    assert answer.status_code == 200, answer.content
+    return {"application": described(app), "health": answer.json()}
+
+
+FAST = LATENCY_BUCKET_FIELDS[4]
+
 
 @pytest.mark.parametrize(
-    ("health", "want"),
+    ("phase", "counters", "shown"),
     [
-        (  # windows by name, the health API's snake_case figures
-            {"verdict": "healthy", "windows": {"5m": {"requests": 10, "success_rate": 0.9}}},
-            {"verdict": "healthy", "requests": 10, "successRate": 0.9},
+        (  # idle: healthy, no requests
+            "Running",
+            {},
+            [
+                "  health:       healthy",
+                "  success rate: no requests (last 5 minutes, 0 requests)",
+                "  latency:      p50 -, p95 -",
+            ],
         ),
-        (  # camelCase, latency
-            {"windows": {"5m": {"successRate": 1.0, "latencyP50Ms": 12, "latencyP95Ms": 30}}},
-            {"successRate": 1.0, "latencyP50Ms": 12, "latencyP95Ms": 30},
+        (  # 2 of 50 failed: more than 1%
+            "Running",
+            {"requests": 50, "errors_5xx": 2, FAST: 50},
+            ["  health:       degraded", "  success rate: 96.0% (last 5 minutes, 50 requests)"],
         ),
-        ({"successRate": 0.5}, {"successRate": 0.5}),  # one window, flat
-        ({"windows": {"24h": {"successRate": 0.5}}}, {"successRate": None}),  # no 5m: unknown
+        (  # the caller's mistakes (4xx) are no failures
+            "Running",
+            {"requests": 4, "errors_4xx": 4, FAST: 4},
+            ["  health:       healthy", "  success rate: 100.0% (last 5 minutes, 4 requests)"],
+        ),
+        ("Failed", {}, ["  health:       down"]),  # not Running
     ],
 )
-def test_health_figures(health, want):
-    got = present.health_figures(health)
-    assert {k: got[k] for k in want} == want
+def test_status_reads_the_health_apis_own_answer(client, viewer, org, phase, counters, shown):
+    found = health_answer(client, viewer, org, phase, **counters)
+    said = present.status_lines(found["application"], found["health"])
+    assert said[0] == f"application/chat: {phase}"
+    for line in shown:
+        assert line in said, said
+    if counters:
+        assert re.fullmatch(r"  latency:      p50 \d+ ms, p95 \d+ ms", said[-1]), said
 
 
-@pytest.mark.parametrize(
-    ("totals", "rate"),
-    [
-        ({"requests": 0, "errors5xx": 0}, None),  # no rate of nothing
-        ({"requests": 10, "errors5xx": 1, "errorsInStream": 1}, 0.8),
-        ({"requests": 4, "errors5xx": 0, "errors4xx": 4}, 1.0),  # the caller's mistakes
-    ],
-)
-def test_usage_figures_count_5xx_and_stream_errors_as_failures(totals, rate):
-    assert present.usage_figures({"totals": totals})["successRate"] == rate
-
-
-def test_status_lines_say_where_the_figures_come_from():
-    app = {
-        "spec": {"name": "chat"},
-        "status": {"phase": "Failed", "reason": "It crashed.", "nextStep": "Read its log.",
-                   "readyReplicas": 0, "desiredReplicas": 1, "endpoint": ""},
-    }  # fmt: skip
-    said = present.status_lines(app, None, "no health API")
-    assert said == [
+def test_status_lines_put_reason_and_next_step_first(client, viewer, org):
+    found = health_answer(client, viewer, org, "Running")
+    found["application"]["status"].update(
+        phase="Failed", reason="It crashed.", nextStep="Read its log.", desiredReplicas=1
+    )
+    assert present.status_lines(found["application"], found["health"])[:4] == [
         "application/chat: Failed",
         "  reason:       It crashed.",
         "  next step:    Read its log.",
         "  replicas:     0/1",
-        "  success rate: unknown (no health API)",
     ]
-    figures = {"successRate": 0.995, "requests": 200, "latencyP50Ms": 12.4, "latencyP95Ms": None}
-    shown = present.status_lines(app, figures, "the health API")
-    assert "  success rate: 99.5% (last 5 minutes, 200 requests)" in shown
-    assert "  latency:      p50 12 ms, p95 -" in shown and shown[-1] == "  (from the health API)"
 
 
 @pytest.mark.parametrize(
@@ -86,21 +110,6 @@ def test_problems_and_the_refused_summary():
     assert present.refused_summary(1) == "refused: 1 problem"
     assert present.refused_summary(3) == "refused: 3 problems"
     assert present.key_flag("requestsPerMinute") == "--rpm" and present.key_flag("name") == "NAME"
-
-
-@pytest.mark.parametrize(
-    ("before", "now", "new"),
-    [
-        ([], ["a", "b"], ["a", "b"]),
-        (["a", "b"], ["a", "b"], []),
-        (["a", "b"], ["a", "b", "c"], ["c"]),
-        (["a", "b", "c"], ["b", "c", "d", "e"], ["d", "e"]),  # the window moved on
-        (["x"], ["a", "b"], ["a", "b"]),  # rotated away: everything is new
-        (["a", "a"], ["a", "a", "a"], ["a"]),  # repeated lines: the longest overlap
-    ],
-)
-def test_logs_follow_prints_only_new_lines(before, now, new):
-    assert cli._new_lines(before, now) == new
 
 
 @pytest.mark.parametrize(

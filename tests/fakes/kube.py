@@ -295,7 +295,8 @@ class KubeEmulator:
             self._failures: list[Failure] = []
             self._requests: list[Request] = []
             self._rbac_namespaces: frozenset[str] | None = None
-            self._pod_logs: dict[tuple[str, str, str], str] = {}
+            # (namespace, pod, container) -> (when written in ns, the line with its newline)
+            self._pod_logs: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
             self._service_urls: dict[tuple[str, str], str] = {}
             self.replace_deleted_pods = True
             # KubeVirt's stand-in: a deleted instance of a VirtualMachine that runs Always
@@ -317,9 +318,18 @@ class KubeEmulator:
                 self._resources.pop((res.group, res.version, res.plural), None)
 
     def set_pod_log(self, namespace: str, pod: str, text: str, container: str = "") -> None:
-        """What GET .../pods/<pod>/log answers (for `container`, or the pod's only one)."""
+        """What GET .../pods/<pod>/log answers (for `container`, or the pod's only one); its
+        lines are written now, as one write (the same timestamp, as the kubelet gives them)."""
         with self._cond:
-            self._pod_logs[(namespace, pod, container)] = text
+            self._pod_logs[(namespace, pod, container)] = []
+        self.append_pod_log(namespace, pod, text, container)
+
+    def append_pod_log(self, namespace: str, pod: str, text: str, container: str = "") -> None:
+        """More lines at the end of the pod's log, written now."""
+        now = time.time_ns()
+        with self._cond:
+            lines = self._pod_logs.setdefault((namespace, pod, container), [])
+            lines.extend((now, line) for line in text.splitlines(keepends=True))
 
     def serve_service(self, namespace: str, service: str, url: str) -> None:
         """What GET .../services/<service>/proxy/<path> reaches: `url`/<path> (the Service's
@@ -744,10 +754,14 @@ class KubeEmulator:
         if container and containers and container not in containers:
             raise ApiError(400, f"container {container} is not valid for pod {t.name}")
         with self._cond:
-            text = self._pod_logs.get((t.namespace, t.name, container))
-            if text is None:
-                text = self._pod_logs.get((t.namespace, t.name, ""), "")
-        lines = text.splitlines(keepends=True)
+            written = self._pod_logs.get((t.namespace, t.name, container))
+            if written is None:
+                written = self._pod_logs.get((t.namespace, t.name, ""), [])
+            written = list(written)
+        if query.get("timestamps") == "true":  # RFC3339Nano, trailing zeros trimmed as Go does
+            lines = [f"{_rfc3339_nano(ns)} {line}" for ns, line in written]
+        else:
+            lines = [line for _, line in written]
         if "tailLines" in query:
             tail = int(query["tailLines"])
             lines = lines[-tail:] if tail > 0 else []
@@ -1316,3 +1330,11 @@ __all__ = [
     "kube_fixture",
     "write_kubeconfig",
 ]
+
+
+def _rfc3339_nano(ns: int) -> str:
+    """Go's time.RFC3339Nano in UTC: 2026-12-01T21:17:34.12345Z (no trailing zeros)."""
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    digits = f"{fraction:09d}".rstrip("0")
+    return f"{stamp}.{digits}Z" if digits else f"{stamp}Z"

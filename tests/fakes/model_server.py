@@ -472,9 +472,12 @@ class Handler(BaseHTTPRequestHandler):
             raise RequestError(400, "each message must be an object with role and content")
         texts = [message_text(m.get("content")) for m in messages]
         users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
-        words, finish = reply_words(
-            self.server.model, users[-1] if users else "", max_tokens_of(body)
-        )
+        # The answer is to the last user message; with a history, it also says how many
+        # messages came, so a client's test can see that the earlier turns were sent.
+        said = users[-1] if users else ""
+        if len(messages) > 1:
+            said += f" ({len(messages)} messages)"
+        words, finish = reply_words(self.server.model, said, max_tokens_of(body))
         n = choice_count(body)
         prompt_tokens = sum(count_tokens(t) for t in texts)
         ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())

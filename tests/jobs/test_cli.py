@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 
 from accesspolicies.models import Organization, Role
 from jobs.models import Application, Cluster, Profile
-from tests.helpers import SHORTEST, make_member
+from tests.helpers import SHORTEST, command_line, make_member
 
 
 def run(*args, stdin=None):
@@ -202,3 +202,32 @@ def test_a_viewer_may_not_dry_run_from_the_command_line(viewer, admin, manifest)
         with pytest.raises(CommandError, match="is viewer, which may not deploy") as raised:
             run("app", *verb, "--user", viewer.user.username)
         assert raised.value.returncode == 1
+
+
+def test_logs_print_a_hostile_line_escaped_as_the_client_does(admin, tmp_path, settings):
+    """A model server's log holds what its callers sent: an escape sequence in it must not
+    drive the terminal (retitle it, clear it); newlines and tabs stay."""
+    manual = tmp_path / "manual.yaml"  # never started: no server writes to the log meanwhile
+    manual.write_text(
+        SHORTEST.replace("profileName: local", "profileName: local\n  syncType: Manual")
+    )
+    run("app", "apply", "-f", str(manual))
+    log = settings.SERVEDECK_LOCAL_STATE_DIR / "acme" / "bge-embed" / "replica-0.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("\x1b]0;owned\x07title\tkept\n\x1b[2Jcleared\n")
+    out, _ = run("app", "logs", "bge-embed")
+    assert out == "\\x1b]0;owned\\x07title\tkept\n\\x1b[2Jcleared\n"
+
+
+def test_an_error_reads_as_the_clients_not_as_djangos(admin, tmp_path):
+    """From a shell, a refusal prints `error: ...` (present.error_line), as `servedeck` does,
+    not `CommandError: ...`; the exit status is the error's."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SHORTEST.replace("profileName: local", "profileName: nowhere"))
+    out, err, code = command_line("app", "apply", "-f", str(bad))
+    assert (out, code) == ("", 1)
+    lines = err.splitlines()
+    assert lines[-1] == "error: refused: 1 problem", err
+    assert lines[0].startswith("error: spec.profileName: "), err
+    _, err, code = command_line("app", "get", "nothing-here")
+    assert code == 1 and err.startswith("error: ") and "CommandError" not in err, err

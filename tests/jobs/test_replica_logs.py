@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from jobs import deploy as verbs
 from jobs import replica_logs
+from jobs.backends.local import processes as proc
 from jobs.models import Application
 from jobs.reconciler import Reconciler
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
@@ -187,3 +188,81 @@ def test_a_cluster_that_is_down_says_so(as_deployer, on_cluster, kube):
         "cannot be listed on cluster prod" in html and "Try again once the cluster answers" in html
     )
     assert str(kube.kubeconfig_path) not in html  # a path on the console's host stays there
+
+
+# --- following a log by its cursor: each line once ---------------------------------------
+
+
+def follow_local(log, cursor, n=1000, max_bytes=replica_logs.MAX_BYTES):
+    lines, cursor = proc.lines_after(log, cursor, n, max_bytes)
+    return lines, cursor
+
+
+def test_a_local_log_is_followed_by_byte_offset_with_repeated_lines_each_once(tmp_path):
+    log = tmp_path / "replica-0.log"
+    log.write_bytes(b"start\nsame\nsame\n")
+    shown, cursor = proc.tail_with_cursor(log, 2)
+    assert shown == ["same", "same"]
+    with log.open("ab") as handle:
+        handle.write(b"same\nsame\npart")  # two more of the same, and a line being written
+    lines, cursor = follow_local(log, cursor)
+    assert lines == ["same", "same"]  # an overlap of texts could not tell these apart
+    assert follow_local(log, cursor) == ([], cursor)  # nothing new: the partial line waits
+    with log.open("ab") as handle:
+        handle.write(b"ial\rdone\nsame\n")
+    lines, cursor = follow_local(log, cursor)
+    assert lines == ["done", "same"]  # what a terminal would show of a progress bar
+    # A bound on lines or bytes: the cursor stops after what was given; the next call goes on.
+    with log.open("ab") as handle:
+        handle.write(b"a\nb\nc\n")
+    first, cursor = follow_local(log, cursor, n=2)
+    rest, cursor = follow_local(log, cursor, max_bytes=4)
+    assert first + rest == ["a", "b", "c"]
+
+
+def test_a_rotation_between_two_calls_loses_and_repeats_nothing(tmp_path):
+    log = tmp_path / "replica-0.log"
+    log.write_bytes(b"one\ntwo\n")
+    _, cursor = proc.tail_with_cursor(log, 10)
+    with log.open("ab") as handle:
+        handle.write(b"three\nthree\n")
+    proc.cap_log(log, 10)  # past half of 10 bytes: copied to .1 and emptied in place
+    assert log.stat().st_size == 0 and proc.rotated(log).exists()
+    with log.open("ab") as handle:
+        handle.write(b"four\n")
+    lines, cursor = follow_local(log, cursor)
+    assert lines == ["three", "three", "four"]
+    assert follow_local(log, cursor)[0] == []
+
+
+def test_a_cursor_no_log_gave_is_refused_by_name(as_deployer, running, client):
+    from tests.helpers import api_error, bearer
+
+    auth = bearer(running.organization.memberships.get(role="deployer"))
+    url = "/api/v1/applications/bge-embed/logs"
+    first = client.get(url, {"lines": 5}, **auth).json()
+    assert first["cursor"].startswith("b")
+    again = client.get(url, {"after": first["cursor"]}, **auth).json()
+    assert again["cursor"]
+    refused = client.get(url, {"after": "t12.x"}, **auth)
+    error = api_error(refused)
+    assert refused.status_code == 400 and error["problems"][0]["path"] == "after", error
+
+
+def test_a_pod_log_is_followed_by_the_kubelets_timestamps(on_cluster, kube):
+    first = replica_logs.follow(on_cluster, POD, 3, None)
+    assert first.lines == ["pod line 498", "pod line 499", "key [redacted] used"]
+    # One write of two identical lines (one timestamp), then another in a later write.
+    kube.append_pod_log(PROD_NAMESPACE, POD, "same\nsame\n")
+    time.sleep(0.001)
+    kube.append_pod_log(PROD_NAMESPACE, POD, "same\n")
+    followed = replica_logs.follow(on_cluster, POD, 1000, first.cursor)
+    assert followed.lines == ["same", "same", "same"]
+    assert replica_logs.follow(on_cluster, POD, 1000, followed.cursor).lines == []
+    # A bound cuts a write's lines in two: the rest come next, once each.
+    kube.append_pod_log(PROD_NAMESPACE, POD, "x\nx\nx\n")
+    part = replica_logs.follow(on_cluster, POD, 2, followed.cursor)
+    rest = replica_logs.follow(on_cluster, POD, 1000, part.cursor)
+    assert part.lines + rest.lines == ["x", "x", "x"]
+    asked = [r for r in kube.requests if r.path.endswith(f"/pods/{POD}/log")]
+    assert asked[-1].query["timestamps"] == "true"

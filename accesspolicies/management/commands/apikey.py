@@ -2,21 +2,20 @@
 
 The same verbs as the Access pages and `/api/v1/keys`; the secret is printed once."""
 
-import json
-
 from django.core.exceptions import PermissionDenied
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.http import Http404
 from servedeck import present
 
 from accesspolicies import audit
 from accesspolicies import keys as key_verbs
 from accesspolicies.api import key_body
-from accesspolicies.cli import acting_membership, add_verb
+from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
 from accesspolicies.problems import Invalid
+from console.api import as_answered
 
 
-class Command(BaseCommand):
+class Command(ServeDeckCommand):
     help = "Manage API keys for the gateway (/v1): create, list, revoke, rotate."
 
     def add_arguments(self, parser):
@@ -62,9 +61,13 @@ class Command(BaseCommand):
         except (Http404, PermissionDenied) as error:
             raise CommandError(str(error), returncode=1) from None
 
+    def _json(self, body) -> None:
+        """The API's answer, printed as the client prints it."""
+        self.stdout.write(present.dump(as_answered(body), "json"))
+
     def _secret(self, key, plain: str, as_json: bool, said: str) -> None:
         if as_json:
-            self.stdout.write(json.dumps({**_described(key), "key": plain}, default=str))
+            self._json(key_body(key, secret=plain))
             return
         self.stdout.write(said)
         self.stdout.write(plain)
@@ -86,11 +89,7 @@ class Command(BaseCommand):
     def do_list(self, membership, as_json, **_):
         found, usage = key_verbs.listing(membership.organization, actor=membership)
         if as_json:
-            rows = [
-                {**_described(k), "requests24h": usage.get(k.pk, key_verbs.Usage()).requests}
-                for k in found
-            ]
-            self.stdout.write(json.dumps(rows, default=str))
+            self._json([key_body(k, usage.get(k.pk)) for k in found])
             return
         rows = present.key_rows(key_body(k, usage.get(k.pk)) for k in found)
         for line in present.table_lines(rows):
@@ -109,17 +108,3 @@ class Command(BaseCommand):
             as_json,
             present.key_rotated_line(name, key.previous_expires_at),
         )
-
-
-def _described(key) -> dict:
-    return {
-        "name": key.name,
-        "prefix": key.masked,
-        "applications": None if key.all_applications else key.applications,
-        "requestsPerMinute": key.requests_per_minute,
-        "tokensPerMinute": key.tokens_per_minute,
-        "concurrentRequests": key.concurrent_requests,
-        "state": key_verbs.state(key),
-        "expiresAt": key.expires_at,
-        "lastUsedAt": key.last_used_at,
-    }

@@ -7,9 +7,10 @@ import secrets
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
+from accesspolicies.cli import ServeDeckCommand
 from accesspolicies.models import Membership, Organization, Role
 from accesspolicies.validators import password_problems, validate_username
 from jobs.backends.local.machine_check import discovered_catalog
@@ -17,7 +18,7 @@ from jobs.catalog import is_default_catalog
 from jobs.models import Cluster, Profile
 
 
-class Command(BaseCommand):
+class Command(ServeDeckCommand):
     help = (
         "Create the first organisation, an admin and a `local` profile, once. The admin's "
         "password comes from SERVEDECK_ADMIN_PASSWORD, or is generated and printed once."

@@ -4,11 +4,12 @@ without the pages. A token acts as its member (`--user`), with their role; print
 import json
 from datetime import timedelta
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
+from servedeck.present import table_lines, when
 
 from accesspolicies import audit, limits
-from accesspolicies.cli import acting_membership, add_verb, table_lines, when
+from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
 from accesspolicies.models import PersonalAccessToken
 from accesspolicies.problems import Invalid, show
 
@@ -16,7 +17,7 @@ MAX_DAYS = 366  # as on the Access page
 NAME_MAX = 100
 
 
-class Command(BaseCommand):
+class Command(ServeDeckCommand):
     help = "Manage personal access tokens for the REST API: create, list, revoke."
 
     def add_arguments(self, parser):

@@ -408,10 +408,16 @@ class KServeClient:
         )
 
     def pod_log(
-        self, pod: str, namespace: str, container: str | None, tail_lines: int, limit_bytes: int
+        self,
+        pod: str,
+        namespace: str,
+        container: str | None,
+        tail_lines: int,
+        limit_bytes: int,
+        timestamps: bool = False,
     ) -> bytes:
         """A pod's last log lines, bounded (the caller picked the pod from replica_pods)."""
-        return self.api.pod_log(pod, namespace, container, tail_lines, limit_bytes)
+        return self.api.pod_log(pod, namespace, container, tail_lines, limit_bytes, timestamps)
 
     def predictor_get(
         self, app: str, namespace: str, path: str, limit_bytes: int, timeout: float

@@ -138,11 +138,20 @@ class KubeApi:
             return _json(response.data)
 
     def pod_log(
-        self, name: str, namespace: str, container: str | None, tail_lines: int, limit_bytes: int
+        self,
+        name: str,
+        namespace: str,
+        container: str | None,
+        tail_lines: int,
+        limit_bytes: int,
+        timestamps: bool = False,
     ) -> bytes:
-        """GET .../pods/<name>/log: the last tail_lines lines, at most limit_bytes of them."""
+        """GET .../pods/<name>/log: the last tail_lines lines, at most limit_bytes of them
+        (each after its RFC3339Nano time with `timestamps`)."""
         call = Call("get", POD, namespace, name)
         options: dict[str, Any] = {"tail_lines": int(tail_lines), "limit_bytes": int(limit_bytes)}
+        if timestamps:
+            options["timestamps"] = True
         if container:
             options["container"] = container
         with translated(call, self.target):

@@ -310,3 +310,132 @@ def tail_lines(path: Path, n: int) -> list[str]:
     if len(lines) < n:
         lines = _last_lines(rotated(path), n - len(lines)) + lines
     return lines
+
+
+# --- following a log: a cursor, so each line is read once ---------------------------------
+#
+# A byte offset into the log, and which rotation it belongs to (the rotated copy's mtime: a
+# rotation rewrites it). cap_log copies the log to <log>.1 byte for byte before emptying it,
+# so an offset taken before a rotation still points into the copy: the rest of the copy, then
+# the new log, is exactly what was written after it. Only complete lines are read; a line
+# still being written waits for its newline.
+
+
+@dataclass(frozen=True)
+class LogCursor:
+    offset: int
+    generation: int
+
+    def __str__(self) -> str:
+        return f"b{self.offset}.{self.generation}"
+
+    @classmethod
+    def parse(cls, text: str) -> LogCursor:
+        """A cursor this module wrote; ValueError for anything else."""
+        offset, _, generation = text.removeprefix("b").partition(".")
+        if not text.startswith("b") or not offset.isdigit() or not generation.isdigit():
+            raise ValueError(text)
+        return cls(int(offset), int(generation))
+
+
+def _generation(path: Path) -> int:
+    try:
+        return rotated(path).stat().st_mtime_ns
+    except FileNotFoundError:
+        return 0
+
+
+def _shown(lines: list[str]) -> list[str]:
+    # A progress bar rewrites its line with \r: keep what a terminal would show.
+    return [line.rsplit("\r", 1)[-1] for line in lines]
+
+
+def _complete_lines(
+    path: Path, offset: int, max_lines: int, max_bytes: int, final: bool
+) -> tuple[list[str], int]:
+    """Whole lines from `offset` (at most max_lines, at most max_bytes), and the bytes they
+    take. `final`: the file grows no more (a rotated copy), so a last line without a newline
+    counts; a line longer than max_bytes is taken in pieces rather than never."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(max_bytes)
+    except FileNotFoundError:
+        return [], 0
+    found: list[bytes] = []
+    used = 0
+    while len(found) < max_lines:
+        newline = data.find(b"\n", used)
+        if newline == -1:
+            rest = data[used:]
+            at_end = final and len(data) < max_bytes
+            if rest and (at_end or (used == 0 and len(data) == max_bytes)):
+                found.append(rest)
+                used = len(data)
+            break
+        found.append(data[used:newline])
+        used = newline + 1
+    return _shown([line.decode(errors="replace") for line in found]), used
+
+
+def tail_with_cursor(path: Path, n: int) -> tuple[list[str], LogCursor]:
+    """The last n lines (across the rotation) and the cursor after the last complete one: a
+    line still being written (a progress bar's) shows here, and again once it is complete."""
+    for _ in range(3):  # a rotation between the reads: read again
+        generation = _generation(path)
+        lines, end = _last_lines_and_end(path, n)
+        if len(lines) < n:
+            lines = _last_lines(rotated(path), n - len(lines)) + lines
+        if _generation(path) == generation:
+            break
+    return lines, LogCursor(end, generation)
+
+
+def _last_lines_and_end(path: Path, n: int) -> tuple[list[str], int]:
+    """The last n lines of the log, as _last_lines reads them, from one read; and the offset
+    just after its last newline within that read."""
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            window = min(size, max(64 * 1024, n * 2048))
+            handle.seek(size - window)
+            data = handle.read(window)
+    except FileNotFoundError:
+        return [], 0
+    newline = data.rfind(b"\n")
+    # No newline in the window: one long line goes on (taken as read), or none is whole yet.
+    end = size - window + newline + 1 if newline >= 0 else (size if window < size else 0)
+    lines = data.decode(errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if window < size and lines:
+        lines = lines[1:]  # the window starts mid-line
+    return _shown(lines[-n:] if n > 0 else []), end
+
+
+def lines_after(
+    path: Path, cursor: LogCursor, max_lines: int, max_bytes: int
+) -> tuple[list[str], LogCursor]:
+    """The complete lines written after `cursor` (the oldest first, at most max_lines and about
+    max_bytes: the cursor returned is after the last of them, so the next call goes on)."""
+    generation = _generation(path)
+    if generation != cursor.generation:
+        # Rotated since: the rest of the copy first (an offset past its end: a second
+        # rotation replaced it, and what it held is gone).
+        copy = rotated(path)
+        size = copy.stat().st_size if copy.exists() else 0
+        start = min(cursor.offset, size)
+        rest, used = _complete_lines(copy, start, max_lines, max_bytes, final=True)
+        if start + used < size:
+            return rest, LogCursor(start + used, cursor.generation)
+        if len(rest) == max_lines:
+            return rest, LogCursor(0, generation)
+        more, used = _complete_lines(path, 0, max_lines - len(rest), max_bytes, final=False)
+        return rest + more, LogCursor(used, generation)
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        size = 0
+    start = cursor.offset if cursor.offset <= size else 0  # emptied without a copy: anew
+    found, used = _complete_lines(path, start, max_lines, max_bytes, final=False)
+    return found, LogCursor(start + used, generation)

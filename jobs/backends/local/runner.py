@@ -298,6 +298,16 @@ class LocalRunner:
         """The last n lines of a replica's log (across its rotation)."""
         return proc.tail_lines(self._log(check_name(app_name), replica), n)
 
+    def follow(
+        self, app_name: str, replica: int, n: int, after: proc.LogCursor | None, max_bytes: int
+    ) -> tuple[list[str], proc.LogCursor]:
+        """A replica's log to follow: the last n complete lines and a cursor after them, or
+        (with `after`) the lines written since that cursor, at most n, and the next cursor."""
+        path = self._log(check_name(app_name), replica)
+        if after is None:
+            return proc.tail_with_cursor(path, n)
+        return proc.lines_after(path, after, n, max_bytes)
+
     def applications(self) -> list[str]:
         """The applications this state_dir holds state for."""
         if not self.state_dir.is_dir():

@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 from django.core.exceptions import PermissionDenied
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.http import Http404
 from servedeck import present
 from servedeck.present import OPERATIONS, dump
 
 from accesspolicies import audit
-from accesspolicies.cli import acting_membership, add_verb
+from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
 from jobs import deploy as verbs
 from jobs.access import get_application
 from jobs.manifest.bounded import MANIFEST_LIMITS
@@ -23,7 +23,7 @@ from jobs.present import described, dry_run_body, history, local_profile_note, s
 from jobs.render import RenderError, to_json, to_yaml
 
 
-class Command(BaseCommand):
+class Command(ServeDeckCommand):
     help = (
         "Manage applications from a manifest: apply, get, list, history, rollback, deploy, delete."
     )
@@ -79,9 +79,10 @@ class Command(BaseCommand):
 
     def _report(self, run) -> None:
         for problem in run.refusals:
-            self.stderr.write(present.problem_line(problem.as_dict()))
+            self.stderr.write(present.terminal_safe(present.problem_line(problem.as_dict())))
         for problem in run.warnings:
-            self.stderr.write(self.style.WARNING(present.problem_line(problem.as_dict())))
+            line = present.terminal_safe(present.problem_line(problem.as_dict()))
+            self.stderr.write(self.style.WARNING(line))
 
     def _read(self, filename: str) -> str | bytes:
         """The file's bytes, at most one more than a manifest may hold (the dry run refuses
@@ -150,16 +151,16 @@ class Command(BaseCommand):
     def do_deploy(self, membership, name, **_):
         application = get_application(membership, name, "deploy")
         revision = verbs.deploy_latest(application, membership)
-        self.stdout.write(f"application/{name} revision {revision.number}: {revision.outcome}")
-        if application.reason:
-            self.stdout.write(f"  {application.reason}")
+        self._lines(
+            present.deployed_lines(name, revision.number, revision.outcome, application.reason)
+        )
 
     def operate(self, verb: str, membership, name: str) -> None:
         observed = getattr(verbs, verb)(get_application(membership, name, "deploy"), membership)
         self._lines(present.operation_lines(verb, name, observed.phase, observed.reason))
 
     def do_logs(self, membership, name, lines, replica, **_):
-        found = verbs.logs(get_application(membership, name, "deploy"), lines, replica)
+        found = verbs.logs(get_application(membership, name, "deploy"), lines, replica).lines
         self._lines(found)
         if not found:
             self.stderr.write(present.no_log_lines(name, replica))
@@ -175,5 +176,7 @@ class Command(BaseCommand):
             self.stderr.write(self.style.WARNING(present.left_on_cluster_line(left)))
 
     def _lines(self, lines) -> None:
+        """Lines to the terminal, made safe as the client makes them (a log line or a reason
+        may hold what a model server or its callers wrote)."""
         for line in lines:
-            self.stdout.write(line)
+            self.stdout.write(present.terminal_safe(line))

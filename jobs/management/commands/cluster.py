@@ -1,8 +1,8 @@
 """`manage.py cluster add|list`: clusters from scripts, through the same form as the page."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from accesspolicies.cli import acting_membership, add_verb
+from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
 from jobs.backends.kubernetes.backend import describe_addons, discover, discovery_warnings
 from jobs.backends.kubernetes.errors import BackendError
 from jobs.forms import ClusterForm
@@ -10,7 +10,7 @@ from jobs.management.commands._setup import save_form, write_table
 from jobs.models import ADDONS, Cluster
 
 
-class Command(BaseCommand):
+class Command(ServeDeckCommand):
     help = "Add or list clusters: how ServeDeck reaches each one."
 
     def add_arguments(self, parser):

@@ -2,15 +2,16 @@
 host, says which of the host's environment variables an organisation's profiles may name as
 `env/<VAR>` Hugging Face token references. No member can; nothing is allowed by default."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
+from accesspolicies.cli import ServeDeckCommand
 from accesspolicies.models import Organization
 from jobs.models import Profile
 from jobs.token_refs import allowed_variables, variable_problem
 
 
-class Command(BaseCommand):
+class Command(ServeDeckCommand):
     help = "Operator settings of an organisation: the host variables its token references may name."
 
     def add_arguments(self, parser):

@@ -1,9 +1,9 @@
 """`manage.py profile add|edit|discover|list`: deployment profiles from scripts, through the
 page's form."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
-from accesspolicies.cli import acting_membership, add_verb
+from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
 from jobs.backends.local.machine_check import discovered_catalog
 from jobs.catalog import default_machine_catalog, describe_catalog
 from jobs.forms import ProfileForm
@@ -11,7 +11,7 @@ from jobs.management.commands._setup import catalog_yaml, save_form, write_table
 from jobs.models import Cluster, Profile
 
 
-class Command(BaseCommand):
+class Command(ServeDeckCommand):
     help = "Add or list profiles: a cluster, a namespace, a machine catalog and defaults."
 
     def add_arguments(self, parser):

@@ -2,13 +2,12 @@
 
 import signal
 
-from django.core.management.base import BaseCommand
-
+from accesspolicies.cli import ServeDeckCommand
 from jobs.live import in_process
 from jobs.reconciler import Reconciler
 
 
-class Command(BaseCommand):
+class Command(ServeDeckCommand):
     help = "Follow every cluster and keep each application's phase, reason and endpoint true."
 
     def add_arguments(self, parser):

@@ -6,16 +6,16 @@ Exit status 0 when it can serve, 1 when it cannot (or the Hub could not be asked
 import json
 
 from django.core.exceptions import PermissionDenied
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.http import Http404
 from servedeck import present
 
-from accesspolicies.cli import acting_membership
+from accesspolicies.cli import ServeDeckCommand, acting_membership
 from jobs.access import ProfileNeeded, profile_or_only
 from jobs.check_inputs import check_for_profile
 
 
-class Command(BaseCommand):
+class Command(ServeDeckCommand):
     help = "Check model: can the platform serve it, which runtime, how much memory, which GPUs."
 
     def add_arguments(self, parser):

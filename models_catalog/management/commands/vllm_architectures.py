@@ -7,8 +7,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from accesspolicies.cli import ServeDeckCommand
 from models_catalog.architectures import (
     DATA_FILE,
     build_version_entry,
@@ -25,7 +26,7 @@ ABOUT = (
 FACTS_DEFAULTS = {"0.13.0": 0.9, "0.33.0": 0.92}
 
 
-class Command(BaseCommand):
+class Command(ServeDeckCommand):
     requires_system_checks: list[str] = []  # reads and writes one data file, nothing else
     help = (
         "Add the installed vLLM's supported architectures to the data file Check model reads. "
