@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import jobs.backends.local.runtimes as rt
+from models_catalog import safetensors_header as headers
 
 MODELS_DIR_SETTING = "SERVEDECK_MODELS_DIR"
 URI_FIELD = "spec.source.model.uri"
@@ -162,29 +163,22 @@ def file_names(folder: Path) -> list[str]:
 
 
 def safetensors_parameters(folder: Path) -> dict[str, int]:
-    """Parameters per dtype from the headers of the folder's .safetensors files."""
-    counts: dict[str, int] = {}
+    """Parameters per dtype from the headers of the folder's .safetensors files; raises
+    FolderRefused (naming the file and the tensor) for a header with values no checkpoint has
+    (safetensors_header), or more header bytes than any model's."""
+    found = headers.Tensors()
     for file in sorted(folder.glob("*.safetensors")):
-        header = _safetensors_header(file)
-        for name, tensor in header.items():
-            if name == "__metadata__" or not isinstance(tensor, dict):
-                continue
-            shape = tensor.get("shape")
-            if not isinstance(shape, list) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
-            ):
-                continue  # not a tensor's shape: a damaged header counts nothing
-            size = 1
-            for dim in shape:
-                size *= dim
-            dtype = str(tensor.get("dtype"))[:20]
-            counts[dtype] = counts.get(dtype, 0) + size
-    return counts
+        try:
+            found.add(_safetensors_header(file, found), file.name)
+        except headers.HeaderRefused as exc:
+            raise FolderRefused(f"{URI_FIELD} file://{folder}: {exc}") from None
+    return found.counts
 
 
-def _safetensors_header(file: Path) -> dict[str, Any]:
+def _safetensors_header(file: Path, found: headers.Tensors) -> Any:
     """The JSON header of a regular .safetensors file; {} when it has none that can be read
-    within MAX_HEADER_BYTES."""
+    within MAX_HEADER_BYTES. Its length counts towards the folder's (`found`) before it is
+    read."""
     try:
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError:
@@ -198,11 +192,13 @@ def _safetensors_header(file: Path) -> dict[str, Any]:
         (length,) = struct.unpack("<Q", head)
         if length > MAX_HEADER_BYTES:
             return {}
+        found.take_header_bytes(length, file.name)
         try:
-            header = json.loads(handle.read(length))
-        except (ValueError, RecursionError):
+            return headers.parse(handle.read(length), file.name)
+        except ValueError as exc:
+            if isinstance(exc, headers.HeaderRefused):
+                raise
             return {}
-    return header if isinstance(header, dict) else {}
 
 
 def folder_task(config: Mapping[str, Any] | None, names: list[str], layout: str | None) -> str:

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
+from models_catalog import safetensors_header as headers
 from models_catalog.hub_cache import AnswerCache
 from models_catalog.sizing import DTYPE_BITS, stored_bytes
 
@@ -355,7 +357,10 @@ def model_info(
                 timeout=_timeout(endpoint),
                 token=token or False,
             )
-        return _model_info(info, revision)
+        try:
+            return _model_info(info, revision)
+        except headers.HeaderRefused as exc:
+            raise BadFile(str(exc).rstrip("."), endpoint=endpoint, repo=repo) from None
 
     return _cached(("info", endpoint, repo, revision, _token_key(token)), fetch)
 
@@ -372,7 +377,13 @@ def _model_info(info: ModelInfo, revision: str | None) -> HubModelInfo:
         tags=tuple(info.tags or ()),
         library=info.library_name,
         siblings=siblings,
-        safetensors=dict(info.safetensors.parameters) if info.safetensors else None,
+        safetensors=(
+            headers.summary_parameters(
+                info.safetensors.parameters, f"the Hub's safetensors summary of {info.id}"
+            )
+            if info.safetensors
+            else None
+        ),
         last_modified=info.last_modified,
     )
 
@@ -513,10 +524,14 @@ def _index_total_size(repo: str, sha: str, token: str | None, endpoint: str) -> 
 
 def _parallel_headers(
     repo: str, info: HubModelInfo, files: Sequence[str], token: str | None, endpoint: str
-) -> list[dict]:
-    def header(name: str) -> dict:
+) -> list[tuple[str, object]]:
+    """(file, header) of each file, read in parallel; the headers' lengths together are held
+    to safetensors_header.MAX_TOTAL_HEADER_BYTES before any is read past its first bytes."""
+    budget, guard = headers.Tensors(), threading.Lock()
+
+    def header(name: str) -> tuple[str, object]:
         url = hf_hub_url(repo, name, revision=info.sha, endpoint=endpoint)
-        return _read_header(url, endpoint, token, name)
+        return name, _read_header(url, endpoint, token, name, budget, guard)
 
     with ThreadPoolExecutor(max_workers=min(HEADER_READERS, len(files))) as pool:
         # Each task runs in a copy of this context, so the time budget reaches the threads.
@@ -540,7 +555,7 @@ def _sample_headers(
     first, middle = _parallel_headers(
         repo, info, [files[0], files[len(files) // 2]], token, endpoint
     )
-    first_bytes, middle_bytes = _bytes_by_dtype([first]), _bytes_by_dtype([middle])
+    first_bytes, middle_bytes = _bytes_by_dtype(first, endpoint), _bytes_by_dtype(middle, endpoint)
     rest, middle_total = total_size - sum(first_bytes.values()), sum(middle_bytes.values())
     if rest < 0 or not middle_total:
         raise BadFile(
@@ -557,44 +572,49 @@ def _sample_headers(
     return SafetensorsSummary(counts, total_size, info.size_of(files), tuple(files), "index")
 
 
-def _bytes_by_dtype(headers: list[dict]) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for parsed in headers:
-        for name, entry in parsed.items():
-            if name != "__metadata__":
-                start, end = entry["data_offsets"]
-                found[entry["dtype"]] = found.get(entry["dtype"], 0) + end - start
-    return found
+def _bytes_by_dtype(read: tuple[str, object], endpoint: str) -> dict[str, int]:
+    """Tensor bytes per dtype of one file's header."""
+    return _counted([read], endpoint).bytes_by_dtype
+
+
+def _counted(read: list[tuple[str, object]], endpoint: str) -> headers.Tensors:
+    """The headers counted (safetensors_header: the one reading, bounded in values); a header
+    with values no checkpoint has is a BadFile naming the file and the tensor."""
+    try:
+        return headers.count(read)
+    except headers.HeaderRefused as exc:
+        raise BadFile(str(exc).rstrip("."), endpoint=endpoint) from None
 
 
 def _read_headers(
     repo: str, info: HubModelInfo, files: list[str], token: str | None, endpoint: str
 ) -> SafetensorsSummary:
-    headers = _parallel_headers(repo, info, files, token, endpoint)
-    counts: dict[str, int] = {}
-    tensor_bytes = tensors = 0
-    for parsed in headers:
-        for name, entry in parsed.items():
-            if name == "__metadata__":
-                continue
-            count = 1
-            for dim in entry["shape"]:
-                count *= dim
-            counts[entry["dtype"]] = counts.get(entry["dtype"], 0) + count
-            start, end = entry["data_offsets"]
-            tensor_bytes += end - start
-            tensors += 1
+    found = _counted(_parallel_headers(repo, info, files, token, endpoint), endpoint)
+    if not found.tensors:
+        raise BadFile(f"the safetensors headers of {repo} name no tensor", endpoint=endpoint)
     return SafetensorsSummary(
-        counts, tensor_bytes, info.size_of(files), tuple(files), "headers", tensors
-    )
+        found.counts, found.tensor_bytes, info.size_of(files), tuple(files), "headers",
+        found.tensors,
+    )  # fmt: skip
 
 
-def _read_header(url: str, endpoint: str, token: str | None, name: str) -> dict:
+def _read_header(
+    url: str,
+    endpoint: str,
+    token: str | None,
+    name: str,
+    budget: headers.Tensors,
+    guard: threading.Lock,
+) -> object:
     (length,) = struct.unpack("<Q", _read_bounded(url, endpoint, token, 0, 7))
     if not 0 < length <= MAX_HEADER_BYTES:
         raise BadFile(f"{name} does not start with a safetensors header", endpoint=endpoint)
     try:
-        return json.loads(_read_bounded(url, endpoint, token, 8, 8 + length - 1))
+        with guard:  # each header's length counts towards the model's before it is read
+            budget.take_header_bytes(length, name)
+        return headers.parse(_read_bounded(url, endpoint, token, 8, 8 + length - 1), name)
+    except headers.HeaderRefused as exc:
+        raise BadFile(str(exc).rstrip("."), endpoint=endpoint) from None
     except ValueError as exc:
         raise BadFile(f"{name} has an unreadable safetensors header", endpoint=endpoint) from exc
 
