@@ -536,7 +536,8 @@ class LocalRunner:
                 "CUDA_VISIBLE_DEVICES": "",
             }
         else:
-            command = local_command(state.manifest, port, self.template)
+            # The folder as resolved and checked just now (model_source), not the typed path.
+            command = local_command(state.manifest, port, self.template, model=source[1])
             command[0] = which(command[0]) or command[0]
             # On the CPU no GPU is visible, so a replica never takes one another app was given.
             extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
