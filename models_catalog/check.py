@@ -510,7 +510,8 @@ def _size(
 ) -> CheckResult:
     task, encoder_config = found.task, None
     modules = request.read("modules.json", info.sha)
-    if isinstance(modules, list) and any("Pooling" in str(m.get("type")) for m in modules):
+    pooling = [m for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
+    if any("Pooling" in str(m.get("type")) for m in pooling):
         # A Sentence-Transformers pooling config makes it a pooling model.
         task = "embed" if task == "generate" else task
         encoder = request.read("sentence_bert_config.json", info.sha)

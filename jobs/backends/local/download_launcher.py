@@ -20,8 +20,10 @@ import threading
 from pathlib import Path
 
 try:
+    from . import model_files
     from . import runtimes as rt
 except ImportError:  # run by path: this file's folder is first on sys.path
+    import model_files  # type: ignore[no-redef]
     import runtimes as rt  # type: ignore[no-redef]
 
 SAY = "servedeck download: "
@@ -29,6 +31,7 @@ NEXT_STEP = "servedeck next step: "  # the replica's next step when it fails (st
 PROGRESS_SECONDS = 5.0
 # Exit codes (sysexits.h): the log's last lines say why in words.
 EXIT_UNREACHABLE, EXIT_DENIED, EXIT_MISSING, EXIT_DISK, EXIT_BAD_PLAN = 75, 77, 66, 73, 65
+EXIT_REFUSED = 78  # the snapshot's files name classes the runtime must not be given
 
 
 def say(line: str) -> None:
@@ -60,9 +63,9 @@ def inside(path: Path, root: Path) -> bool:
     return resolved == top or top in resolved.parents
 
 
-def read_plan(path: str) -> tuple[str, str, Path, list[tuple[str, int]]]:
-    """(repo, commit, downloads folder, files) of the plan; raises ValueError when any is not
-    what it must be."""
+def read_plan(path: str) -> tuple[str, str, Path, list[tuple[str, int]], str | None]:
+    """(repo, commit, downloads folder, files, runtime) of the plan; raises ValueError when
+    any is not what it must be. The runtime is None in a plan written before it named one."""
     plan = json.loads(Path(path).read_text())
     repo = rt.checked_repo(plan["repo"])
     downloads = Path(plan["downloads_dir"])
@@ -74,7 +77,17 @@ def read_plan(path: str) -> tuple[str, str, Path, list[tuple[str, int]]]:
         n for n, _ in files
     ):
         raise ValueError("the plan's files are not the layout's")
-    return repo, plan["commit"], downloads, files
+    runtime = plan.get("runtime")
+    return repo, plan["commit"], downloads, files, None if runtime is None else str(runtime)
+
+
+def files_refusal(repo: str, commit: str, downloads: Path, runtime: str | None) -> str | None:
+    """Why the complete snapshot may not be given to infinity (model_files: the classes its
+    files name), read from disk right before the runtime starts; a plan that names no
+    runtime is checked as infinity's."""
+    if runtime not in (None, rt.INFINITY.name):
+        return None
+    return model_files.folder_refusal(rt.snapshot_folder(downloads, repo, commit), f"hf://{repo}")
 
 
 def download(repo: str, commit: str, downloads: Path, files: list[tuple[str, int]]) -> int:
@@ -195,12 +208,15 @@ def main(argv: list[str]) -> int:
         print(f"usage: {argv[0]} <plan.json> -- <runtime argv...>", file=sys.stderr)
         return EXIT_BAD_PLAN
     try:
-        repo, commit, downloads, files = read_plan(argv[1])
+        repo, commit, downloads, files, runtime = read_plan(argv[1])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return fail(f"the download plan cannot be used ({exc})", "Deploy again.", EXIT_BAD_PLAN)
     code = download(repo, commit, downloads, files)
     if code:
         return code
+    refusal = files_refusal(repo, commit, downloads, runtime)
+    if refusal is not None:
+        return fail(refusal, "Deploy another model, or a commit of it without them.", EXIT_REFUSED)
     runtime = argv[3:]
     dropped = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_DISABLE_PROGRESS_BARS")
     env = {k: v for k, v in os.environ.items() if k not in dropped}

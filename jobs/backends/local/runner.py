@@ -32,7 +32,7 @@ import httpx
 from jobs.manifest.problems import Problem
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
-from . import download_launcher, serving_plan
+from . import download_launcher, model_files, serving_plan
 from . import processes as proc
 from . import runtimes as rt
 from .command import (
@@ -87,6 +87,7 @@ __all__ = [
 STATE_FILE = "state.json"
 FAILED_LOG_LINES = 20
 MARKER = "---- servedeck: "  # starts the line written before each server start
+NOT_STARTED = "servedeck: not started: "  # why a replica was refused where it starts
 APP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 SPAWN_FAILED_EXIT_CODE = 127  # what a shell reports for a command it cannot run
 WARM_UP_SECONDS = 5.0  # a warm-up request waits this long for the model to load
@@ -516,6 +517,14 @@ class LocalRunner:
                     model = str(self._snapshot(state, source))
                 except ValueError as exc:
                     return self._not_started(state, index, port, gpus, str(exc))
+            elif state.runtime == rt.INFINITY.name:
+                # The files on disk are what infinity reads: the classes they name are checked
+                # here, at every start (a downloaded snapshot: by the launcher, once it is
+                # complete). The folder is the operator's; the check names the file and value.
+                why = model_files.folder_refusal(Path(model), f"file://{model}")
+                if why is not None:
+                    step = "Correct the folder's files, or deploy another model; then Restart."
+                    return self._not_started(state, index, port, gpus, why, step)
             launch = self._cpu_launch(state, port, model)
             command, cwd = launch.argv, launch.cwd
             # How this runtime is probed and named: the launch decides, the state keeps it.
@@ -573,10 +582,17 @@ class LocalRunner:
         )
 
     def _not_started(
-        self, state: AppState, index: int, port: int, gpus: str | None, why: str | None = None
+        self,
+        state: AppState,
+        index: int,
+        port: int,
+        gpus: str | None,
+        why: str | None = None,
+        next_step: str | None = None,
     ) -> Replica:
-        """A replica whose model folder is refused now: never spawned, failed, with why in its
-        log (the models folder is the operator's; nothing from the manifest is written)."""
+        """A replica whose model folder is refused now: never spawned, failed, with why (and
+        the next step, which its status shows) in its log (the models folder is the
+        operator's; nothing from the manifest is written)."""
         log_path = self._log(state.name, index)
         proc.private_dir(log_path.parent)
         started_at = now_iso()
@@ -587,10 +603,13 @@ class LocalRunner:
             "application with a folder that is; Check model on the uri says what is wrong"
         )
         with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
+            # The status quotes the lines after the marker: why, and the next step.
             log.write(
                 f"{MARKER}replica {index} of {state.name}, revision {state.revision}, "
-                f"not started {started_at}: {why}.\n"
+                f"not started {started_at}.\n{NOT_STARTED}{why.rstrip('.')}.\n"
             )
+            if next_step is not None:
+                log.write(f"{download_launcher.NEXT_STEP}{next_step}\n")
         return Replica(
             index, port, None, None, started_at, [], gpus,
             exit_code=SPAWN_FAILED_EXIT_CODE, exited_at=now_iso(),
@@ -613,6 +632,7 @@ class LocalRunner:
         """The download launcher's plan, in the application's private state folder."""
         planned = dict(state.download or {})
         planned["downloads_dir"] = str(rt.configured_downloads_dir().absolute())
+        planned["runtime"] = state.runtime  # infinity's snapshot is checked (model_files)
         path = proc.private_dir(self._dir(state.name)) / DOWNLOAD_PLAN
         temporary = path.with_name(f".{DOWNLOAD_PLAN}.tmp")
         with open(temporary, "w", opener=proc.private_opener) as handle:

@@ -120,6 +120,9 @@ class ModelFacts:
     parameters: int | None = None
     experts: int | None = None  # routed experts per MoE layer; None or 1 for a dense model
     wants_gpu: bool = False  # resources.accelerator is set
+    # Why infinity may not be given the model's files (model_files.refusal): classes they name
+    # that its loader would import and run. None when they name none but the accepted ones.
+    files_refusal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -364,6 +367,8 @@ def choose_runtime(
     )
     if runtime is None:
         return _no_cpu_runtime(facts, elsewhere)
+    if runtime is INFINITY and facts.files_refusal is not None:
+        return Refusal(facts.files_refusal)  # installing anything would not change it
     if runtime.name not in installed:
         command = install_command(runtime.name, runtimes_dir)
         return Refusal(
