@@ -297,3 +297,12 @@ def test_a_snapshot_is_checked_on_disk_before_the_launcher_becomes_infinity(embe
         assert [line for line in log if line.startswith("SEEN ")] == started
     finally:
         runner.shutdown()
+
+
+def test_check_model_answers_a_modules_list_of_anything_but_modules(cpu_machine):
+    runtimes, models = cpu_machine
+    install_fake(runtimes, "infinity")
+    folder = embed_folder(models / "embed", {"modules.json": [1, "x"]})
+    result = check_model(f"file://{folder}", catalog=CATALOG)  # was an AttributeError, a 500
+    assert not result.can_serve
+    assert result.verdict.startswith(f"modules.json of file://{folder}, module 0 is 1; ")
