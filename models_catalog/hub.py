@@ -38,6 +38,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
+import jobs.backends.local.runtimes as rt
 from models_catalog import safetensors_header as headers
 from models_catalog.hub_cache import AnswerCache
 from models_catalog.sizing import DTYPE_BITS, stored_bytes
@@ -419,28 +420,15 @@ def read_json(
 
 # ---- safetensors ----
 
-_SHARD = re.compile(r"^model-(\d+)-of-(\d+)\.safetensors$")
 _BIN = re.compile(r"pytorch_model(-\d+-of-\d+)?\.bin")
 INDEX_FILE = "model.safetensors.index.json"
 
 
 def safetensors_files(names: Sequence[str]) -> list[str] | None:
-    """The safetensors files the checkpoint loads from, from the repo's file names alone:
-    model.safetensors, a complete set of model-XXXXX-of-NNNNN shards, or other top-level
-    .safetensors files. None when only the index can tell; [] when there are none."""
-    top = [name for name in names if "/" not in name and name.endswith(".safetensors")]
-    if "model.safetensors" in top:
-        return ["model.safetensors"]
-    shard_sets: dict[int, dict[int, str]] = {}
-    for name in top:
-        if match := _SHARD.match(name):
-            shard_sets.setdefault(int(match.group(2)), {})[int(match.group(1))] = name
-    for total, shards in shard_sets.items():
-        if set(shards) in (set(range(1, total + 1)), set(range(0, total + 1))):
-            return [shards[i] for i in sorted(shards)]
-    if INDEX_FILE in names:
-        return None
-    return sorted(top)
+    """The safetensors files the checkpoint loads from, from the repo's file names alone
+    (runtimes.checkpoint_safetensors: the local backend downloads the same). None when only
+    the index can tell; [] when there are none."""
+    return rt.checkpoint_safetensors(names)
 
 
 def safetensors_summary(
@@ -471,7 +459,7 @@ def safetensors_summary(
         with _hub_call(endpoint, repo, token, revision):
             files, total_size = safetensors_files(info.file_names), None
             if files is None:
-                files, total_size = _files_from_index(repo, info.sha, token, endpoint)
+                files, total_size = index_files(repo, info.sha, token, endpoint)
             if not files:
                 return None
             if use_hub_summary and info.safetensors:
@@ -489,14 +477,16 @@ def safetensors_summary(
     return _cached(key, compute)
 
 
-def _files_from_index(
+def index_files(
     repo: str, sha: str, token: str | None, endpoint: str
 ) -> tuple[list[str], int | None]:
     """The files the index's weight_map names, and its metadata's total_size (or None)."""
     index = read_json(repo, INDEX_FILE, sha, token, endpoint=endpoint) or {}
     metadata = index.get("metadata") if isinstance(index, dict) else None
     total = metadata.get("total_size") if isinstance(metadata, dict) else None
-    files = sorted(set((index.get("weight_map") or {}).values()))
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    named = weight_map.values() if isinstance(weight_map, dict) else ()
+    files = sorted({name for name in named if isinstance(name, str)})
     return files, _positive_int(total)
 
 

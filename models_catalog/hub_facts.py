@@ -42,10 +42,13 @@ def repo_facts(
         config = hub.read_json(repo, "config.json", commit or None, token, endpoint=endpoint)
         names = info.file_names
         files_refusal = _files_refusal(repo, commit, token, endpoint, names)
+        index_files = None
+        if rt.checkpoint_safetensors(names) is None:  # the index names the weights
+            index_files, _ = hub.index_files(repo, commit, token, endpoint)
     parameters = sum(info.safetensors.values()) if info.safetensors else None
     facts = folders.model_facts(names, config, parameters, wants_gpu, files_refusal)
     sizes = {file.name: file.size or 0 for file in info.siblings}
-    wanted = rt.files_to_download(names, facts.layout)
+    wanted = rt.files_to_download(names, facts.layout, index_files)
     return RepoFacts(repo, commit, facts, tuple((name, sizes[name]) for name in wanted))
 
 

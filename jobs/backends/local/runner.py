@@ -33,6 +33,7 @@ from jobs.manifest.problems import Problem
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
 from . import download_launcher, model_files, serving_plan
+from . import download_space as space
 from . import processes as proc
 from . import runtimes as rt
 from .command import (
@@ -47,7 +48,15 @@ from .command import (
     split_template,
 )
 from .gpu_ledger import GpuBook, GpuLedger, Holding, parse_gpus
-from .machine_check import VLLM_MISSING, capacity_refusals, check, list_gpus, which
+from .machine_check import (
+    VLLM_MISSING,
+    capacity_refusals,
+    check,
+    downloads_reserve,
+    list_gpus,
+    machine,
+    which,
+)
 from .state import (
     DOWNLOADING,
     FAILED,
@@ -132,6 +141,17 @@ def check_name(name: str) -> str:
     return name
 
 
+def _planned_download(path: Path) -> dict[str, Any] | None:
+    """The download an application's state file names (None: none, or unreadable)."""
+    try:
+        planned = json.loads(path.read_text()).get("download")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(planned, dict) and {"repo", "commit"} <= planned.keys():
+        return planned
+    return None
+
+
 def _require_capacity(manifest: Mapping[str, Any]) -> None:
     """A state written before the capacity rule (or by hand) cannot start more model servers
     than this machine holds."""
@@ -211,7 +231,11 @@ class LocalRunner:
                     gpus = self._plan_gpus(app_name, manifest, book)
                     if state is not None:
                         self._terminate(state.replicas)
+                    old = state.download if state is not None else None
                     state = self._replaced(app_name, manifest, revision, state, chosen)
+                    # Recorded before its replicas download into it; the old one goes when
+                    # no application uses it any more.
+                    self._refer(app_name, state.download, old)
                     if state.stopped is None:
                         self._start_replicas(state, range(replica_count(manifest)), gpus)
                     self._record_gpus(book, state)
@@ -269,6 +293,7 @@ class LocalRunner:
             with self.gpu_ledger.held() as book:  # an unreadable state may still hold GPUs
                 self._record_gpus(book, None, app_name)
             shutil.rmtree(self._dir(app_name), ignore_errors=True)
+            self._refer(app_name, None, state.download if state is not None else None)
 
     def observe(self, app_name: str) -> LocalStatus:
         """The application's phase, reason, next step and endpoint, from its processes and a
@@ -628,11 +653,40 @@ class LocalRunner:
             raise ValueError("spec.source.model.uri is pinned to another commit; deploy again")
         return rt.snapshot_folder(rt.configured_downloads_dir(), repo, commit)
 
+    def _refer(
+        self, name: str, download: Mapping[str, Any] | None, old: Mapping[str, Any] | None
+    ) -> None:
+        """Records in the downloads folder the snapshot the application now uses (None: none),
+        and deletes the one it used before (`old`) when no application of this console uses
+        it any more: the folder is shared by every organisation, so another's reference or
+        state keeps it."""
+
+        def snapshot(planned: Mapping[str, Any] | None) -> tuple[str, str] | None:
+            return (str(planned["repo"]), str(planned["commit"])) if planned else None
+
+        owner = str(self._dir(name).absolute())
+        in_states = {
+            found
+            for path in self.state_dir.parent.glob(f"*/*/{STATE_FILE}")
+            if path.parent.absolute() != Path(owner)
+            and (found := snapshot(_planned_download(path))) is not None
+        }
+        # A downloads folder that cannot be written loses only this record (the states above
+        # keep a snapshot in use either way); the download itself then says why it failed.
+        with contextlib.suppress(OSError):
+            space.refer(
+                rt.configured_downloads_dir(), owner, snapshot(download), snapshot(old), in_states
+            )
+
     def _write_plan(self, state: AppState) -> str:
         """The download launcher's plan, in the application's private state folder."""
         planned = dict(state.download or {})
         planned["downloads_dir"] = str(rt.configured_downloads_dir().absolute())
         planned["runtime"] = state.runtime  # infinity's snapshot is checked (model_files)
+        # The disk the downloads folder keeps free, and the most one download may take: the
+        # weights a CPU runtime holds in this machine's memory (machine_check decides both).
+        planned["reserve"] = downloads_reserve(rt.configured_downloads_dir())
+        planned["max_bytes"] = machine().memory
         path = proc.private_dir(self._dir(state.name)) / DOWNLOAD_PLAN
         temporary = path.with_name(f".{DOWNLOAD_PLAN}.tmp")
         with open(temporary, "w", opener=proc.private_opener) as handle:
