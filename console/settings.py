@@ -268,6 +268,11 @@ SERVEDECK_MODELS_DIR = Path(env_str("SERVEDECK_MODELS_DIR", str(VAR_DIR / "model
 # hf:// models served by a CPU runtime are downloaded here first (one folder for the console,
 # the Hugging Face cache layout, each snapshot at its commit).
 SERVEDECK_DOWNLOADS_DIR = Path(env_str("SERVEDECK_DOWNLOADS_DIR", str(VAR_DIR / "downloads")))
+# The free disk the downloads folder keeps (bytes, with Ki/Mi/Gi/Ti, or a percentage of its
+# file system); empty: the larger of 5 GiB and 10%. A download that would eat into it is
+# refused. A bad value stops the start (jobs' AppConfig checks it with the local backend's
+# own reading).
+SERVEDECK_DOWNLOADS_RESERVE = env_str("SERVEDECK_DOWNLOADS_RESERVE").strip()
 # A cluster's kubeconfig is one regular file an operator put in this folder (checked when the
 # cluster is saved and again when its client is made: never a path list, `~` or a file
 # elsewhere on the host). The console's own service account (in-cluster) is for the

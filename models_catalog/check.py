@@ -197,7 +197,10 @@ def check_model(
         request = _folder_request(parsed, catalog, vllm_version, context_tokens, util)
         if isinstance(request, str):
             return refuse(base, f"uri: {request}", "Give a folder under the models folder.")
-        return _check_folder(base, request, here_too)
+        try:
+            return _check_folder(base, request, here_too)
+        except model_folder.FolderRefused as exc:  # a file of the folder no runtime is given
+            return refuse(base, str(exc), "Fix or replace that file of the folder.")
     if parsed.scheme != "hf" or format not in (None, "vLLM"):
         return _check_by_format(base, parsed, format, catalog)
     endpoint = hub.endpoint_now(hf_endpoint)
@@ -507,7 +510,8 @@ def _size(
 ) -> CheckResult:
     task, encoder_config = found.task, None
     modules = request.read("modules.json", info.sha)
-    if isinstance(modules, list) and any("Pooling" in str(m.get("type")) for m in modules):
+    pooling = [m for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
+    if any("Pooling" in str(m.get("type")) for m in pooling):
         # A Sentence-Transformers pooling config makes it a pooling model.
         task = "embed" if task == "generate" else task
         encoder = request.read("sentence_bert_config.json", info.sha)

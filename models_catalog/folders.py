@@ -25,7 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import jobs.backends.local.model_files as model_files
 import jobs.backends.local.runtimes as rt
+from models_catalog import safetensors_header as headers
 
 MODELS_DIR_SETTING = "SERVEDECK_MODELS_DIR"
 URI_FIELD = "spec.source.model.uri"
@@ -33,7 +35,7 @@ URI_FIELD = "spec.source.model.uri"
 # of sharded checkpoints stay well under a MiB per file.
 MAX_HEADER_BYTES = 16 * 2**20
 # A config.json or modules.json above this is not a config: it is not read into memory.
-MAX_JSON_BYTES = 4 * 2**20
+MAX_JSON_BYTES = model_files.MAX_JSON_BYTES
 # A model folder holds tens of files; one with more is not a model's (and is not walked).
 MAX_FOLDER_ENTRIES = 10_000
 
@@ -122,25 +124,10 @@ def _entries(folder: Path) -> list[Path] | None:
     return found
 
 
-def _read_regular(path: Path, limit: int) -> bytes | None:
-    """Up to `limit` bytes of a regular file, or None: a FIFO, device or socket is never read
-    (opened without blocking, then refused), nor a file larger than `limit`."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        data = handle.read(limit + 1)
-    return data if len(data) <= limit else None
-
-
 def read_json(path: Path) -> Any:
     """A JSON file of the folder, or None when it is missing, unreadable, not a regular file
     or larger than MAX_JSON_BYTES."""
-    data = _read_regular(path, MAX_JSON_BYTES)
+    data = model_files.read_regular(path, MAX_JSON_BYTES)
     if data is None:
         return None
     try:
@@ -162,29 +149,22 @@ def file_names(folder: Path) -> list[str]:
 
 
 def safetensors_parameters(folder: Path) -> dict[str, int]:
-    """Parameters per dtype from the headers of the folder's .safetensors files."""
-    counts: dict[str, int] = {}
+    """Parameters per dtype from the headers of the folder's .safetensors files; raises
+    FolderRefused (naming the file and the tensor) for a header with values no checkpoint has
+    (safetensors_header), or more header bytes than any model's."""
+    found = headers.Tensors()
     for file in sorted(folder.glob("*.safetensors")):
-        header = _safetensors_header(file)
-        for name, tensor in header.items():
-            if name == "__metadata__" or not isinstance(tensor, dict):
-                continue
-            shape = tensor.get("shape")
-            if not isinstance(shape, list) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
-            ):
-                continue  # not a tensor's shape: a damaged header counts nothing
-            size = 1
-            for dim in shape:
-                size *= dim
-            dtype = str(tensor.get("dtype"))[:20]
-            counts[dtype] = counts.get(dtype, 0) + size
-    return counts
+        try:
+            found.add(_safetensors_header(file, found), file.name)
+        except headers.HeaderRefused as exc:
+            raise FolderRefused(f"{URI_FIELD} file://{folder}: {exc}") from None
+    return found.counts
 
 
-def _safetensors_header(file: Path) -> dict[str, Any]:
+def _safetensors_header(file: Path, found: headers.Tensors) -> Any:
     """The JSON header of a regular .safetensors file; {} when it has none that can be read
-    within MAX_HEADER_BYTES."""
+    within MAX_HEADER_BYTES. Its length counts towards the folder's (`found`) before it is
+    read."""
     try:
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except OSError:
@@ -198,11 +178,13 @@ def _safetensors_header(file: Path) -> dict[str, Any]:
         (length,) = struct.unpack("<Q", head)
         if length > MAX_HEADER_BYTES:
             return {}
+        found.take_header_bytes(length, file.name)
         try:
-            header = json.loads(handle.read(length))
-        except (ValueError, RecursionError):
+            return headers.parse(handle.read(length), file.name)
+        except ValueError as exc:
+            if isinstance(exc, headers.HeaderRefused):
+                raise
             return {}
-    return header if isinstance(header, dict) else {}
 
 
 def folder_task(config: Mapping[str, Any] | None, names: list[str], layout: str | None) -> str:
@@ -223,17 +205,24 @@ def folder_task(config: Mapping[str, Any] | None, names: list[str], layout: str 
 
 
 def folder_facts(folder: Path, wants_gpu: bool = False) -> rt.ModelFacts:
-    """What the runtime choice needs to know about a model folder."""
+    """What the runtime choice needs to know about a model folder (FolderRefused for a
+    safetensors header no checkpoint has)."""
     config = read_json(folder / "config.json")
     parameters = sum(safetensors_parameters(folder).values()) or None
-    return model_facts(file_names(folder), config, parameters, wants_gpu)
+    files_refusal = model_files.folder_refusal(folder, f"file://{folder}")
+    return model_facts(file_names(folder), config, parameters, wants_gpu, files_refusal)
 
 
 def model_facts(
-    names: list[str], config: Any, parameters: int | None, wants_gpu: bool = False
+    names: list[str],
+    config: Any,
+    parameters: int | None,
+    wants_gpu: bool = False,
+    files_refusal: str | None = None,
 ) -> rt.ModelFacts:
     """What the runtime choice needs, from a folder's or a Hub repository's file names, its
-    config.json (None when it has none) and its parameter count: the one reading of both."""
+    config.json (None when it has none), its parameter count and model_files' refusal of the
+    classes its files name: the one reading of both."""
     layout = rt.weights_layout(names) or "unknown"
     config = config if isinstance(config, dict) else None
     archs = (config or {}).get("architectures") or []
@@ -250,4 +239,5 @@ def model_facts(
         parameters=parameters,
         experts=experts,
         wants_gpu=wants_gpu,
+        files_refusal=files_refusal,
     )

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,8 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
+import jobs.backends.local.runtimes as rt
+from models_catalog import safetensors_header as headers
 from models_catalog.hub_cache import AnswerCache
 from models_catalog.sizing import DTYPE_BITS, stored_bytes
 
@@ -355,7 +358,10 @@ def model_info(
                 timeout=_timeout(endpoint),
                 token=token or False,
             )
-        return _model_info(info, revision)
+        try:
+            return _model_info(info, revision)
+        except headers.HeaderRefused as exc:
+            raise BadFile(str(exc).rstrip("."), endpoint=endpoint, repo=repo) from None
 
     return _cached(("info", endpoint, repo, revision, _token_key(token)), fetch)
 
@@ -372,7 +378,13 @@ def _model_info(info: ModelInfo, revision: str | None) -> HubModelInfo:
         tags=tuple(info.tags or ()),
         library=info.library_name,
         siblings=siblings,
-        safetensors=dict(info.safetensors.parameters) if info.safetensors else None,
+        safetensors=(
+            headers.summary_parameters(
+                info.safetensors.parameters, f"the Hub's safetensors summary of {info.id}"
+            )
+            if info.safetensors
+            else None
+        ),
         last_modified=info.last_modified,
     )
 
@@ -408,28 +420,15 @@ def read_json(
 
 # ---- safetensors ----
 
-_SHARD = re.compile(r"^model-(\d+)-of-(\d+)\.safetensors$")
 _BIN = re.compile(r"pytorch_model(-\d+-of-\d+)?\.bin")
 INDEX_FILE = "model.safetensors.index.json"
 
 
 def safetensors_files(names: Sequence[str]) -> list[str] | None:
-    """The safetensors files the checkpoint loads from, from the repo's file names alone:
-    model.safetensors, a complete set of model-XXXXX-of-NNNNN shards, or other top-level
-    .safetensors files. None when only the index can tell; [] when there are none."""
-    top = [name for name in names if "/" not in name and name.endswith(".safetensors")]
-    if "model.safetensors" in top:
-        return ["model.safetensors"]
-    shard_sets: dict[int, dict[int, str]] = {}
-    for name in top:
-        if match := _SHARD.match(name):
-            shard_sets.setdefault(int(match.group(2)), {})[int(match.group(1))] = name
-    for total, shards in shard_sets.items():
-        if set(shards) in (set(range(1, total + 1)), set(range(0, total + 1))):
-            return [shards[i] for i in sorted(shards)]
-    if INDEX_FILE in names:
-        return None
-    return sorted(top)
+    """The safetensors files the checkpoint loads from, from the repo's file names alone
+    (runtimes.checkpoint_safetensors: the local backend downloads the same). None when only
+    the index can tell; [] when there are none."""
+    return rt.checkpoint_safetensors(names)
 
 
 def safetensors_summary(
@@ -460,7 +459,7 @@ def safetensors_summary(
         with _hub_call(endpoint, repo, token, revision):
             files, total_size = safetensors_files(info.file_names), None
             if files is None:
-                files, total_size = _files_from_index(repo, info.sha, token, endpoint)
+                files, total_size = index_files(repo, info.sha, token, endpoint)
             if not files:
                 return None
             if use_hub_summary and info.safetensors:
@@ -478,14 +477,16 @@ def safetensors_summary(
     return _cached(key, compute)
 
 
-def _files_from_index(
+def index_files(
     repo: str, sha: str, token: str | None, endpoint: str
 ) -> tuple[list[str], int | None]:
     """The files the index's weight_map names, and its metadata's total_size (or None)."""
     index = read_json(repo, INDEX_FILE, sha, token, endpoint=endpoint) or {}
     metadata = index.get("metadata") if isinstance(index, dict) else None
     total = metadata.get("total_size") if isinstance(metadata, dict) else None
-    files = sorted(set((index.get("weight_map") or {}).values()))
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    named = weight_map.values() if isinstance(weight_map, dict) else ()
+    files = sorted({name for name in named if isinstance(name, str)})
     return files, _positive_int(total)
 
 
@@ -513,10 +514,14 @@ def _index_total_size(repo: str, sha: str, token: str | None, endpoint: str) -> 
 
 def _parallel_headers(
     repo: str, info: HubModelInfo, files: Sequence[str], token: str | None, endpoint: str
-) -> list[dict]:
-    def header(name: str) -> dict:
+) -> list[tuple[str, object]]:
+    """(file, header) of each file, read in parallel; the headers' lengths together are held
+    to safetensors_header.MAX_TOTAL_HEADER_BYTES before any is read past its first bytes."""
+    budget, guard = headers.Tensors(), threading.Lock()
+
+    def header(name: str) -> tuple[str, object]:
         url = hf_hub_url(repo, name, revision=info.sha, endpoint=endpoint)
-        return _read_header(url, endpoint, token, name)
+        return name, _read_header(url, endpoint, token, name, budget, guard)
 
     with ThreadPoolExecutor(max_workers=min(HEADER_READERS, len(files))) as pool:
         # Each task runs in a copy of this context, so the time budget reaches the threads.
@@ -540,7 +545,7 @@ def _sample_headers(
     first, middle = _parallel_headers(
         repo, info, [files[0], files[len(files) // 2]], token, endpoint
     )
-    first_bytes, middle_bytes = _bytes_by_dtype([first]), _bytes_by_dtype([middle])
+    first_bytes, middle_bytes = _bytes_by_dtype(first, endpoint), _bytes_by_dtype(middle, endpoint)
     rest, middle_total = total_size - sum(first_bytes.values()), sum(middle_bytes.values())
     if rest < 0 or not middle_total:
         raise BadFile(
@@ -557,44 +562,49 @@ def _sample_headers(
     return SafetensorsSummary(counts, total_size, info.size_of(files), tuple(files), "index")
 
 
-def _bytes_by_dtype(headers: list[dict]) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for parsed in headers:
-        for name, entry in parsed.items():
-            if name != "__metadata__":
-                start, end = entry["data_offsets"]
-                found[entry["dtype"]] = found.get(entry["dtype"], 0) + end - start
-    return found
+def _bytes_by_dtype(read: tuple[str, object], endpoint: str) -> dict[str, int]:
+    """Tensor bytes per dtype of one file's header."""
+    return _counted([read], endpoint).bytes_by_dtype
+
+
+def _counted(read: list[tuple[str, object]], endpoint: str) -> headers.Tensors:
+    """The headers counted (safetensors_header: the one reading, bounded in values); a header
+    with values no checkpoint has is a BadFile naming the file and the tensor."""
+    try:
+        return headers.count(read)
+    except headers.HeaderRefused as exc:
+        raise BadFile(str(exc).rstrip("."), endpoint=endpoint) from None
 
 
 def _read_headers(
     repo: str, info: HubModelInfo, files: list[str], token: str | None, endpoint: str
 ) -> SafetensorsSummary:
-    headers = _parallel_headers(repo, info, files, token, endpoint)
-    counts: dict[str, int] = {}
-    tensor_bytes = tensors = 0
-    for parsed in headers:
-        for name, entry in parsed.items():
-            if name == "__metadata__":
-                continue
-            count = 1
-            for dim in entry["shape"]:
-                count *= dim
-            counts[entry["dtype"]] = counts.get(entry["dtype"], 0) + count
-            start, end = entry["data_offsets"]
-            tensor_bytes += end - start
-            tensors += 1
+    found = _counted(_parallel_headers(repo, info, files, token, endpoint), endpoint)
+    if not found.tensors:
+        raise BadFile(f"the safetensors headers of {repo} name no tensor", endpoint=endpoint)
     return SafetensorsSummary(
-        counts, tensor_bytes, info.size_of(files), tuple(files), "headers", tensors
-    )
+        found.counts, found.tensor_bytes, info.size_of(files), tuple(files), "headers",
+        found.tensors,
+    )  # fmt: skip
 
 
-def _read_header(url: str, endpoint: str, token: str | None, name: str) -> dict:
+def _read_header(
+    url: str,
+    endpoint: str,
+    token: str | None,
+    name: str,
+    budget: headers.Tensors,
+    guard: threading.Lock,
+) -> object:
     (length,) = struct.unpack("<Q", _read_bounded(url, endpoint, token, 0, 7))
     if not 0 < length <= MAX_HEADER_BYTES:
         raise BadFile(f"{name} does not start with a safetensors header", endpoint=endpoint)
     try:
-        return json.loads(_read_bounded(url, endpoint, token, 8, 8 + length - 1))
+        with guard:  # each header's length counts towards the model's before it is read
+            budget.take_header_bytes(length, name)
+        return headers.parse(_read_bounded(url, endpoint, token, 8, 8 + length - 1), name)
+    except headers.HeaderRefused as exc:
+        raise BadFile(str(exc).rstrip("."), endpoint=endpoint) from None
     except ValueError as exc:
         raise BadFile(f"{name} has an unreadable safetensors header", endpoint=endpoint) from exc
 

@@ -439,3 +439,26 @@ def test_check_model_on_a_kubernetes_profile_does_not_read_the_consoles_disk(
     assert not result.can_serve
     assert "Kubernetes cluster cannot read" in result.verdict and "pvc://" in result.next_step
     assert result.architecture is None  # the folder's config.json was not read
+
+
+def test_the_configured_server_is_given_the_resolved_folder_not_the_path_as_typed(
+    cpu_machine, tmp_path
+):
+    """The folder is checked through its links; were the typed path passed on, a link in it
+    could be pointed out of the models folder between the check and the server's read."""
+    from tests.jobs.test_local_backend import stand_in
+
+    _, models = cpu_machine
+    folder = chat_folder(models)
+    (models / "current").symlink_to(folder, target_is_directory=True)
+    template = stand_in(tmp_path / "state") + " --model-folder {model}"
+    runner = LocalRunner(tmp_path / "state" / "acme", template=template)
+    try:
+        runner.apply("chat", manifest("chat", f"file://{models}/current"), 1)
+        state = json.loads((tmp_path / "state" / "acme" / "chat" / "state.json").read_text())
+        command = state["replicas"][0]["command"]
+        given = command[command.index("--model-folder") + 1]
+        assert given == str(folder.resolve())
+        assert f"{models}/current" not in command
+    finally:
+        runner.shutdown()

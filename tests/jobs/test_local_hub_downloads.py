@@ -72,6 +72,28 @@ def test_the_files_fetched_per_layout_are_the_runtimes_own():
     assert rt.files_to_download(whisper, rt.CTRANSLATE2) == [
         "config.json", "model.bin", "tokenizer.json", "vocabulary.txt",
     ]  # fmt: skip
+    # Only the checkpoint's own weights: not safetensors beside them, and where only the
+    # index can tell, the shards it names.
+    extra = [
+        "config.json",
+        "model.safetensors",
+        "junk-1.safetensors",
+        "model.safetensors.index.json",
+    ]
+    assert rt.files_to_download(extra, rt.HF) == ["config.json", "model.safetensors"]
+    shards = ["config.json", "a.safetensors", "b.safetensors", "junk.safetensors",
+              "model.safetensors.index.json"]  # fmt: skip
+    assert rt.files_to_download(shards, rt.HF, ["a.safetensors", "b.safetensors"]) == [
+        "a.safetensors", "b.safetensors", "config.json", "model.safetensors.index.json",
+    ]  # fmt: skip
+    complete = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                "model-00001-of-00009.safetensors", "config.json"]  # fmt: skip
+    assert rt.files_to_download(complete, rt.HF) == complete[-1:] + complete[:2]
+    module = ["config.json", "model.safetensors", "2_Dense/model.safetensors",
+              "2_Dense/huge.safetensors", "2_Dense/config.json"]  # fmt: skip
+    assert rt.files_to_download(module, rt.HF) == [
+        "2_Dense/config.json", "2_Dense/model.safetensors", "config.json", "model.safetensors",
+    ]  # fmt: skip
     # Names that are not plain file names never become allow patterns (fnmatch globs).
     odd = ["config.json", "model.safetensors", "*.safetensors", "../x.json", "a/b/c.json",
            "/etc/passwd", "[ab].json", "1_Pooling/../../config.json"]  # fmt: skip
@@ -244,15 +266,29 @@ def test_a_repo_gated_since_apply_fails_the_replica_with_the_reason(hub_machine,
         runner.shutdown()
 
 
-def test_a_model_that_does_not_fit_the_free_disk_is_refused(hub_machine, tmp_path):
+def test_a_model_larger_than_the_machines_memory_is_not_downloaded(hub_machine, tmp_path):
+    """A CPU runtime holds the weights in memory: files beyond it would only fill the disk."""
     hub = hub_machine
-    hub.repos[REPO].meta["blobs"] = {"model-00001-of-00001.safetensors": 2**60}
-    hub.repos[REPO]._files = None  # built again with the huge shard
+    hub.repos[REPO].meta["blobs"] = {"model.safetensors": 2**60}
+    hub.repos[REPO]._files = None  # built again with the huge weights
     runner = runner_for(tmp_path)
     refusals = [p.message for p in runner.check(manifest("chat", f"hf://{REPO}"))]
     assert len(refusals) == 1, refusals
-    assert refusals[0].startswith(f"hf://{REPO} needs 1073741824.0 GiB of disk in the downloads")
-    assert "GiB free" in refusals[0] and "SERVEDECK_DOWNLOADS_DIR" in refusals[0]
+    assert refusals[0].startswith(f"hf://{REPO} would download 1073741824.0 GiB (the configs")
+    assert "more than this machine's" in refusals[0] and "Pick a smaller" in refusals[0]
+
+
+def test_a_model_that_does_not_fit_the_free_disk_less_its_reserve_is_refused(
+    hub_machine, tmp_path, settings
+):
+    settings.SERVEDECK_DOWNLOADS_RESERVE = "90%"  # more than this machine's disk has free
+    runner = runner_for(tmp_path)
+    refusals = [p.message for p in runner.check(manifest("chat", f"hf://{REPO}"))]
+    assert len(refusals) == 1, refusals
+    assert refusals[0].startswith(f"hf://{REPO} needs ")
+    assert "of disk in the downloads folder" in refusals[0] and "GiB free, of which " in refusals[0]
+    assert "is kept free (SERVEDECK_DOWNLOADS_RESERVE)" in refusals[0]
+    assert "lower SERVEDECK_DOWNLOADS_RESERVE, or set SERVEDECK_DOWNLOADS_DIR" in refusals[0]
 
 
 def test_check_model_says_the_runtime_here_and_refuses_what_the_free_memory_cannot_hold(

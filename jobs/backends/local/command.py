@@ -187,12 +187,20 @@ def checked_extra_args(manifest: Mapping[str, Any]) -> list[str]:
     return [str(a) for a in (_model(manifest).get("engine") or {}).get("extraArgs") or []]
 
 
-def local_command(manifest: Mapping[str, Any], port: int, template: str | None = None) -> list[str]:
+def local_command(
+    manifest: Mapping[str, Any],
+    port: int,
+    template: str | None = None,
+    model: str | None = None,
+) -> list[str]:
     """The argv of one replica's server: the template with {model} {port} {name} filled and
-    {args} replaced by the engine arguments (each its own argument; no shell)."""
+    {args} replaced by the engine arguments (each its own argument; no shell). `model` is what
+    {model} becomes when the caller resolved it (a file:// folder, checked against the models
+    folder: the server is given that folder, never the path as typed, whose links could be
+    pointed elsewhere after the check); else the uri's repo id or path."""
     tokens = split_template(template if template is not None else DEFAULT_TEMPLATE)
     repo, _ = hf_model(manifest)
-    values = {"model": repo, "port": str(port), "name": str(manifest["spec"]["name"])}
+    values = {"model": model or repo, "port": str(port), "name": str(manifest["spec"]["name"])}
     argv: list[str] = []
     for token in tokens:
         if token in ARGS_TOKENS:

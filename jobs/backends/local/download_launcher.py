@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 try:
+    from . import download_space as space
+    from . import model_files
     from . import runtimes as rt
 except ImportError:  # run by path: this file's folder is first on sys.path
+    import download_space as space  # type: ignore[no-redef]
+    import model_files  # type: ignore[no-redef]
     import runtimes as rt  # type: ignore[no-redef]
 
 SAY = "servedeck download: "
@@ -29,6 +33,7 @@ NEXT_STEP = "servedeck next step: "  # the replica's next step when it fails (st
 PROGRESS_SECONDS = 5.0
 # Exit codes (sysexits.h): the log's last lines say why in words.
 EXIT_UNREACHABLE, EXIT_DENIED, EXIT_MISSING, EXIT_DISK, EXIT_BAD_PLAN = 75, 77, 66, 73, 65
+EXIT_REFUSED = 78  # the snapshot's files name classes the runtime must not be given
 
 
 def say(line: str) -> None:
@@ -39,12 +44,6 @@ def fail(reason: str, next_step: str, code: int) -> int:
     say(f"failed: {reason}")
     print(NEXT_STEP + next_step, flush=True)
     return code
-
-
-def existing_parent(folder: Path) -> Path:
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    return folder
 
 
 def folder_bytes(folder: Path) -> int:
@@ -60,9 +59,21 @@ def inside(path: Path, root: Path) -> bool:
     return resolved == top or top in resolved.parents
 
 
-def read_plan(path: str) -> tuple[str, str, Path, list[tuple[str, int]]]:
-    """(repo, commit, downloads folder, files) of the plan; raises ValueError when any is not
-    what it must be."""
+@dataclass(frozen=True)
+class Plan:
+    """What the runner planned for this replica's download (checked again here)."""
+
+    repo: str
+    commit: str
+    downloads: Path
+    files: list[tuple[str, int]]
+    runtime: str | None  # None in a plan written before it named one
+    reserve: int = 0  # bytes the downloads folder keeps free (runtimes.reserve_bytes)
+    max_bytes: int = 0  # the most one download may take (this machine's memory); 0: no cap
+
+
+def read_plan(path: str) -> Plan:
+    """The plan at `path`; raises ValueError when any of it is not what it must be."""
     plan = json.loads(Path(path).read_text())
     repo = rt.checked_repo(plan["repo"])
     downloads = Path(plan["downloads_dir"])
@@ -74,11 +85,29 @@ def read_plan(path: str) -> tuple[str, str, Path, list[tuple[str, int]]]:
         n for n, _ in files
     ):
         raise ValueError("the plan's files are not the layout's")
-    return repo, plan["commit"], downloads, files
+    runtime = plan.get("runtime")
+    reserve, max_bytes = int(plan.get("reserve", 0)), int(plan.get("max_bytes", 0))
+    if reserve < 0 or max_bytes < 0 or any(size < 0 for _, size in files):
+        raise ValueError("the plan's sizes are not sizes")
+    return Plan(
+        repo, plan["commit"], downloads, files, None if runtime is None else str(runtime),
+        reserve, max_bytes,
+    )  # fmt: skip
 
 
-def download(repo: str, commit: str, downloads: Path, files: list[tuple[str, int]]) -> int:
+def files_refusal(plan: Plan) -> str | None:
+    """Why the complete snapshot may not be given to infinity (model_files: the classes its
+    files name), read from disk right before the runtime starts; a plan that names no
+    runtime is checked as infinity's."""
+    if plan.runtime not in (None, rt.INFINITY.name):
+        return None
+    folder = rt.snapshot_folder(plan.downloads, plan.repo, plan.commit)
+    return model_files.folder_refusal(folder, f"hf://{plan.repo}")
+
+
+def download(plan: Plan) -> int:
     """0 when the snapshot is complete on disk, else the exit code (the reason is logged)."""
+    repo, commit, downloads, files = plan.repo, plan.commit, plan.downloads, plan.files
     folder = rt.snapshot_folder(downloads, repo, commit)
     total = sum(size for _, size in files)
     missing = [(name, size) for name, size in files if not (folder / name).is_file()]
@@ -87,12 +116,19 @@ def download(repo: str, commit: str, downloads: Path, files: list[tuple[str, int
         f"hf://{repo} at {commit[:12]}: {len(files)} files, {rt.size_text(total)}; "
         f"{len(missing)} to fetch ({rt.size_text(needed)}) into {folder}"
     )
+    too_big = rt.download_size_refusal(total, plan.max_bytes, f"hf://{repo}")
+    if too_big is not None:
+        return fail(too_big, "Deploy a smaller model.", EXIT_DISK)
     if missing:
-        free = shutil.disk_usage(existing_parent(downloads)).free
-        refusal = rt.disk_refusal(needed, free, downloads, f"hf://{repo}")
+        # Reserved under the downloads folder's lock: replicas starting together, of any
+        # organisation, each count the others' downloads under way.
+        refusal = space.reserve(downloads, (repo, commit), needed, plan.reserve, f"hf://{repo}")
         if refusal is not None:
             return fail(refusal, "Free disk in the downloads folder, then Restart.", EXIT_DISK)
-        code = fetch(repo, commit, downloads, [name for name, _ in files], needed)
+        try:
+            code = fetch(repo, commit, downloads, [name for name, _ in files], needed)
+        finally:
+            space.release(downloads)
         if code:
             return code
     for name, _ in files:
@@ -195,12 +231,15 @@ def main(argv: list[str]) -> int:
         print(f"usage: {argv[0]} <plan.json> -- <runtime argv...>", file=sys.stderr)
         return EXIT_BAD_PLAN
     try:
-        repo, commit, downloads, files = read_plan(argv[1])
+        plan = read_plan(argv[1])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return fail(f"the download plan cannot be used ({exc})", "Deploy again.", EXIT_BAD_PLAN)
-    code = download(repo, commit, downloads, files)
+    code = download(plan)
     if code:
         return code
+    refusal = files_refusal(plan)
+    if refusal is not None:
+        return fail(refusal, "Deploy another model, or a commit of it without them.", EXIT_REFUSED)
     runtime = argv[3:]
     dropped = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_DISABLE_PROGRESS_BARS")
     env = {k: v for k, v in os.environ.items() if k not in dropped}

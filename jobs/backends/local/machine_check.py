@@ -28,6 +28,7 @@ from jobs.manifest.problems import Problem
 from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
+from . import download_space as space
 from . import runtimes as rt
 from . import serving_plan
 from .command import (
@@ -118,30 +119,54 @@ def free_memory() -> int:
     return available
 
 
-def free_disk(folder: Path) -> int:
-    """Bytes free for this process on the file system that holds `folder` (or would: the
-    nearest folder above it that exists)."""
+def _existing(folder: Path) -> Path:
+    """`folder`, or the nearest folder above it that exists."""
     folder = Path(os.path.abspath(folder))
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
+    return folder
+
+
+def free_disk(folder: Path) -> int:
+    """Bytes free for this process on the file system that holds `folder` (or would)."""
     try:
-        return shutil.disk_usage(folder).free
+        return shutil.disk_usage(_existing(folder)).free
     except OSError:
         return 0
 
 
+def downloads_reserve(downloads: Path) -> int:
+    """The free disk the downloads folder keeps (SERVEDECK_DOWNLOADS_RESERVE, checked at the
+    console's start; by default the larger of 5 GiB and 10% of its file system)."""
+    folder = _existing(downloads)
+    try:
+        total = shutil.disk_usage(folder).total
+    except OSError:
+        total = 0
+    return rt.reserve_bytes(rt.configured_text(rt.RESERVE_SETTING), total)
+
+
 def download_refusals(chosen: serving_plan.Plan) -> list[Problem]:
-    """Refused when the files an hf:// model's CPU runtime downloads do not fit the free disk
-    of the downloads folder (what is there already is not counted again)."""
+    """Refused when the files an hf:// model's CPU runtime downloads are more than this
+    machine's memory (which must hold the weights), or do not fit the free disk of the
+    downloads folder less its reserve and what downloads under way have reserved (what is
+    there already is not counted again). The download launcher decides the same again,
+    under the downloads folder's lock, when it starts."""
     if chosen.download is None:
         return []
+    what = f"hf://{chosen.download.repo}"
+    too_big = rt.download_size_refusal(chosen.download.bytes, machine().memory, what)
+    if too_big is not None:
+        return [target_answer(too_big, MODEL + ".uri")]
     folder = Path(chosen.model)
     needed = sum(size for name, size in chosen.download.files if not (folder / name).is_file())
     downloads = rt.configured_downloads_dir()
+    snapshot = (chosen.download.repo, chosen.download.commit)
+    held = space.held_by_others(space.live_reservations(downloads), snapshot)
     message = rt.disk_refusal(
-        needed, free_disk(downloads), downloads, f"hf://{chosen.download.repo}"
+        needed, free_disk(downloads), downloads, what, downloads_reserve(downloads), held
     )
-    return [target_answer(message)] if message else []
+    return [target_answer(message)] if message and needed else []
 
 
 def capacity_refusals(manifest: Mapping[str, Any], here: Machine | None = None) -> list[Problem]:

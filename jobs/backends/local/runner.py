@@ -32,7 +32,8 @@ import httpx
 from jobs.manifest.problems import Problem
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
-from . import download_launcher, serving_plan
+from . import download_launcher, model_files, serving_plan
+from . import download_space as space
 from . import processes as proc
 from . import runtimes as rt
 from .command import (
@@ -47,7 +48,15 @@ from .command import (
     split_template,
 )
 from .gpu_ledger import GpuBook, GpuLedger, Holding, parse_gpus
-from .machine_check import VLLM_MISSING, capacity_refusals, check, list_gpus, which
+from .machine_check import (
+    VLLM_MISSING,
+    capacity_refusals,
+    check,
+    downloads_reserve,
+    list_gpus,
+    machine,
+    which,
+)
 from .state import (
     DOWNLOADING,
     FAILED,
@@ -87,6 +96,7 @@ __all__ = [
 STATE_FILE = "state.json"
 FAILED_LOG_LINES = 20
 MARKER = "---- servedeck: "  # starts the line written before each server start
+NOT_STARTED = "servedeck: not started: "  # why a replica was refused where it starts
 APP_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 SPAWN_FAILED_EXIT_CODE = 127  # what a shell reports for a command it cannot run
 WARM_UP_SECONDS = 5.0  # a warm-up request waits this long for the model to load
@@ -129,6 +139,17 @@ def check_name(name: str) -> str:
     if not isinstance(name, str) or not APP_NAME.fullmatch(name):
         raise ValueError(f"{name!r} is not an application name (a DNS-1123 label)")
     return name
+
+
+def _planned_download(path: Path) -> dict[str, Any] | None:
+    """The download an application's state file names (None: none, or unreadable)."""
+    try:
+        planned = json.loads(path.read_text()).get("download")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(planned, dict) and {"repo", "commit"} <= planned.keys():
+        return planned
+    return None
 
 
 def _require_capacity(manifest: Mapping[str, Any]) -> None:
@@ -210,7 +231,11 @@ class LocalRunner:
                     gpus = self._plan_gpus(app_name, manifest, book)
                     if state is not None:
                         self._terminate(state.replicas)
+                    old = state.download if state is not None else None
                     state = self._replaced(app_name, manifest, revision, state, chosen)
+                    # Recorded before its replicas download into it; the old one goes when
+                    # no application uses it any more.
+                    self._refer(app_name, state.download, old)
                     if state.stopped is None:
                         self._start_replicas(state, range(replica_count(manifest)), gpus)
                     self._record_gpus(book, state)
@@ -268,6 +293,7 @@ class LocalRunner:
             with self.gpu_ledger.held() as book:  # an unreadable state may still hold GPUs
                 self._record_gpus(book, None, app_name)
             shutil.rmtree(self._dir(app_name), ignore_errors=True)
+            self._refer(app_name, None, state.download if state is not None else None)
 
     def observe(self, app_name: str) -> LocalStatus:
         """The application's phase, reason, next step and endpoint, from its processes and a
@@ -516,6 +542,14 @@ class LocalRunner:
                     model = str(self._snapshot(state, source))
                 except ValueError as exc:
                     return self._not_started(state, index, port, gpus, str(exc))
+            elif state.runtime == rt.INFINITY.name:
+                # The files on disk are what infinity reads: the classes they name are checked
+                # here, at every start (a downloaded snapshot: by the launcher, once it is
+                # complete). The folder is the operator's; the check names the file and value.
+                why = model_files.folder_refusal(Path(model), f"file://{model}")
+                if why is not None:
+                    step = "Correct the folder's files, or deploy another model; then Restart."
+                    return self._not_started(state, index, port, gpus, why, step)
             launch = self._cpu_launch(state, port, model)
             command, cwd = launch.argv, launch.cwd
             # How this runtime is probed and named: the launch decides, the state keeps it.
@@ -536,7 +570,8 @@ class LocalRunner:
                 "CUDA_VISIBLE_DEVICES": "",
             }
         else:
-            command = local_command(state.manifest, port, self.template)
+            # The folder as resolved and checked just now (model_source), not the typed path.
+            command = local_command(state.manifest, port, self.template, model=source[1])
             command[0] = which(command[0]) or command[0]
             # On the CPU no GPU is visible, so a replica never takes one another app was given.
             extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
@@ -572,10 +607,17 @@ class LocalRunner:
         )
 
     def _not_started(
-        self, state: AppState, index: int, port: int, gpus: str | None, why: str | None = None
+        self,
+        state: AppState,
+        index: int,
+        port: int,
+        gpus: str | None,
+        why: str | None = None,
+        next_step: str | None = None,
     ) -> Replica:
-        """A replica whose model folder is refused now: never spawned, failed, with why in its
-        log (the models folder is the operator's; nothing from the manifest is written)."""
+        """A replica whose model folder is refused now: never spawned, failed, with why (and
+        the next step, which its status shows) in its log (the models folder is the
+        operator's; nothing from the manifest is written)."""
         log_path = self._log(state.name, index)
         proc.private_dir(log_path.parent)
         started_at = now_iso()
@@ -586,10 +628,13 @@ class LocalRunner:
             "application with a folder that is; Check model on the uri says what is wrong"
         )
         with open(log_path, "a", encoding="utf-8", opener=proc.private_opener) as log:
+            # The status quotes the lines after the marker: why, and the next step.
             log.write(
                 f"{MARKER}replica {index} of {state.name}, revision {state.revision}, "
-                f"not started {started_at}: {why}.\n"
+                f"not started {started_at}.\n{NOT_STARTED}{why.rstrip('.')}.\n"
             )
+            if next_step is not None:
+                log.write(f"{download_launcher.NEXT_STEP}{next_step}\n")
         return Replica(
             index, port, None, None, started_at, [], gpus,
             exit_code=SPAWN_FAILED_EXIT_CODE, exited_at=now_iso(),
@@ -608,10 +653,40 @@ class LocalRunner:
             raise ValueError("spec.source.model.uri is pinned to another commit; deploy again")
         return rt.snapshot_folder(rt.configured_downloads_dir(), repo, commit)
 
+    def _refer(
+        self, name: str, download: Mapping[str, Any] | None, old: Mapping[str, Any] | None
+    ) -> None:
+        """Records in the downloads folder the snapshot the application now uses (None: none),
+        and deletes the one it used before (`old`) when no application of this console uses
+        it any more: the folder is shared by every organisation, so another's reference or
+        state keeps it."""
+
+        def snapshot(planned: Mapping[str, Any] | None) -> tuple[str, str] | None:
+            return (str(planned["repo"]), str(planned["commit"])) if planned else None
+
+        owner = str(self._dir(name).absolute())
+        in_states = {
+            found
+            for path in self.state_dir.parent.glob(f"*/*/{STATE_FILE}")
+            if path.parent.absolute() != Path(owner)
+            and (found := snapshot(_planned_download(path))) is not None
+        }
+        # A downloads folder that cannot be written loses only this record (the states above
+        # keep a snapshot in use either way); the download itself then says why it failed.
+        with contextlib.suppress(OSError):
+            space.refer(
+                rt.configured_downloads_dir(), owner, snapshot(download), snapshot(old), in_states
+            )
+
     def _write_plan(self, state: AppState) -> str:
         """The download launcher's plan, in the application's private state folder."""
         planned = dict(state.download or {})
         planned["downloads_dir"] = str(rt.configured_downloads_dir().absolute())
+        planned["runtime"] = state.runtime  # infinity's snapshot is checked (model_files)
+        # The disk the downloads folder keeps free, and the most one download may take: the
+        # weights a CPU runtime holds in this machine's memory (machine_check decides both).
+        planned["reserve"] = downloads_reserve(rt.configured_downloads_dir())
+        planned["max_bytes"] = machine().memory
         path = proc.private_dir(self._dir(state.name)) / DOWNLOAD_PLAN
         temporary = path.with_name(f".{DOWNLOAD_PLAN}.tmp")
         with open(temporary, "w", opener=proc.private_opener) as handle:

@@ -120,6 +120,9 @@ class ModelFacts:
     parameters: int | None = None
     experts: int | None = None  # routed experts per MoE layer; None or 1 for a dense model
     wants_gpu: bool = False  # resources.accelerator is set
+    # Why infinity may not be given the model's files (model_files.refusal): classes they name
+    # that its loader would import and run. None when they name none but the accepted ones.
+    files_refusal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -198,8 +201,9 @@ HF_CONFIG_FILES = frozenset(
     }
 )  # fmt: skip
 # Sentence Transformers modules (1_Pooling/, 2_Dense/): their configs and weights.
-_MODULE_FILE = re.compile(r"\d+_[A-Za-z]+/[A-Za-z0-9._-]+\.(?:json|safetensors|txt)")
+_MODULE_FILE = re.compile(r"\d+_[A-Za-z]+/(?:[A-Za-z0-9._-]+\.(?:json|txt)|model\.safetensors)")
 _SAFETENSORS_SHARD_INDEX = "model.safetensors.index.json"
+_SAFETENSORS_SHARD = re.compile(r"model-(\d+)-of-(\d+)\.safetensors")
 _BIN_WEIGHTS = re.compile(r"pytorch_model(?:-\d+-of-\d+)?\.bin(?:\.index\.json)?")
 CTRANSLATE2_FILES = frozenset(
     {"model.bin", "config.json", "vocabulary.txt", "vocabulary.json", "tokenizer.json",
@@ -207,10 +211,34 @@ CTRANSLATE2_FILES = frozenset(
 )  # fmt: skip
 
 
-def files_to_download(names: Iterable[str], layout: str) -> list[str]:
+def checkpoint_safetensors(names: Iterable[str]) -> list[str] | None:
+    """The safetensors files a checkpoint loads, from its file names alone: model.safetensors
+    (transformers reads it before any index), else a complete set of model-XXXXX-of-NNNNN
+    shards, else, with no index, every top-level .safetensors file. None when only the
+    index can tell; [] when there are none."""
+    top = [n for n in names if "/" not in n and n.endswith(".safetensors")]
+    if "model.safetensors" in top:
+        return ["model.safetensors"]
+    shard_sets: dict[int, dict[int, str]] = {}
+    for name in top:
+        if match := _SAFETENSORS_SHARD.fullmatch(name):
+            shard_sets.setdefault(int(match.group(2)), {})[int(match.group(1))] = name
+    for total, shards in shard_sets.items():
+        if set(shards) in (set(range(1, total + 1)), set(range(0, total + 1))):
+            return [shards[i] for i in sorted(shards)]
+    if _SAFETENSORS_SHARD_INDEX in names:
+        return None
+    return sorted(top)
+
+
+def files_to_download(
+    names: Iterable[str], layout: str, index_files: Collection[str] | None = None
+) -> list[str]:
     """The files of a repository the CPU runtime of `layout` reads, in order: configs, the
-    tokenizer and one copy of the weights (safetensors where there are any, else PyTorch .bin);
-    never the ONNX, OpenVINO, GGUF, TensorFlow or Flax copies many repositories carry too.
+    tokenizer and one copy of the weights (safetensors where there are any, else PyTorch .bin):
+    only the checkpoint's own safetensors (checkpoint_safetensors; where only the index can
+    tell, the files `index_files`, its weight_map, names), never the ONNX, OpenVINO, GGUF,
+    TensorFlow or Flax copies many repositories carry too, nor other .safetensors beside.
     Names that are not plain file names are left out."""
     names = [n for n in names if isinstance(n, str) and _FILE_NAME.fullmatch(n)]
     if layout == CTRANSLATE2:
@@ -218,9 +246,15 @@ def files_to_download(names: Iterable[str], layout: str) -> list[str]:
     if layout != HF:
         return []
     top = [n for n in names if "/" not in n]
-    safetensors = [n for n in top if n.endswith(".safetensors")]
+    safetensors = checkpoint_safetensors(top)
+    if safetensors is None:  # the index names the shards
+        listed = {n for n in top if n.endswith(".safetensors")}
+        wanted = listed if index_files is None else listed & set(index_files)
+        safetensors = sorted(wanted)
     if safetensors:
-        weights = safetensors + [n for n in top if n == _SAFETENSORS_SHARD_INDEX]
+        weights = list(safetensors)
+        if safetensors != ["model.safetensors"] and _SAFETENSORS_SHARD_INDEX in top:
+            weights.append(_SAFETENSORS_SHARD_INDEX)
     else:
         weights = [n for n in top if _BIN_WEIGHTS.fullmatch(n)]
     configs = [n for n in top if n in HF_CONFIG_FILES]
@@ -250,16 +284,72 @@ def snapshot_folder(downloads_dir: str | os.PathLike[str], repo: str, commit: st
     return folder
 
 
-def disk_refusal(needed: int, free: int, folder: str | os.PathLike[str], what: str) -> str | None:
-    """Why `what` (needed bytes) cannot be downloaded into `folder` with `free` bytes free;
+def disk_refusal(
+    needed: int,
+    free: int,
+    folder: str | os.PathLike[str],
+    what: str,
+    reserve: int = 0,
+    held: int = 0,
+) -> str | None:
+    """Why `what` (needed bytes) cannot be downloaded into `folder` with `free` bytes free, of
+    which `reserve` stays free (reserve_bytes) and `held` is promised to downloads under way;
     None when it fits."""
-    if needed <= free:
+    if needed + reserve + held <= free:
         return None
+    kept = f", of which {size_text(reserve)} is kept free ({RESERVE_SETTING})" if reserve else ""
+    if held:
+        kept += f"{' and' if reserve else ', of which'} {size_text(held)} is held by downloads "
+        kept += "under way"
+    steps = "Free disk there, "
+    steps += "wait for the other downloads to finish, " if held else ""
+    steps += f"lower {RESERVE_SETTING}, " if reserve else ""
     return (
         f"{what} needs {size_text(needed)} of disk in the downloads folder {folder} "
-        f"({DOWNLOADS_DIR_SETTING}), which has {size_text(free)} free. Free disk there, or set "
+        f"({DOWNLOADS_DIR_SETTING}), which has {size_text(free)} free{kept}. {steps}or set "
         f"{DOWNLOADS_DIR_SETTING} to a folder with more room."
     )
+
+
+def download_size_refusal(total: int, memory: int, what: str) -> str | None:
+    """Why `what` (`total` bytes of files its runtime reads) is not downloaded at all: more
+    than this machine's `memory`, which a CPU runtime must hold the weights in anyway; None
+    when it is not more."""
+    if total <= memory or not memory:
+        return None
+    return (
+        f"{what} would download {size_text(total)} (the configs, tokenizer and weights its CPU "
+        f"runtime reads), more than this machine's {size_text(memory)} of memory, which a CPU "
+        "runtime holds the weights in. Pick a smaller or quantised model, or use a profile "
+        "with GPUs."
+    )
+
+
+# The free disk the downloads folder keeps: what the console, its database and logs, and the
+# machine need beyond the models. Unset: the larger of 5 GiB and 10% of the file system.
+RESERVE_SETTING = "SERVEDECK_DOWNLOADS_RESERVE"
+DEFAULT_RESERVE_BYTES = 5 * 2**30
+DEFAULT_RESERVE_PERCENT = 10
+_RESERVE = re.compile(r"(\d{1,16})\s*(%|Ki|Mi|Gi|Ti)?")
+_UNITS = {None: 1, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def reserve_bytes(text: str | None, filesystem_bytes: int) -> int:
+    """The free disk the downloads folder keeps on a file system of `filesystem_bytes`, from
+    the setting's text: bytes, with Ki, Mi, Gi or Ti, or a percentage of the file system;
+    empty or None for the default. Raises ValueError naming the setting for another value."""
+    text = (text or "").strip()
+    if not text:
+        return max(DEFAULT_RESERVE_BYTES, filesystem_bytes * DEFAULT_RESERVE_PERCENT // 100)
+    match = _RESERVE.fullmatch(text)
+    if match is None or (match[2] == "%" and int(match[1]) > 90):
+        raise ValueError(
+            f"{RESERVE_SETTING}={text[:40]!r} is not an amount of disk: give bytes, with Ki, Mi, "
+            "Gi or Ti (20Gi), or a percentage of the file system up to 90 (15%)."
+        )
+    if match[2] == "%":
+        return filesystem_bytes * int(match[1]) // 100
+    return int(match[1]) * _UNITS[match[2]]
 
 
 def memory_refusal(needed: int, available: int, what: str) -> tuple[str, str] | None:
@@ -364,6 +454,8 @@ def choose_runtime(
     )
     if runtime is None:
         return _no_cpu_runtime(facts, elsewhere)
+    if runtime is INFINITY and facts.files_refusal is not None:
+        return Refusal(facts.files_refusal)  # installing anything would not change it
     if runtime.name not in installed:
         command = install_command(runtime.name, runtimes_dir)
         return Refusal(
@@ -503,6 +595,21 @@ def configured_folder(
     if var_dir is None:
         var_dir = Path(environ.get("SERVEDECK_VAR_DIR") or Path(__file__).parents[3] / "var")
     return Path(var_dir) / subfolder
+
+
+def configured_text(setting: str, environ: Mapping[str, str] | None = None) -> str:
+    """A setting's text: Django's setting of that name when configured, else the environment
+    variable, else empty. Read without Django too (the launcher's plan is written with it)."""
+    value = None
+    try:
+        from django.conf import settings
+
+        if settings.configured:
+            value = getattr(settings, setting, None)
+    except ImportError:
+        pass
+    environ = os.environ if environ is None else environ
+    return str(value if value is not None else environ.get(setting, "")).strip()
 
 
 def configured_downloads_dir(environ: Mapping[str, str] | None = None) -> Path:

@@ -110,7 +110,10 @@ def plan(
     runtimes_dir = rt.configured_runtimes_dir()
     if scheme == "hf":
         return _hub_plan(model, revision, token, on_gpu(manifest), vllm, runtimes_dir)
-    facts = folder_facts(Path(model), wants_gpu=on_gpu(manifest))
+    try:
+        facts = folder_facts(Path(model), wants_gpu=on_gpu(manifest))
+    except FolderRefused as exc:
+        return Refused(str(exc), URI)
     choice = rt.choose_runtime(
         facts,
         vllm_installed=vllm,
