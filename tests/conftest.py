@@ -55,6 +55,11 @@ def pytest_configure(config):
 
     settings.SERVEDECK_RECONCILER_IN_PROCESS = False
     os.environ["SERVEDECK_RECONCILER_IN_PROCESS"] = "false"
+    # The downloads folder's free-space reserve defaults to a tenth of the disk: the tests'
+    # downloads are small, so they keep 1 GiB free and pass on a machine with little disk
+    # (the reserve's own tests set theirs).
+    settings.SERVEDECK_DOWNLOADS_RESERVE = "1Gi"
+    os.environ["SERVEDECK_DOWNLOADS_RESERVE"] = "1Gi"
 
 
 @pytest.fixture(autouse=True)
