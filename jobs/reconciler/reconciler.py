@@ -149,6 +149,8 @@ class Reconciler:
             self.stopping.wait(self.interval)
         for _, follower in self.followers.values():
             follower.stop()
+        self.local_scraper.close()
+        self.kubernetes_scraper.close()
         # Local model servers stop with the console; resume() brings them back next time.
         forget_local_runner()
         logger.info("reconciler stopped")

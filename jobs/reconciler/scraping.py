@@ -11,7 +11,9 @@ import logging
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from jobs import serving_metrics
 
@@ -39,6 +41,17 @@ class Scraper:
         self.budget = budget
         self.passes = 0
         self.tried_in: dict[int, int] = {}  # application pk -> the pass that last tried it
+
+    @cached_property
+    def pool(self) -> ThreadPoolExecutor:
+        # Kept from pass to pass: each worker's connections (the cache's Redis, the clusters'
+        # API clients) are reused, not opened anew every pass.
+        return ThreadPoolExecutor(self.workers, thread_name_prefix="servedeck-scrape")
+
+    def close(self) -> None:
+        if "pool" in self.__dict__:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            del self.pool
 
     def run(self, applications: list) -> ScrapePass:
         """Scrape what the budget allows of `applications` (each worker tries one at least, so
@@ -70,14 +83,8 @@ class Scraper:
                     with lock:
                         done.figures[application.pk] = figures
 
-        threads = [
-            threading.Thread(target=work, name="servedeck-scrape", daemon=True)
-            for _ in range(min(self.workers, len(waiting)))
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        # Each scrape ends by its own deadline, and none starts past the budget: this wait ends.
+        wait([self.pool.submit(work) for _ in range(min(self.workers, len(waiting)))])
         done.skipped = [a.pk for a in waiting]
         if done.skipped:
             logger.info(
