@@ -37,6 +37,7 @@ announces every status) and says so, with a link that shows them.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -56,6 +57,8 @@ from jobs.live import fragments
 from jobs.live.fragments import EACH_MINUTE, EACH_REFRESH, Rendering
 from jobs.live.groups import application_group, dashboard_group, note_server_loop
 from jobs.models import Application
+
+logger = logging.getLogger(__name__)
 
 CLOSE_NOT_SIGNED_IN = 4401
 CLOSE_NOT_A_MEMBER = 4403
@@ -146,7 +149,10 @@ class OpenSockets:
             at = clock.wall()
             for mine in list(self.by_user.values()):
                 for socket in mine:
-                    socket.refresh(at)
+                    try:
+                        socket.refresh(at)
+                    except Exception:  # one socket's trouble must not stop every page's refresh
+                        logger.exception("live page refresh failed")
 
 
 open_sockets = OpenSockets()
@@ -170,6 +176,20 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
             return False
         self.counted = True
         return True
+
+    def uncounted(self) -> None:
+        if getattr(self, "counted", False):
+            open_sockets.release(self.user_pk, self)
+            self.counted = False
+
+    async def websocket_connect(self, message) -> None:
+        try:
+            await super().websocket_connect(message)
+        except BaseException:
+            # A connect that failed after counting the socket (a channel layer that does not
+            # answer) gets no disconnect: it must not hold a place, nor be refreshed.
+            self.uncounted()
+            raise
 
     def start_coalescing(self) -> None:
         self.dirty: dict[str, object] = {}  # fragment -> the version (message) that dirtied it
@@ -223,9 +243,7 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
         """Mark what time alone has changed since the page got it."""
 
     async def disconnect(self, code) -> None:
-        if getattr(self, "counted", False):
-            open_sockets.release(self.user_pk, self)
-            self.counted = False
+        self.uncounted()
         if getattr(self, "flusher", None) is not None:
             self.flusher.cancel()
         if self.group:

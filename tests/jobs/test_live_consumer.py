@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
 from django.db import connections
@@ -602,3 +602,29 @@ async def test_a_page_newer_than_the_shared_refresh_gets_its_own(org, viewer, la
     await finish(late)
     assert ids(newer) == ["live-traffic", "live-chart-points"]
     assert chart_points(newer)[-2]["requests"] == 42  # not the shared rendering's 30
+
+
+class RefusingLayer(InMemoryChannelLayer):
+    """A channel layer that does not let a socket join its group (as Redis gone away)."""
+
+    async def group_add(self, group, channel):
+        raise ConnectionError("the channel layer does not answer")
+
+
+async def test_a_socket_whose_connect_failed_holds_no_place(org, viewer, settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": f"{__name__}.RefusingLayer"}}
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    await sync_to_async(make_app)(org)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    try:
+        communicator, connected, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+        assert connected  # accepted, then joining its group failed
+        with pytest.raises(ConnectionError):
+            await communicator.wait(timeout=5)  # the application ended with the layer's error
+        assert consumers.open_sockets.count(viewer.user.pk) == 0
+        assert consumers.open_sockets.ticker is None
+    finally:
+        channel_layers.backends.clear()
+        await sync_to_async(connections.close_all)()
