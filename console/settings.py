@@ -176,6 +176,14 @@ else:
 # exit), so its status announcements reach the live pages. With Redis, `manage.py reconcile`
 # runs as its own process (or several consoles would each run one).
 SERVEDECK_RECONCILER_IN_PROCESS = env_bool("SERVEDECK_RECONCILER_IN_PROCESS", not REDIS_URL)
+# Live sockets (model pages, the dashboard) one user may hold open in one console process; past
+# it a page's socket is closed with 4429 and the page says why (jobs/live/consumers.py).
+SERVEDECK_LIVE_SOCKETS_PER_USER = env_int("SERVEDECK_LIVE_SOCKETS_PER_USER", 50)
+if SERVEDECK_LIVE_SOCKETS_PER_USER < 1:
+    raise ImproperlyConfigured(
+        f"SERVEDECK_LIVE_SOCKETS_PER_USER={SERVEDECK_LIVE_SOCKETS_PER_USER} is below 1; "
+        "set a whole number of live pages one user may keep open, such as 50."
+    )
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -256,11 +256,13 @@ def deploy(request, name: str):
 class LogSpan(Schema):
     lines: int = Field(100, ge=1, le=verbs.MAX_LOG_LINES, description="How many lines, last first.")
     replica: int = Field(0, ge=0, description="Which replica's model server (0 is the first).")
+    # Bounded and read where it is used (replica_logs.parse_cursor): a bad one is a 400 that
+    # says what a cursor looks like, whatever its length.
     after: str | None = Field(
         None,
-        max_length=100,
         description="A cursor an earlier answer gave: only the lines written since (the "
-        "oldest first, at most `lines`), each once however often its text repeats.",
+        "oldest first, at most `lines`), each once however often its text repeats. "
+        "b<digits>.<digits> on the console's machine, t<digits>.<digits> for a pod.",
     )
 
 

@@ -172,12 +172,36 @@ def follow(application, replica: str | None, lines: int, after: str | None) -> T
     return _pod_follow(application, replica, lines, after)
 
 
-def _bad_cursor(after: str) -> LogsRefused:
-    shown = repr(after if len(after) <= 40 else after[:40] + "…")
-    return LogsRefused(
-        f"after: {shown} is not a cursor this log gave; send the cursor of the previous "
-        "answer, or none for the last lines."
-    )
+# A cursor is a letter and two whole numbers: b<offset>.<generation> for the local backend's
+# log file (jobs.backends.local.processes.LogCursor), t<nanoseconds>.<count> for a pod's (the
+# kubelet's timestamps, below). Read here, and only here, for both: ASCII digits only (str.isdigit
+# takes "²", which int() then refuses), at most 19 of them, no more than a signed 64-bit number
+# (every offset, file time and kubelet time fits; a seek takes no more).
+CURSOR_SHAPES = {"b": "b<digits>.<digits>", "t": "t<digits>.<digits>"}
+CURSOR_NUMBER = re.compile(r"[0-9]{1,19}")
+MAX_CURSOR_NUMBER = 2**63 - 1
+MAX_CURSOR_CHARS = 1 + 19 + 1 + 19
+
+
+def parse_cursor(after: str, kind: str) -> tuple[int, int]:
+    """The two numbers of a cursor of `kind` ("b": the local backend's log, "t": a pod's);
+    LogsRefused naming `after`, the shape its cursors have and what to send, for anything else."""
+    first, dot, second = after[1:].partition(".")
+    numbers = (first, second)
+    if (
+        after[:1] != kind
+        or not dot
+        or not all(CURSOR_NUMBER.fullmatch(n) for n in numbers)
+        or any(int(n) > MAX_CURSOR_NUMBER for n in numbers)
+    ):
+        # The value is shown only as long as a cursor can be (escaped): never a long one back.
+        shown = repr(after) if len(after) <= MAX_CURSOR_CHARS else f"{len(after)} characters"
+        raise LogsRefused(
+            f"after: {shown} is not a cursor this log gave: its cursors read "
+            f"{CURSOR_SHAPES[kind]} (at most {MAX_CURSOR_CHARS} characters). Send the cursor of "
+            "the previous answer unchanged, or no after for the last lines."
+        )
+    return int(first), int(second)
 
 
 def _local_replica(application, replica: str | None):
@@ -207,10 +231,7 @@ def _local_follow(application, replica: str | None, lines: int, after: str | Non
     from jobs.backends.local.processes import LogCursor
 
     runner, chosen = _local_replica(application, replica)
-    try:
-        cursor = LogCursor.parse(after) if after else None
-    except ValueError:
-        raise _bad_cursor(after) from None
+    cursor = LogCursor(*parse_cursor(after, "b")) if after else None
     raw, next_cursor = runner.follow(application.name, int(chosen), lines, cursor, MAX_BYTES)
     kept = redact(raw, _local_secrets(application))
     if cursor is None:  # the last lines: the newest that fit (the cursor is after them all)
@@ -364,15 +385,8 @@ def _stamped(raw: list[str]) -> list[tuple[int, str]]:
     return out
 
 
-def _pod_cursor(after: str) -> tuple[int, int]:
-    when, _, count = after.removeprefix("t").partition(".")
-    if not after.startswith("t") or not when.isdigit() or not count.isdigit():
-        raise _bad_cursor(after)
-    return int(when), int(count)
-
-
 def _pod_follow(application, replica: str | None, lines: int, after: str | None) -> Tail:
-    since = _pod_cursor(after) if after else None
+    since = parse_cursor(after, "t") if after else None
     pod, chosen = _pod_chosen(application, replica)
     if pod is None:
         return Tail("", [], False, after)

@@ -1,18 +1,19 @@
 """The model server's own figures the overview shows beside the gateway's: requests waiting and
-KV-cache use, read from vLLM's Prometheus /metrics with a bounded timeout and size.
+KV-cache use, read from vLLM's Prometheus /metrics within a bounded time and size.
 
 `parse` is pure (text in, figures out); `fetch` is the one edge: the local backend's server
 straight on its loopback port, a Kubernetes application's through the API server's service
 proxy to its predictor Service (the Service the gateway routes to, reachable wherever the
-console's kubeconfig is). The reconciler calls `observe` for each Running vLLM application and
-keeps the latest figures in the cache, where the overview and its live socket read them
-(`latest`).
+console's kubeconfig is). The reconciler calls `observe` for each Running vLLM application (a
+few at a time, within a budget per pass: jobs/reconciler/scraping.py) and keeps the latest
+figures in the cache, where the overview and its live socket read them (`latest`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import time
 from typing import Any
 
 import httpx
@@ -20,7 +21,10 @@ from django.core.cache import cache
 
 logger = logging.getLogger(__name__)
 
-SCRAPE_TIMEOUT_SECONDS = 1.0
+SCRAPE_TIMEOUT_SECONDS = 1.0  # each wait: to connect, and for the next piece of the page
+# The whole page, however it comes: the timeouts above are per wait, so a server sending a
+# byte at a time would otherwise hold a scrape (and the reconciler) for as long as it likes.
+SCRAPE_DEADLINE_SECONDS = 2.0
 MAX_METRICS_BYTES = 1_000_000  # vLLM's page is tens of kB; a larger one is not a model server's
 CACHE_SECONDS = 60  # older figures are not shown: the server stopped answering
 VLLM = "vllm"
@@ -67,12 +71,17 @@ class NoAnswer(Exception):
     """The server's metrics could not be had in time."""
 
 
-def fetch(application, timeout: float = SCRAPE_TIMEOUT_SECONDS) -> str:
-    """The application's /metrics page; raises NoAnswer when it cannot be had in time,
-    ValueError for a page too large."""
+def fetch(
+    application,
+    timeout: float = SCRAPE_TIMEOUT_SECONDS,
+    deadline: float = SCRAPE_DEADLINE_SECONDS,
+) -> str:
+    """The application's /metrics page, whole within about `deadline` seconds (the last wait
+    may take `timeout` more); raises NoAnswer when it cannot be had in time, ValueError for a
+    page too large."""
     if not on_kubernetes(application):
         try:
-            return _get(application.endpoint, timeout)
+            return _get(application.endpoint, timeout, deadline)
         except httpx.HTTPError as error:
             raise NoAnswer(type(error).__name__) from None
     # Loaded only for Kubernetes applications, as the reconciler loads it.
@@ -86,6 +95,7 @@ def fetch(application, timeout: float = SCRAPE_TIMEOUT_SECONDS) -> str:
             "metrics",
             MAX_METRICS_BYTES,
             timeout,
+            deadline,
         )
     except BackendError as error:
         raise NoAnswer(error.reason) from None
@@ -96,16 +106,19 @@ def on_kubernetes(application) -> bool:
     return application.profile.cluster.backend == "kubernetes"
 
 
-def _get(endpoint: str, timeout: float) -> str:
+def _get(endpoint: str, timeout: float, deadline: float) -> str:
+    until = time.monotonic() + deadline
     url = endpoint.rstrip("/") + "/metrics"
     client = httpx.Client(timeout=httpx.Timeout(timeout), trust_env=False)
     with client, client.stream("GET", url) as response:
         response.raise_for_status()
         body = bytearray()
-        for chunk in response.iter_bytes():
+        for chunk in response.iter_bytes():  # each piece as it comes
             body += chunk
             if len(body) > MAX_METRICS_BYTES:
                 raise ValueError(f"{url} answered more than {MAX_METRICS_BYTES} bytes")
+            if time.monotonic() > until:
+                raise NoAnswer(f"{url} did not send its whole page within {deadline:g} s")
     return body.decode("utf-8", "replace")
 
 
@@ -123,12 +136,17 @@ def latest(application_pk: int) -> dict[str, Any] | None:
     return cache.get(cache_key(application_pk))
 
 
+def scraped(application) -> bool:
+    """Whether it has figures to scrape: a Running vLLM server the console can reach."""
+    if application.phase != "Running" or not is_vllm(application):
+        return False
+    return on_kubernetes(application) or bool(application.endpoint)
+
+
 def observe(application) -> dict[str, Any] | None:
     """Scrape a Running vLLM application's server; keep and return the figures when they
     changed (None when unchanged, not vLLM, or the server did not answer in time)."""
-    if application.phase != "Running" or not is_vllm(application):
-        return None
-    if not on_kubernetes(application) and not application.endpoint:
+    if not scraped(application):
         return None
     try:
         figures = parse(fetch(application))

@@ -10,6 +10,8 @@ organisation, as on the pages). Others are accepted and closed at once with a cl
     4403  not a member of the session's organisation (or of any)
     4404  no application of that name in the organisation (another organisation's included)
     4400  the dashboard's `shown` list is malformed or too long
+    4429  the user has SERVEDECK_LIVE_SOCKETS_PER_USER live sockets open in this process
+          already: close some pages and reload this one (the page says so)
 
 A member removed from the organisation (or a user deleted) while listening is closed with
 4403 at the next send, never sent another fragment: membership is checked again each send.
@@ -22,10 +24,11 @@ page got last.
 
 Refresh: some figures change with time alone, with no message to say so (the requests per
 minute of the last five minutes once traffic stops, the charts' newest minute, a step's time,
-serving figures that expire, the dashboard's sparklines). Every REFRESH_SECONDS a page marks
-again the fragments whose last rendering said they would (jobs.live.fragments.Rendering);
-pages of one application that refresh in the same interval after the same message share one
-rendering.
+serving figures that expire, the dashboard's sparklines). Every REFRESH_SECONDS one task of the
+process (`open_sockets`, not one per socket) has each page mark again the fragments whose last
+rendering said they would (jobs.live.fragments.Rendering); the pages of one application that
+refresh in the same interval share one rendering, unless a page has newer state than it (see
+fragments.SharedRenderings: the latest state still arrives last).
 
 The dashboard also hears of applications created since it opened (its organisation's group
 announces every status) and says so, with a link that shows them.
@@ -34,6 +37,7 @@ announces every status) and says so, with a link that shows them.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -43,6 +47,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.http import Http404
 from django.utils import timezone
 
@@ -53,10 +58,13 @@ from jobs.live.fragments import EACH_MINUTE, EACH_REFRESH, Rendering
 from jobs.live.groups import application_group, dashboard_group, note_server_loop
 from jobs.models import Application
 
+logger = logging.getLogger(__name__)
+
 CLOSE_NOT_SIGNED_IN = 4401
 CLOSE_NOT_A_MEMBER = 4403
 CLOSE_NOT_FOUND = 4404
 CLOSE_BAD_REQUEST = 4400
+CLOSE_TOO_MANY = 4429
 MIN_SEND_INTERVAL = 0.25  # seconds: at most four sends a second per page
 REFRESH_SECONDS = 10.0  # the slow refresh of what time alone changes
 MAX_NEW_SHOWN = 20  # the dashboard names at most this many applications created since
@@ -101,23 +109,93 @@ def _moment(at: float) -> datetime:
     return datetime.fromtimestamp(at, UTC)
 
 
+class OpenSockets:
+    """The live sockets open in this process, by user: at most
+    settings.SERVEDECK_LIVE_SOCKETS_PER_USER each (every socket holds a group membership,
+    renders and a share of the refresh), and one task that tells them all when the slow
+    refresh is due. Used from the event loop only."""
+
+    def __init__(self) -> None:
+        self.by_user: dict[int, set[CoalescingConsumer]] = {}
+        self.ticker: asyncio.Task | None = None
+
+    def admit(self, user_pk: int, socket: CoalescingConsumer) -> bool:
+        """Count the socket as the user's (False, uncounted, past the cap)."""
+        mine = self.by_user.get(user_pk, set())
+        if len(mine) >= settings.SERVEDECK_LIVE_SOCKETS_PER_USER:
+            return False
+        self.by_user[user_pk] = mine | {socket}
+        loop = asyncio.get_running_loop()
+        if self.ticker is None or self.ticker.done() or self.ticker.get_loop() is not loop:
+            self.ticker = loop.create_task(self._refresh_forever())
+        return True
+
+    def release(self, user_pk: int, socket: CoalescingConsumer) -> None:
+        mine = self.by_user.get(user_pk, set()) - {socket}
+        if mine:
+            self.by_user[user_pk] = mine
+        else:
+            self.by_user.pop(user_pk, None)
+        if not self.by_user and self.ticker is not None:
+            self.ticker.cancel()
+            self.ticker = None
+
+    def count(self, user_pk: int) -> int:
+        return len(self.by_user.get(user_pk, ()))
+
+    async def _refresh_forever(self) -> None:
+        while True:
+            await clock.refresh_due()
+            at = clock.wall()
+            for mine in list(self.by_user.values()):
+                for socket in mine:
+                    try:
+                        socket.refresh(at)
+                    except Exception:  # one socket's trouble must not stop every page's refresh
+                        logger.exception("live page refresh failed")
+
+
+open_sockets = OpenSockets()
+
+
 class CoalescingConsumer(AsyncWebsocketConsumer):
     """Marks what changed; sends the latest rendering of it at most every MIN_SEND_INTERVAL,
     and marks again every REFRESH_SECONDS what time alone changes."""
 
     group: str = ""
     membership_pk: int | None = None  # whose socket: checked again before every send
+    user_pk: int | None = None  # counted in open_sockets while it is open
 
     async def refuse(self, code: int) -> None:
         await self.accept()
         await self.close(code=code)
+
+    def admitted(self) -> bool:
+        """Counted among its user's open sockets; False past the cap (refuse it)."""
+        if not open_sockets.admit(self.user_pk, self):
+            return False
+        self.counted = True
+        return True
+
+    def uncounted(self) -> None:
+        if getattr(self, "counted", False):
+            open_sockets.release(self.user_pk, self)
+            self.counted = False
+
+    async def websocket_connect(self, message) -> None:
+        try:
+            await super().websocket_connect(message)
+        except BaseException:
+            # A connect that failed after counting the socket (a channel layer that does not
+            # answer) gets no disconnect: it must not hold a place, nor be refreshed.
+            self.uncounted()
+            raise
 
     def start_coalescing(self) -> None:
         self.dirty: dict[str, object] = {}  # fragment -> the version (message) that dirtied it
         self.flusher: asyncio.Task | None = None
         self.last_sent = clock.monotonic()  # the catch-up that follows counts as a send
         self.last_html: dict[str, str] = {}  # fragment -> what this page got last
-        self.refresher = asyncio.ensure_future(self._refresh_forever())
 
     def mark(self, names, version) -> None:
         for name in names:
@@ -142,11 +220,6 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
         finally:
             self.flusher = None
 
-    async def _refresh_forever(self) -> None:
-        while True:
-            await clock.refresh_due()
-            self.refresh(clock.wall())
-
     def _render_for_member(self, batch: dict) -> str | None:
         """What of the batch differs from what the page has; None once the listener is no
         longer a member (nothing rendered)."""
@@ -170,9 +243,9 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
         """Mark what time alone has changed since the page got it."""
 
     async def disconnect(self, code) -> None:
-        for task in (getattr(self, "flusher", None), getattr(self, "refresher", None)):
-            if task is not None:
-                task.cancel()
+        self.uncounted()
+        if getattr(self, "flusher", None) is not None:
+            self.flusher.cancel()
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -187,10 +260,14 @@ class ApplicationConsumer(CoalescingConsumer):
             await self.refuse(code)
             return
         self.application_pk, self.name = found.pk, found.name
-        self.group = application_group(found.pk)
-        self.versions: dict[str, str] = {}  # fragment -> the last message that marked it
         # fragment -> how its last rendering changes with time alone, and when it was made
         self.changing: dict[str, tuple[str, float]] = {}
+        # fragment -> a stamp taken after the page got its last rendering (SharedRenderings)
+        self.stamps: dict[str, int] = {}
+        if not self.admitted():
+            await self.refuse(CLOSE_TOO_MANY)
+            return
+        self.group = application_group(found.pk)
         self.start_coalescing()
         await self.accept()
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -202,7 +279,7 @@ class ApplicationConsumer(CoalescingConsumer):
         membership, code = _membership(self.scope)
         if membership is None:
             return None, code
-        self.membership_pk = membership.pk
+        self.membership_pk, self.user_pk = membership.pk, membership.user_id
         name = self.scope["url_route"]["kwargs"]["name"]
         try:
             return Application.objects.object_for_member(membership, name), None
@@ -227,6 +304,7 @@ class ApplicationConsumer(CoalescingConsumer):
         for name in fragments.FRAGMENTS:
             rendering = moment.render(name)
             self.changing[name] = (rendering.changes, at)
+            self.stamps[name] = fragments.shared.stamp()
             renderings.append((name, rendering.html))
         return self.changed(iter(renderings))
 
@@ -253,11 +331,13 @@ class ApplicationConsumer(CoalescingConsumer):
                 rendering = make(name)()
             else:
                 key = (name, self.application_pk, version)
-                rendering = fragments.shared.get(key, make(name))
+                after = self.stamps.get(name, -1)
+                rendering = fragments.shared.get(key, make(name), after=after)
             if found and found[0] is None:  # deleted since the message: say so, once
                 yield from self.render_batch({"deleted": None}, at)
                 return
             self.changing[name] = (rendering.changes, at)
+            self.stamps[name] = fragments.shared.stamp()
             yield name, rendering.html
 
     def refresh(self, at: float) -> None:
@@ -267,21 +347,14 @@ class ApplicationConsumer(CoalescingConsumer):
                 changes == EACH_MINUTE and int(rendered_at // 60) != int(at // 60)
             )
             if due and name not in self.dirty:
-                # Shared by the pages that got the same last message (a page that got none
-                # since it connected shares with none: its catch-up may be newer).
-                since = self.versions.get(name, self.channel_name)
-                self.mark([name], ("refresh", since, interval))
+                # Shared by every page of the application refreshing in this interval (a page
+                # with newer state than the shared rendering gets its own: render_batch).
+                self.mark([name], ("refresh", interval))
 
     # -- channel-layer messages (type "application.status" calls application_status) --------
 
     def marked(self, names: list[str], event: dict) -> None:
-        version = event.get("message_id")
-        for name in names:
-            if version is None:
-                self.versions.pop(name, None)
-            else:
-                self.versions[name] = version
-        self.mark(names, version)
+        self.mark(names, event.get("message_id"))
 
     async def application_status(self, event: dict) -> None:
         if event.get("deleted"):
@@ -313,6 +386,9 @@ class DashboardConsumer(CoalescingConsumer):
             await self.refuse(code)
             return
         self.organization_pk, applications = found
+        if not self.admitted():
+            await self.refuse(CLOSE_TOO_MANY)
+            return
         self.shown = {a.name for a in applications}
         self.by_name = {a.name: SimpleNamespace(pk=a.pk, name=a.name) for a in applications}
         self.group = dashboard_group(self.organization_pk)
@@ -343,7 +419,7 @@ class DashboardConsumer(CoalescingConsumer):
         membership, code = _membership(self.scope)
         if membership is None:
             return None, code
-        self.membership_pk = membership.pk
+        self.membership_pk, self.user_pk = membership.pk, membership.user_id
         applications = list(
             Application.objects.for_member(membership)
             .filter(name__in=shown)

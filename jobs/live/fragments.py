@@ -6,10 +6,12 @@ Each fragment is rendered from the database (and the serving figures' cache), ne
 message that prompted it: what a page gets is the latest state, whatever came before. Pages in
 one process that got the same message share one rendering of it (`shared`): never pages that
 got different messages, even with the same fields, since the events, the elapsed time and the
-figures beside the fields may have moved on."""
+figures beside the fields may have moved on. Pages refreshing in the same interval share one
+too, unless a page already has newer state than it."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections import OrderedDict
@@ -180,25 +182,40 @@ def dashboard_sparklines(applications: list, now: datetime | None = None) -> str
 
 class SharedRenderings:
     """The last renderings by (fragment, application, version): pages in one process that got
-    the same message (its message_id: jobs.live.groups), or refresh in the same interval
-    after it, share one rendering. Bounded; thread-safe (renders run in threads)."""
+    the same message (its message_id: jobs.live.groups), or refresh in the same interval,
+    share one rendering. Bounded; thread-safe (renders run in threads).
+
+    A page never goes back in time: `stamp()` is taken after each rendering a page gets, and
+    get(..., after=that stamp) gives only a rendering begun after it (else makes one anew, which
+    later pages then share). A page that connected, or got a message, after a shared rendering
+    was made has newer state than it: it gets its own."""
 
     def __init__(self, size: int = 512) -> None:
         self.size = size
         self._lock = threading.Lock()
-        self._done: OrderedDict[tuple, Rendering] = OrderedDict()
+        self._done: OrderedDict[tuple, tuple[int, Rendering]] = OrderedDict()  # (begun, it)
+        self._stamps = itertools.count()
         self.renders = 0  # how many renderings were made, for the bench
 
-    def get(self, key: tuple, make: Callable[[], Rendering]) -> Rendering:
+    def stamp(self) -> int:
+        """Later than the beginning of every rendering begun so far, earlier than any after."""
         with self._lock:
-            done = self._done.get(key)
-            if done is not None:
+            return next(self._stamps)
+
+    def get(self, key: tuple, make: Callable[[], Rendering], after: int = -1) -> Rendering:
+        with self._lock:
+            found = self._done.get(key)
+            if found is not None and found[0] > after:
                 self._done.move_to_end(key)
-                return done
+                return found[1]
+            begun = next(self._stamps)
         done = make()
         with self._lock:
             self.renders += 1
-            self._done[key] = done
+            kept = self._done.get(key)
+            if kept is None or kept[0] < begun:  # a newer one made meanwhile stays
+                self._done[key] = (begun, done)
+                self._done.move_to_end(key)
             while len(self._done) > self.size:
                 self._done.popitem(last=False)
         return done

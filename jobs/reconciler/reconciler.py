@@ -16,22 +16,32 @@ from jobs.backends import backend_for, forget_local_runner, local_runners_on_dis
 from jobs.lifecycle import record_status
 from jobs.live import groups
 from jobs.models import Application, Cluster, Phase
+from jobs.reconciler.scraping import SCRAPE_BUDGET_SECONDS, SCRAPE_WORKERS, ScrapePass, Scraper
 
 logger = logging.getLogger(__name__)
 
 # Kubernetes applications' metrics go through the API server: scraped less often than the local
-# servers on this machine (each scrape is bounded by serving_metrics.SCRAPE_TIMEOUT_SECONDS).
+# servers on this machine (each pass of scrapes is bounded: jobs/reconciler/scraping.py).
 KUBERNETES_SCRAPE_SECONDS = 10.0
 
 
 class Reconciler:
     """Step methods that tests call directly; `run` loops them until `stop` is called."""
 
-    def __init__(self, interval: float = 2.0):
+    def __init__(
+        self,
+        interval: float = 2.0,
+        scrape_workers: int = SCRAPE_WORKERS,
+        scrape_budget: float = SCRAPE_BUDGET_SECONDS,
+    ):
         self.interval = interval
         self.stopping = threading.Event()
         self.followers: dict[int, tuple] = {}  # cluster pk -> (connection, follower)
         self.scraped_kubernetes_at: float | None = None
+        # One each, as each keeps its own applications' order: the local servers are scraped
+        # every step, Kubernetes applications every KUBERNETES_SCRAPE_SECONDS.
+        self.local_scraper = Scraper(scrape_workers, scrape_budget)
+        self.kubernetes_scraper = Scraper(scrape_workers, scrape_budget)
 
     def step_local(self) -> int:
         """Observe every application on a local profile; return how many changed."""
@@ -39,6 +49,7 @@ class Reconciler:
         apps = Application.objects.filter(
             profile__cluster__backend=Cluster.Backend.LOCAL
         ).select_related("profile__cluster")
+        running = []
         for application in apps:
             if application.phase == Phase.DELETING:
                 continue
@@ -48,28 +59,33 @@ class Reconciler:
                 logger.exception("could not observe %s", application.name)
                 continue
             changed += record_status(application, observed)
-            self.scrape(application)
+            running.append(application)
+        self.scrape(running, self.local_scraper)
         return changed
 
-    def scrape_kubernetes(self) -> None:
+    def scrape_kubernetes(self) -> ScrapePass:
         """The Running applications on Kubernetes clusters: their vLLM servers' figures,
         through each cluster's API server."""
         apps = Application.objects.filter(
             profile__cluster__backend=Cluster.Backend.KUBERNETES, phase=Phase.RUNNING
         ).select_related("profile__cluster")
-        for application in apps:
-            try:
-                self.scrape(application)
-            except Exception:  # one application's trouble must not stop the others
-                logger.exception("could not scrape the metrics of %s", application.name)
+        return self.scrape(list(apps), self.kubernetes_scraper)
 
-    def scrape(self, application) -> None:
-        """A Running vLLM server's own figures (requests waiting, KV-cache use), scraped with a
-        bounded timeout; live pages are told when they changed."""
-        figures = serving_metrics.observe(application)
-        if figures is not None:
-            message = {"type": "serving.metrics", "name": application.name, **figures}
-            groups.send([(groups.application_group(application.pk), message)])
+    def scrape(self, applications: list, scraper: Scraper) -> ScrapePass:
+        """The Running vLLM servers' own figures (requests waiting, KV-cache use), as many as
+        one bounded pass of scrapes allows; live pages are told of the figures that changed."""
+        done = scraper.run([a for a in applications if serving_metrics.scraped(a)])
+        names = {a.pk: a.name for a in applications}
+        groups.send(
+            [
+                (
+                    groups.application_group(pk),
+                    {"type": "serving.metrics", "name": names[pk], **figures},
+                )
+                for pk, figures in done.figures.items()
+            ]
+        )
+        return done
 
     def follow_clusters(self) -> None:
         """A follower (watch threads) for every Kubernetes cluster not yet followed; the
@@ -133,6 +149,8 @@ class Reconciler:
             self.stopping.wait(self.interval)
         for _, follower in self.followers.values():
             follower.stop()
+        self.local_scraper.close()
+        self.kubernetes_scraper.close()
         # Local model servers stop with the console; resume() brings them back next time.
         forget_local_runner()
         logger.info("reconciler stopped")

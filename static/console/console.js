@@ -81,4 +81,38 @@
     event.detail.target = main;
     event.detail.swapOverride = "innerHTML";
   });
+
+  // A live socket the console closes says why by its close code (jobs/live/consumers.py); live
+  // updates stop there (htmx reconnects on network failures only), so the page says so beside
+  // the socket, and takes it back when a socket opens there again.
+  const LIVE_CLOSED = {
+    4400: "Live updates are off: this page asked for too many models or a malformed list. Reload it.",
+    4401: "Live updates stopped: you are signed out. Sign in and open this page again.",
+    4403: "Live updates stopped: you are not a member of this organisation any more.",
+    4404: "Live updates stopped: this model is not in your organisation (deleted, or another organisation's).",
+    4429: "Live updates are off on this page: you have more console pages open than one person may " +
+      "follow live at once. Close pages of the console you no longer need, then reload this one.",
+  };
+  const liveNote = (socket) => {
+    const next = socket.nextElementSibling;
+    return next && next.classList.contains("live-closed") ? next : null;
+  };
+  document.addEventListener("htmx:wsClose", (event) => {
+    const socket = event.target;
+    const close = event.detail && event.detail.event;
+    const text = close && LIVE_CLOSED[close.code];
+    if (!text || !socket.classList || !socket.classList.contains("live-socket")) return;
+    let note = liveNote(socket);
+    if (!note) {
+      note = document.createElement("p");
+      note.className = "callout warn live-closed";
+      note.setAttribute("role", "status");
+      socket.after(note);
+    }
+    note.textContent = text;
+  });
+  document.addEventListener("htmx:wsOpen", (event) => {
+    const note = event.target.classList && liveNote(event.target);
+    if (note) note.remove();
+  });
 })();

@@ -1,6 +1,7 @@
 """console.js on the pages a newcomer uses, under the Content-Security-Policy: the cluster
 form shows its Kubernetes fields only for a Kubernetes cluster, Deploy from YAML's example
-fills the manifest, Stop asks first, and Delete asks for the model's name."""
+fills the manifest, Stop asks first, Delete asks for the model's name, and a live socket the
+console closes says why on the page."""
 
 import re
 
@@ -96,3 +97,24 @@ def test_the_name_typed_into_the_delete_form_asks_nothing_more(
     expect(page.get_by_role("heading", name="Models", exact=True)).to_be_visible()
     assert not asked
     assert not off_the_loop(lambda: Application.objects.filter(name="bge-embed").exists())
+
+
+@pytest.fixture
+def one_live_page_each(settings):
+    """Before the live server forks (it runs with the test's settings)."""
+    settings.SERVEDECK_LIVE_SOCKETS_PER_USER = 1
+
+
+def test_a_page_past_the_live_pages_cap_says_why_it_is_not_live(
+    one_live_page_each, page: Page, page_problems, channels_live_server, admin, shoot
+):
+    log_in(page)  # the Models dashboard: its live socket is the one allowed
+    second = page.context.new_page()
+    page_problems.watch(second)
+    second.goto("/")
+    note = second.locator(".live-closed")
+    expect(note).to_have_attribute("role", "status")
+    expect(note).to_contain_text("Live updates are off on this page")
+    expect(note).to_contain_text("Close pages of the console you no longer need")
+    shoot(second, "too-many-live-pages")
+    expect(page.locator(".live-closed")).to_have_count(0)  # the first page stays live

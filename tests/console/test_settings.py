@@ -32,6 +32,8 @@ def start(env: dict, *args: str) -> subprocess.CompletedProcess:
         ({"SECURE_HSTS_SECONDS": "a year"}, "SECURE_HSTS_SECONDS"),
         ({"SERVEDECK_VM_CALLER_NAMESPACES": "servedeck,Not_A_Namespace"}, "SERVEDECK_VM_CALLER"),
         ({"SERVEDECK_VM_CALLER_NAMESPACES": "servedeck,*"}, "SERVEDECK_VM_CALLER_NAMESPACES"),
+        ({"SERVEDECK_LIVE_SOCKETS_PER_USER": "many"}, "SERVEDECK_LIVE_SOCKETS_PER_USER"),
+        ({"SERVEDECK_LIVE_SOCKETS_PER_USER": "0"}, "SERVEDECK_LIVE_SOCKETS_PER_USER"),
     ],
     ids=lambda v: next(iter(v)) if isinstance(v, dict) else v,
 )

@@ -8,7 +8,8 @@ and field selectors and resourceVersions; create (201), replace, merge patch, se
 dryRun=All. Tests put objects, emit watch events, inject failures (403, 409, 422, quota, slow
 answers), compact the watch history (410 Gone), or take the server down. GET on a Service's
 proxy subresource (`.../services/<name>[:<port>]/proxy/<path>`) reaches the URL a test gave
-with `serve_service`, as the API server's service proxy reaches the Service's pods.
+with `serve_service`, as the API server's service proxy reaches the Service's pods, and passes
+its answer on piece by piece as it comes (a Service that drips its answer drips through it).
 
 Why not kmock: kmock 0.8 keeps no resourceVersions nor watch history, so neither a watch
 resumed from a resourceVersion nor a 410 can be had without patching its internals.
@@ -212,6 +213,14 @@ class _Text:
 
     body: bytes
     status: int = 200
+
+
+@dataclass
+class _Relay:
+    """A Service's answer reached through the service proxy, passed on as it comes."""
+
+    answer: Any  # the open urllib response
+    status: int
 
 
 class KubeEmulator:
@@ -426,7 +435,7 @@ class KubeEmulator:
 
     def handle(
         self, method: str, path: str, query: dict[str, str], headers: Any, body: bytes
-    ) -> tuple[int, dict] | _Stream | _Text:
+    ) -> tuple[int, dict] | _Stream | _Text | _Relay:
         content_type = headers.get("Content-Type", "") or ""
         with self._cond:
             self._requests.append(
@@ -450,7 +459,7 @@ class KubeEmulator:
 
     def _dispatch(
         self, method: str, verb: str, t: _Target, query: dict, content_type: str, body: bytes
-    ) -> tuple[int, dict] | _Stream | _Text:
+    ) -> tuple[int, dict] | _Stream | _Text | _Relay:
         if t.subresource == "log" and t.res.plural == "pods" and verb == "get":
             return self._pod_log(t, query)
         if t.subresource == "proxy" and t.res.plural == "services" and verb == "get":
@@ -770,7 +779,7 @@ class KubeEmulator:
             data = data[: int(query["limitBytes"])]
         return _Text(data)
 
-    def _service_proxy(self, t: _Target) -> _Text:
+    def _service_proxy(self, t: _Target) -> _Text | _Relay:
         """GET through the service proxy: <name>, <name>:<port> or <scheme>:<name>:<port>."""
         parts = unquote(t.name or "").split(":")
         name = parts[1] if len(parts) == 3 else parts[0]
@@ -781,8 +790,8 @@ class KubeEmulator:
                 503, f'no endpoints available for service "{name}"', "ServiceUnavailable"
             )
         try:
-            with urllib.request.urlopen(f"{url}/{t.path}", timeout=5) as answer:  # noqa: S310
-                return _Text(answer.read(), answer.status)
+            answer = urllib.request.urlopen(f"{url}/{t.path}", timeout=5)  # noqa: S310
+            return _Relay(answer, answer.status)
         except urllib.error.HTTPError as error:
             return _Text(error.read(), error.code)
         except OSError as error:
@@ -996,6 +1005,8 @@ class _Handler(BaseHTTPRequestHandler):
         reply = emulator.handle(method, split.path, query, self.headers, body)
         if isinstance(reply, _Stream):
             self._stream(reply.events)
+        elif isinstance(reply, _Relay):
+            self._relay(reply)
         elif isinstance(reply, _Text):
             self.send_response(reply.status)
             self.send_header("Content-Type", "text/plain")
@@ -1014,6 +1025,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
+
+    def _relay(self, relay: _Relay) -> None:
+        self.send_response(relay.status)
+        self.send_header("Content-Type", relay.answer.headers.get("Content-Type", "text/plain"))
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        try:
+            with relay.answer:
+                while piece := relay.answer.read1(64 * 1024):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # either side went away
 
     def _stream(self, events: Iterator[dict]) -> None:
         self.send_response(200)

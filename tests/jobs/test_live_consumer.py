@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
 from django.db import connections
@@ -387,9 +387,10 @@ async def test_a_dashboard_of_a_removed_member_is_closed(org, viewer, layer):
     await finish(communicator)
 
 
-async def test_many_pages_opened_at_once_all_connect(org, viewer, layer):
+async def test_many_pages_opened_at_once_all_connect(org, viewer, layer, settings):
     """150 sockets joining their group at once: on Redis, more calls at once than redis-py's
     default pool of 100 connections, which it refuses rather than waits for."""
+    settings.SERVEDECK_LIVE_SOCKETS_PER_USER = 200  # one user here stands for many
     await sync_to_async(make_app)(org)
     cookie = await sync_to_async(session_cookie)(viewer.user)
     opened = await asyncio.gather(
@@ -506,3 +507,124 @@ async def test_the_dashboard_names_applications_deployed_since_it_opened(org, vi
     await sync_to_async(record_status)(embed, Observed(phase="Running"))  # named once
     assert await receive_all(communicator) == []
     await finish(communicator)
+
+
+# --- sockets per user, and one refresh for them all --------------------------------------
+
+
+async def test_a_user_past_the_cap_is_closed_too_many_others_are_not(
+    org, viewer, deployer, layer, settings
+):
+    """The cap counts a user's sockets of every kind in this process; past it the socket is
+    closed with its own code, another user's sockets still connect, and a socket closed frees
+    a place."""
+    settings.SERVEDECK_LIVE_SOCKETS_PER_USER = 3
+    await sync_to_async(make_app)(org)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    paths = ["/ws/applications/chat/", "/ws/applications/chat/", "/ws/dashboard/?shown=chat"]
+    pages = [(await connect(path, ORIGIN, cookie))[0] for path in paths]
+    for page in pages:
+        assert 'id="' in await page.receive_from(timeout=5)
+
+    for path in ("/ws/applications/chat/", "/ws/dashboard/?shown=chat"):
+        refused, connected, _ = await connect(path, ORIGIN, cookie)
+        assert connected  # accepted so that the close code reaches the page
+        assert await closed_with(refused) == consumers.CLOSE_TOO_MANY == 4429
+        await finish(refused)
+    assert consumers.open_sockets.count(viewer.user.pk) == 3  # the refused are not counted
+
+    theirs, _, _ = await connect(
+        "/ws/applications/chat/", ORIGIN, await sync_to_async(session_cookie)(deployer.user)
+    )
+    assert 'id="live-phase"' in await theirs.receive_from(timeout=5)
+    await finish(pages.pop())
+    again, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+    assert 'id="live-phase"' in await again.receive_from(timeout=5)
+    for page in (*pages, again, theirs):
+        await finish(page)
+    assert consumers.open_sockets.count(viewer.user.pk) == 0
+
+
+async def test_one_refresh_timer_for_every_socket_of_the_process(org, viewer, layer, clock):
+    await sync_to_async(make_app)(org)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    paths = ["/ws/applications/chat/"] * 3 + ["/ws/dashboard/?shown=chat"]
+    pages = [(await connect(path, ORIGIN, cookie))[0] for path in paths]
+    for page in pages:
+        await page.receive_from(timeout=5)
+    assert len(clock.refreshers) == 1  # not one waiting per socket
+    for page in pages:
+        await finish(page)
+    assert consumers.open_sockets.ticker is None  # no socket left: no timer either
+
+
+async def test_pages_refreshing_in_one_interval_share_one_rendering(org, viewer, layer, clock):
+    """Three pages of one application that got no message since they connected: the slow
+    refresh renders what time alone changed once for them all, and each gets it."""
+    app = await sync_to_async(make_app)(org, phase="Running")
+    await sync_to_async(usage)(org, app, clock.minute(), 30)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    pages = [(await connect("/ws/applications/chat/", ORIGIN, cookie))[0] for _ in range(3)]
+    for page in pages:
+        await page.receive_from(timeout=5)
+    before = fragments.shared.renders
+    clock.refresh(later_by=60)  # a minute on: the charts' newest minute, the five minutes' rate
+    got = [await page.receive_from(timeout=5) for page in pages]
+    for page in pages:
+        await finish(page)
+    assert ids(got[0]) == ["live-traffic", "live-chart-points"]
+    assert got[0] == got[1] == got[2]
+    assert fragments.shared.renders - before == 1
+
+
+async def test_a_page_newer_than_the_shared_refresh_gets_its_own(org, viewer, layer, clock):
+    """A refresh rendering is shared only with pages whose state is older than it: a page whose
+    catch-up read the database after it was made (here with a wall clock set back, as a clock
+    may be, so that the page is due in the same interval) gets a rendering of its own, never
+    the older one."""
+    app = await sync_to_async(make_app)(org, phase="Running")
+    await sync_to_async(usage)(org, app, clock.minute(), 30)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    first, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+    await first.receive_from(timeout=5)
+    clock.refresh(later_by=60)
+    shared_one = await first.receive_from(timeout=5)
+    assert chart_points(shared_one)[-2]["requests"] == 30
+
+    clock.at -= 60  # back into the interval before (no refresh is due meanwhile)
+    await sync_to_async(usage)(org, app, clock.minute(), 12)  # more traffic in that minute
+    late, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+    caught_up = await late.receive_from(timeout=5)
+    assert chart_points(caught_up)[-1]["requests"] == 42
+    clock.refresh(later_by=60)  # the first page's interval again: the late page is due
+    newer = await late.receive_from(timeout=5)
+    await finish(first)
+    await finish(late)
+    assert ids(newer) == ["live-traffic", "live-chart-points"]
+    assert chart_points(newer)[-2]["requests"] == 42  # not the shared rendering's 30
+
+
+class RefusingLayer(InMemoryChannelLayer):
+    """A channel layer that does not let a socket join its group (as Redis gone away)."""
+
+    async def group_add(self, group, channel):
+        raise ConnectionError("the channel layer does not answer")
+
+
+async def test_a_socket_whose_connect_failed_holds_no_place(org, viewer, settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": f"{__name__}.RefusingLayer"}}
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    await sync_to_async(make_app)(org)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    try:
+        communicator, connected, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+        assert connected  # accepted, then joining its group failed
+        with pytest.raises(ConnectionError):
+            await communicator.wait(timeout=5)  # the application ended with the layer's error
+        assert consumers.open_sockets.count(viewer.user.pk) == 0
+        assert consumers.open_sockets.ticker is None
+    finally:
+        channel_layers.backends.clear()
+        await sync_to_async(connections.close_all)()

@@ -7,6 +7,9 @@ import time
 import pytest
 from django.conf import settings
 from django.urls import reverse
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from jobs import deploy as verbs
 from jobs import replica_logs
@@ -266,3 +269,108 @@ def test_a_pod_log_is_followed_by_the_kubelets_timestamps(on_cluster, kube):
     assert part.lines + rest.lines == ["x", "x", "x"]
     asked = [r for r in kube.requests if r.path.endswith(f"/pods/{POD}/log")]
     assert asked[-1].query["timestamps"] == "true"
+
+
+# --- cursors: read strictly, in one place, for both backends ------------------------------
+
+
+@pytest.mark.parametrize(
+    "after, kind, numbers",
+    [
+        ("b0.0", "b", (0, 0)),
+        ("b1234.1717000000123456789", "b", (1234, 1717000000123456789)),
+        ("t1717000000123456789.2", "t", (1717000000123456789, 2)),
+        ("t9223372036854775807.0", "t", (2**63 - 1, 0)),
+        ("t\u00b2.1", "t", None),  # a superscript two: str.isdigit says yes, int() says no
+        ("t\u0661\u0662.1", "t", None),  # Arabic-Indic digits, which int() would read
+        ("b1.\uff11", "b", None),  # a fullwidth one
+        ("t9223372036854775808.0", "t", None),  # past a signed 64-bit number
+        ("t" + "9" * 20 + ".1", "t", None),
+        ("b1.2", "t", None),  # the other backend's cursor
+        ("t1.2", "b", None),
+        ("t1_0.2", "t", None),  # int() takes underscores
+        ("t+1.2", "t", None),
+        ("t 1.2", "t", None),
+        ("t1.2\n", "t", None),
+        ("t1.2.3", "t", None),
+        ("t1.", "t", None),
+        ("t.1", "t", None),
+        ("t12", "t", None),
+        ("t", "t", None),
+    ],
+)
+def test_a_cursor_is_ascii_digits_of_a_bounded_length(after, kind, numbers):
+    if numbers is not None:
+        assert replica_logs.parse_cursor(after, kind) == numbers
+        return
+    with pytest.raises(replica_logs.LogsRefused) as refused:
+        replica_logs.parse_cursor(after, kind)
+    message = str(refused.value)
+    assert message.startswith(f"after: {after!r} is not a cursor this log gave"), message
+    assert f"{kind}<digits>.<digits>" in message and "previous answer" in message
+
+
+def test_a_long_cursor_is_refused_without_being_echoed():
+    after = "t" + "\u00b2" * 5000
+    with pytest.raises(replica_logs.LogsRefused) as refused:
+        replica_logs.parse_cursor(after, "t")
+    message = str(refused.value)
+    assert "\u00b2" not in message and "5001 characters" in message
+    assert len(message) < 300
+
+
+def test_a_pod_cursor_of_unicode_digits_is_a_400_naming_after(as_deployer, on_cluster, client):
+    from tests.helpers import api_error, bearer
+
+    auth = bearer(on_cluster.organization.memberships.get(role="deployer"))
+    refused = client.get("/api/v1/applications/bge-embed/logs", {"after": "t\u00b2.1"}, **auth)
+    error = api_error(refused)
+    assert refused.status_code == 400, error
+    problem = error["problems"][0]
+    assert problem["path"] == "after" and "t<digits>.<digits>" in problem["message"], problem
+
+
+# What a client may send as `after`: anything, cursors and near-cursors most of all.
+DIGITS = "0123456789\u00b2\u0660\u0661\u0966\uff11"
+AFTERS = st.one_of(
+    st.text(st.characters(exclude_categories=("Cs",)), max_size=60),
+    st.from_regex(rf"[bt][{DIGITS}]{{0,24}}\.[{DIGITS}]{{0,24}}", fullmatch=True),
+    st.builds("t{}.{}".format, st.integers(0, 10**22), st.integers(0, 10**22)),
+    st.builds("b{}.{}".format, st.integers(0, 10**22), st.integers(0, 10**22)),
+    st.text("t0123456789.\u00b2", min_size=100, max_size=3000),
+)
+
+
+def property_of_after(auth, client):
+    """Any `after` is answered 200 or 400 (with the API's error shape), never anything else."""
+
+    @hypothesis_settings(
+        max_examples=60,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(AFTERS)
+    def check(after):
+        response = client.get("/api/v1/applications/bge-embed/logs", {"after": after}, **auth)
+        assert response.status_code in (200, 400), (after, response.content[:300])
+        if response.status_code == 400:
+            error = response.json()["error"]
+            assert error["problems"][0]["path"] == "after", error
+            assert len(error["message"]) < 400  # a long value is never sent back
+
+    check()
+
+
+def test_any_after_gives_200_or_400_on_the_local_backend(running, client):
+    from tests.helpers import bearer
+
+    client.raise_request_exception = False  # a crash is a 500 to count, as a caller sees it
+    property_of_after(bearer(running.organization.memberships.get(role="deployer")), client)
+
+
+def test_any_after_gives_200_or_400_on_a_cluster(on_cluster, client):
+    from tests.helpers import bearer
+
+    client.raise_request_exception = False
+    property_of_after(bearer(on_cluster.organization.memberships.get(role="deployer")), client)

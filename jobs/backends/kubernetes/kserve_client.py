@@ -420,12 +420,19 @@ class KServeClient:
         return self.api.pod_log(pod, namespace, container, tail_lines, limit_bytes, timestamps)
 
     def predictor_get(
-        self, app: str, namespace: str, path: str, limit_bytes: int, timeout: float
+        self,
+        app: str,
+        namespace: str,
+        path: str,
+        limit_bytes: int,
+        timeout: float,
+        deadline: float,
     ) -> bytes:
         """GET <path> of the application's predictor Service (its ready replicas: KServe's, or
-        the leaders of its virtual machines) through the API server's service proxy."""
+        the leaders of its virtual machines) through the API server's service proxy, whole
+        within about `deadline` seconds (KubeApi.service_proxy_get)."""
         service = f"{predictor_service(app)}:{PREDICTOR_PORT}"
-        return self.api.service_proxy_get(service, namespace, path, limit_bytes, timeout)
+        return self.api.service_proxy_get(service, namespace, path, limit_bytes, timeout, deadline)
 
     def list_inference_services(self, namespace: str | None = None) -> Listing:
         """ServeDeck's InferenceServices (every application's), in one namespace or all."""

@@ -10,6 +10,7 @@ field a newer server adds).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -163,11 +164,21 @@ class KubeApi:
             return response.read(int(limit_bytes) + 1)[: int(limit_bytes)]
 
     def service_proxy_get(
-        self, service: str, namespace: str, path: str, limit_bytes: int, timeout: float
+        self,
+        service: str,
+        namespace: str,
+        path: str,
+        limit_bytes: int,
+        timeout: float,
+        deadline: float,
     ) -> bytes:
         """GET .../services/<service>/proxy/<path>: what the Service answers, through the API
-        server, within `timeout` seconds; ValueError past limit_bytes."""
+        server. Each wait (to connect, for the next piece) at most `timeout` seconds, and no
+        piece read once `deadline` seconds have passed: a Service that drips its answer is
+        cut off (BackendError), so the whole call takes at most about deadline + timeout.
+        ValueError past limit_bytes."""
         call = Call("get", SERVICE_PROXY, namespace, service)
+        until = time.monotonic() + deadline
         with translated(call, self.target):
             response = self.core.connect_get_namespaced_service_proxy_with_path(
                 service,
@@ -176,13 +187,27 @@ class KubeApi:
                 _preload_content=False,
                 _request_timeout=(min(self.connect_timeout, timeout), timeout),
             )
+            whole = False
             try:
-                body = response.read(int(limit_bytes) + 1)
+                body = bytearray()
+                # read1: what has come, in one wait (read(n) would wait for all n bytes,
+                # each byte within its own timeout).
+                while piece := response.read1(64 * 1024):
+                    body += piece
+                    if len(body) > limit_bytes:
+                        raise ValueError(f"{service}/{path} answered more than {limit_bytes} bytes")
+                    if time.monotonic() > until:
+                        raise BackendError(
+                            f"{service}/{path} did not send its whole answer within {deadline:g} s "
+                            f"through the Kubernetes API at {self.target.host}",
+                            "The Service's server may be overloaded: it is asked again later.",
+                        )
+                whole = True
             finally:
+                if not whole:  # a connection in the middle of an answer is no use to the pool
+                    response.close()
                 response.release_conn()
-        if len(body) > limit_bytes:
-            raise ValueError(f"{service}/{path} answered more than {limit_bytes} bytes")
-        return body
+        return bytes(body)
 
     def version(self) -> dict[str, Any]:
         """GET /version: {"gitVersion": "v1.31.4", …}."""

@@ -323,19 +323,13 @@ def tail_lines(path: Path, n: int) -> list[str]:
 
 @dataclass(frozen=True)
 class LogCursor:
+    """Written as b<offset>.<generation>; read back by jobs.replica_logs.parse_cursor."""
+
     offset: int
     generation: int
 
     def __str__(self) -> str:
         return f"b{self.offset}.{self.generation}"
-
-    @classmethod
-    def parse(cls, text: str) -> LogCursor:
-        """A cursor this module wrote; ValueError for anything else."""
-        offset, _, generation = text.removeprefix("b").partition(".")
-        if not text.startswith("b") or not offset.isdigit() or not generation.isdigit():
-            raise ValueError(text)
-        return cls(int(offset), int(generation))
 
 
 def _generation(path: Path) -> int:
