@@ -60,10 +60,15 @@ def send(messages: list[tuple[str, dict]]) -> None:
     if not messages or get_channel_layer() is None:
         return
     batch = [(group, {**message, "message_id": uuid.uuid4().hex}) for group, message in messages]
-    loop = _server_loop
+    loop, current = _server_loop, _running_loop()
+    if current is not None and (loop is None or loop.is_closed() or not loop.is_running()):
+        # Called on a running loop while the noted one is gone (a server started again in this
+        # process): that loop serves now. run_until_complete below cannot run inside it.
+        note_server_loop(current)
+        loop = current
     try:
         if loop is not None and loop.is_running() and not loop.is_closed():
-            if _running_loop() is loop:
+            if current is loop:
                 _enqueue(batch)
             else:  # FIFO: batches from any thread reach the loop in the order sent
                 loop.call_soon_threadsafe(_enqueue, batch)
