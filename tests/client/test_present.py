@@ -6,7 +6,7 @@ import re
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from servedeck import cli, present
+from servedeck import present, terminal
 
 from jobs.gateway.histogram import LATENCY_BUCKET_FIELDS
 from jobs.models import UsageMinute
@@ -124,7 +124,7 @@ def test_problems_and_the_refused_summary():
     ],
 )
 def test_a_log_line_cannot_drive_the_terminal(line, shown, capsys):
-    cli.lines([line])  # what `app logs` prints each line with
-    cli.err(line)
+    terminal.lines([line])  # what `app logs` prints each line with
+    terminal.err(line)
     said = capsys.readouterr()
     assert said.out == shown + "\n" and said.err == shown + "\n"

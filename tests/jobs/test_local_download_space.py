@@ -23,7 +23,8 @@ import pytest
 from jobs.backends.local import download_space as space
 from jobs.backends.local import processes as proc
 from jobs.backends.local import runtimes as rt
-from jobs.backends.local.runner import LAUNCHER, LocalRunner
+from jobs.backends.local.download_plan import LAUNCHER
+from jobs.backends.local.runner import LocalRunner
 from tests.fakes.hub import FakeHub, disk_repo
 from tests.jobs.test_local_cpu_wiring import cpu_machine, install_fake, manifest, running
 from tests.jobs.test_local_hub_downloads import chat_repo

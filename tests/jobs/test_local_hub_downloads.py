@@ -315,7 +315,7 @@ def test_the_launcher_refuses_a_plan_that_leaves_the_downloads_folder(tmp_path):
     import subprocess
     import sys
 
-    from jobs.backends.local.runner import LAUNCHER
+    from jobs.backends.local.download_plan import LAUNCHER
 
     plan = tmp_path / "download.json"
     bad = {"repo": "acme/../../etc", "commit": "a" * 40, "layout": "hf",

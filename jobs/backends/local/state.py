@@ -16,6 +16,7 @@ from .download_launcher import NEXT_STEP, SAY
 PENDING, LOADING, RUNNING, FAILED, STOPPED = "Pending", "Loading", "Running", "Failed", "Stopped"
 DOWNLOADING = "Downloading"
 STATE_VERSION = 1
+STATE_FILE = "state.json"  # an application's record, in state_dir/<app>/
 STOPPED_BY_REQUEST, STOPPED_BY_SHUTDOWN = "request", "shutdown"
 LOOPBACK = "127.0.0.1"
 
