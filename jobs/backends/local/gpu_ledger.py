@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import processes as proc
+from .state import STATE_FILE
 
 LEDGER_FILE = "gpus.json"
 LOCK_FILE = "gpus.lock"
-STATE_FILE = "state.json"
 
 
 @dataclass(frozen=True)
