@@ -31,7 +31,7 @@ REFUSED = SHORTEST.replace("name: bge-embed", "name: Bad_Name").replace(
 # The stand-in streams with a pause between chunks, so arrival one by one can be seen.
 STREAMING = SHORTEST.replace(
     "      uri: hf://BAAI/bge-m3\n",
-    "      uri: hf://BAAI/bge-m3\n      engine:\n        extraArgs: ['--stream-delay=0.4']\n",
+    "      uri: hf://BAAI/bge-m3\n      engine:\n        extraArgs: ['--stream-delay=0.1']\n",
 )
 
 
