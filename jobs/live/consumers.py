@@ -166,6 +166,15 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
     membership_pk: int | None = None  # whose socket: checked again before every send
     user_pk: int | None = None  # counted in open_sockets while it is open
 
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # However the socket ends (a connect or a handler failing, a cancelled task, a
+            # channel layer failing in disconnect: none of these gets a disconnect), its place
+            # among its user's sockets is given back, and it is refreshed no more.
+            self.uncounted()
+
     async def refuse(self, code: int) -> None:
         await self.accept()
         await self.close(code=code)
@@ -181,15 +190,6 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
         if getattr(self, "counted", False):
             open_sockets.release(self.user_pk, self)
             self.counted = False
-
-    async def websocket_connect(self, message) -> None:
-        try:
-            await super().websocket_connect(message)
-        except BaseException:
-            # A connect that failed after counting the socket (a channel layer that does not
-            # answer) gets no disconnect: it must not hold a place, nor be refreshed.
-            self.uncounted()
-            raise
 
     def start_coalescing(self) -> None:
         self.dirty: dict[str, object] = {}  # fragment -> the version (message) that dirtied it
