@@ -32,6 +32,9 @@ from pathlib import Path
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/7")
 os.environ["REDIS_PREFIX"] = f"live-bench-{uuid.uuid4().hex[:8]}"
 os.environ["SERVEDECK_RECONCILER_IN_PROCESS"] = "false"  # this process follows the model
+# The 200 clients stand for 200 viewers but sign in as one user: lift the cap on one user's
+# live pages in one console process (50 by default; past it a socket is closed with 4429).
+os.environ["SERVEDECK_LIVE_SOCKETS_PER_USER"] = "250"
 
 from scratch import ROOT, django_on_scratch  # noqa: E402
 
