@@ -66,7 +66,7 @@ def add_usage(applications, minutes: int) -> None:
     UsageMinute.objects.bulk_create(rows, batch_size=500)
 
 
-def test_each_application_has_its_sparkline_of_the_last_hour(as_admin, admin):
+def test_each_application_has_its_sparkline_of_the_last_hour(as_admin, admin, within_one_minute):
     applications = fill(admin, 3)
     add_usage(applications[:1], minutes=90)  # half an hour more than the line shows
     html = as_admin.get("/").content.decode()
