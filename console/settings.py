@@ -154,8 +154,16 @@ if REDIS_URL:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
+                # A socket's receive blocks in Redis for up to 5 s (BZPOPMIN): redis-py's own
+                # read timeout, 5 s too, cut it off on a busy console and closed the page
+                # (1011). Reads wait longer than the block; connecting stays quick to fail.
                 "hosts": [
-                    {"address": REDIS_URL, "max_connections": SERVEDECK_REDIS_MAX_CONNECTIONS}
+                    {
+                        "address": REDIS_URL,
+                        "max_connections": SERVEDECK_REDIS_MAX_CONNECTIONS,
+                        "socket_timeout": 30,
+                        "socket_connect_timeout": 5,
+                    }
                 ],
                 "prefix": env_str("REDIS_PREFIX", "servedeck"),
             },

@@ -110,3 +110,18 @@ def test_a_var_folder_left_open_by_an_earlier_version_is_closed(tmp_path):
     var.chmod(0o755)
     assert start({"SERVEDECK_VAR_DIR": str(var), "SECRET_KEY": ""}).returncode == 0
     assert var.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_live_pages_redis_reads_outlast_its_blocking_receive(tmp_path):
+    """A socket's receive blocks in Redis for brpop_timeout; a read timeout no longer than that
+    cut idle pages off on a busy console (1011). Nothing connects here: the pool is only made."""
+    probe = (
+        "from channels.layers import get_channel_layer; layer = get_channel_layer(); "
+        "kwargs = layer.create_pool(0).connection_kwargs; "
+        "print(kwargs['socket_timeout'], layer.brpop_timeout)"
+    )
+    env = {"SERVEDECK_VAR_DIR": str(tmp_path), "REDIS_URL": "redis://127.0.0.1:1/0"}
+    result = start(env, "shell", "-c", probe)
+    assert result.returncode == 0, result.stderr
+    read_timeout, blocking = map(float, result.stdout.splitlines()[-1].split())
+    assert read_timeout >= blocking + 10
