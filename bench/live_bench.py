@@ -24,6 +24,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -96,14 +97,19 @@ def set_up() -> tuple[str, str, str]:
     return client.cookies["sessionid"].value, json.loads(out.getvalue())["key"], application
 
 
+# The console's output, kept after the run (the scratch folder is not) for a socket it closed.
+CONSOLE_LOG = Path(tempfile.gettempdir()) / "servedeck-live-bench-console.log"
+
+
 def start_console(port: int) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "console.serve", "-b", "127.0.0.1", "-p", str(port)]
-        + ["console.asgi:application"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with CONSOLE_LOG.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "console.serve", "-b", "127.0.0.1", "-p", str(port)]
+            + ["console.asgi:application"],
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+        )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -287,6 +293,7 @@ def main() -> None:
                 )
                 if closed:
                     print(f"         {len(closed)} sockets closed by the console: {closed[:5]}")
+                    print(f"         (the console's output: {CONSOLE_LOG})")
             print(f"(target: every client keeps updating; the console under {CPU_TARGET} core)")
         finally:
             console.terminate()

@@ -10,6 +10,7 @@ class JobsConfig(AppConfig):
     def ready(self) -> None:
         from jobs.backends.local import runtimes
         from jobs.gateway import signals
+        from jobs.live import members
 
         # Settings that only the local backend reads, read the way it reads them: a bad value
         # stops the start, naming the variable, rather than the first download.
@@ -18,3 +19,4 @@ class JobsConfig(AppConfig):
         except ValueError as exc:
             raise ImproperlyConfigured(str(exc)) from None
         signals.connect()
+        members.connect()

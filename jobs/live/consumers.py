@@ -52,10 +52,10 @@ from django.http import Http404
 from django.utils import timezone
 
 from accesspolicies.access import ORG_SESSION_KEY, membership_for
-from accesspolicies.models import Membership
 from jobs.live import fragments
 from jobs.live.fragments import EACH_MINUTE, EACH_REFRESH, Rendering
 from jobs.live.groups import application_group, dashboard_group, note_server_loop
+from jobs.live.members import members
 from jobs.models import Application
 
 logger = logging.getLogger(__name__)
@@ -210,7 +210,9 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
                 if wait > 0:
                     await clock.sleep(wait)
                 batch, self.dirty = self.dirty, {}
-                html = await database_sync_to_async(self._render_for_member)(batch)
+                html = self._render_on_loop(batch)
+                if html is None:
+                    html = await database_sync_to_async(self._render_for_member)(batch)
                 if html is None:
                     await self.close(code=CLOSE_NOT_A_MEMBER)
                     return
@@ -220,10 +222,19 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
         finally:
             self.flusher = None
 
+    def _render_on_loop(self, batch: dict) -> str | None:
+        """The batch as _render_for_member gives it, without a thread or a query, when the
+        membership was confirmed within the last second and the renderings are shared ones
+        (hundreds of pages of one application under steady traffic); else None."""
+        if not members.fresh(self.membership_pk):
+            return None
+        renderings = self.render_shared(batch, clock.wall())
+        return None if renderings is None else self.changed(renderings)
+
     def _render_for_member(self, batch: dict) -> str | None:
         """What of the batch differs from what the page has; None once the listener is no
         longer a member (nothing rendered)."""
-        if not Membership.objects.filter(pk=self.membership_pk).exists():
+        if not members.confirm(self.membership_pk):
             return None
         return self.changed(self.render_batch(batch, clock.wall()))
 
@@ -238,6 +249,10 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
     def render_batch(self, batch: dict, at: float) -> Iterator[tuple[str, str]]:
         """(fragment, HTML) for each fragment of the batch, as of `at` (the wall clock)."""
         raise NotImplementedError
+
+    def render_shared(self, batch: dict, at: float) -> Iterator[tuple[str, str]] | None:
+        """render_batch's renderings when every one is shared already, else None."""
+        return None
 
     def refresh(self, at: float) -> None:
         """Mark what time alone has changed since the page got it."""
@@ -300,13 +315,9 @@ class ApplicationConsumer(CoalescingConsumer):
         if application is None:
             return fragments.deleted(self.name)
         moment = fragments.Moment(application, _moment(at))
-        renderings = []
-        for name in fragments.FRAGMENTS:
-            rendering = moment.render(name)
-            self.changing[name] = (rendering.changes, at)
-            self.stamps[name] = fragments.shared.stamp()
-            renderings.append((name, rendering.html))
-        return self.changed(iter(renderings))
+        return self.changed(
+            self._took(name, moment.render(name), at) for name in fragments.FRAGMENTS
+        )
 
     def render_batch(self, batch: dict, at: float) -> Iterator[tuple[str, str]]:
         if "deleted" in batch:
@@ -336,9 +347,24 @@ class ApplicationConsumer(CoalescingConsumer):
             if found and found[0] is None:  # deleted since the message: say so, once
                 yield from self.render_batch({"deleted": None}, at)
                 return
-            self.changing[name] = (rendering.changes, at)
-            self.stamps[name] = fragments.shared.stamp()
-            yield name, rendering.html
+            yield self._took(name, rendering, at)
+
+    def render_shared(self, batch: dict, at: float) -> Iterator[tuple[str, str]] | None:
+        kept = {}
+        for name, version in batch.items():
+            if version is None or name == "deleted":
+                return None
+            key = (name, self.application_pk, version)
+            kept[name] = fragments.shared.peek(key, after=self.stamps.get(name, -1))
+            if kept[name] is None:
+                return None
+        return (self._took(name, rendering, at) for name, rendering in kept.items())
+
+    def _took(self, name: str, rendering: Rendering, at: float) -> tuple[str, str]:
+        """The page gets this rendering: note when it changes next, and how new it is."""
+        self.changing[name] = (rendering.changes, at)
+        self.stamps[name] = fragments.shared.stamp()
+        return name, rendering.html
 
     def refresh(self, at: float) -> None:
         interval = int(at // REFRESH_SECONDS)

@@ -202,13 +202,20 @@ class SharedRenderings:
         with self._lock:
             return next(self._stamps)
 
-    def get(self, key: tuple, make: Callable[[], Rendering], after: int = -1) -> Rendering:
+    def peek(self, key: tuple, after: int = -1) -> Rendering | None:
+        """The kept rendering begun after `after`, or None: never renders (safe on a loop)."""
         with self._lock:
             found = self._done.get(key)
             if found is not None and found[0] > after:
                 self._done.move_to_end(key)
                 return found[1]
-            begun = next(self._stamps)
+        return None
+
+    def get(self, key: tuple, make: Callable[[], Rendering], after: int = -1) -> Rendering:
+        found = self.peek(key, after)
+        if found is not None:
+            return found
+        begun = self.stamp()
         done = make()
         with self._lock:
             self.renders += 1

@@ -29,6 +29,7 @@ from jobs import serving_metrics
 from jobs.gateway import usage_store
 from jobs.lifecycle import Observed, group_name, record_status
 from jobs.live import consumers, fragments, groups
+from jobs.live.members import RECHECK_SECONDS, members
 from jobs.models import Application, Event
 from tests.helpers import session_cookie
 
@@ -111,6 +112,9 @@ class DrivenClock(consumers.Clock):
 def clock(monkeypatch):
     driven = DrivenClock()
     monkeypatch.setattr(consumers, "clock", driven)
+    # Memberships confirmed stay confirmed until a test advances the held clock.
+    monkeypatch.setattr(members, "clock", lambda: driven.now)
+    monkeypatch.setattr(members, "_seen", {})
     return driven
 
 
@@ -442,6 +446,51 @@ async def test_pages_that_got_the_same_message_share_one_rendering(org, viewer, 
         await finish(page)
     assert got[0] == got[1] and "It exited." in got[0]
     assert fragments.shared.renders - before == 3  # status, events, serving: once each
+
+
+async def test_pages_of_one_member_ask_the_database_once_a_second_whether_still_a_member(
+    org, viewer, layer, clock
+):
+    """Five pages, three messages: every send checks the membership, the database is asked
+    once while the check is fresh, and again once RECHECK_SECONDS have passed."""
+    clock.held = True  # the sends' spacing and the membership's freshness: the test's clock
+    app = await sync_to_async(make_app)(org, phase="Loading", desired_replicas=1)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    pages = [(await connect("/ws/applications/chat/", ORIGIN, cookie))[0] for _ in range(5)]
+    for page in pages:
+        await page.receive_from(timeout=5)
+    before = members.queries
+    for reason in ("One.", "Two.", "Three.", "Four."):
+        if reason == "Four.":
+            clock.advance(RECHECK_SECONDS)
+        await sync_to_async(record_status)(app, Observed(phase="Failed", reason=reason))
+        clock.advance(consumers.MIN_SEND_INTERVAL)
+        got = [await page.receive_from(timeout=5) for page in pages]
+        assert all(reason in html for html in got)
+        assert members.queries - before == (2 if reason == "Four." else 1)
+    for page in pages:
+        await finish(page)
+
+
+async def test_a_member_removed_by_another_process_is_closed_within_the_recheck(
+    org, viewer, layer, clock
+):
+    """Removed with no signal in this process (as another console process would): the page is
+    closed at its first send after RECHECK_SECONDS."""
+    clock.held = True
+    app = await sync_to_async(make_app)(org, phase="Loading", desired_replicas=1)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    communicator, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+    await communicator.receive_from(timeout=5)  # the catch-up
+    await sync_to_async(record_status)(app, Observed(phase="Failed", reason="Seen."))
+    clock.advance(consumers.MIN_SEND_INTERVAL)
+    await communicator.receive_from(timeout=5)  # confirmed the membership
+    await sync_to_async(viewer.__class__.objects.filter(pk=viewer.pk)._raw_delete)("default")
+    clock.advance(RECHECK_SECONDS)
+    await sync_to_async(record_status)(app, Observed(phase="Failed", reason="Not for you."))
+    clock.advance(consumers.MIN_SEND_INTERVAL)
+    assert await closed_with(communicator) == consumers.CLOSE_NOT_A_MEMBER
+    await finish(communicator)
 
 
 async def test_the_traffic_cards_move_on_when_traffic_stops(org, viewer, layer, clock):
