@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import copy
 import os
-import statistics
 import sys
-import time
 from datetime import timedelta
 
-from scratch import django_on_scratch  # noqa: E402
+from scratch import django_on_scratch, timed_gets  # noqa: E402
 
 WORK = django_on_scratch("dashboard")
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
-from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from accesspolicies.models import Membership, Organization, Role  # noqa: E402
@@ -80,24 +76,7 @@ def organisation_with(count: int) -> Client:
 
 
 def measure(client: Client, path: str, n: int) -> dict:
-    for _ in range(5):  # warm up templates and connections
-        assert client.get(path).status_code == 200
-    times, cpu = [], []
-    for _ in range(n):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        response = client.get(path)
-        times.append((time.perf_counter() - start) * 1000)
-        cpu.append((time.process_time() - start_cpu) * 1000)
-        assert response.status_code == 200
-    with CaptureQueriesContext(connection) as queries:
-        client.get(path)
-    times.sort()
-    return {
-        "median": statistics.median(times),
-        "p95": times[min(len(times) - 1, round(0.95 * len(times)) - 1)],
-        "cpu": statistics.median(cpu),
-        "queries": len(queries),
-    }
+    return timed_gets(client, path, n, warm_up=5)  # templates and connections warmed up
 
 
 def main() -> None:

@@ -13,21 +13,17 @@ Run: .venv/bin/python bench/overview_bench.py [N]   (N requests per case, defaul
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 
-from scratch import django_on_scratch  # noqa: E402
+from scratch import django_on_scratch, timed_gets  # noqa: E402
 
 WORK = django_on_scratch("overview")
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.cache import cache  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
-from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from accesspolicies.models import APIKey, Membership, Organization, Role  # noqa: E402
 from jobs.deploy import apply  # noqa: E402
@@ -89,26 +85,7 @@ def application_with(membership, name: str, minutes: int):
 
 
 def measure(client: Client, path: str, n: int, cold: bool = False) -> dict:
-    for _ in range(3):
-        assert client.get(path).status_code == 200
-    times, cpu = [], []
-    for _ in range(n):
-        if cold:
-            cache.clear()
-        start, start_cpu = time.perf_counter(), time.process_time()
-        response = client.get(path)
-        times.append((time.perf_counter() - start) * 1000)
-        cpu.append((time.process_time() - start_cpu) * 1000)
-        assert response.status_code == 200
-    with CaptureQueriesContext(connection) as queries:
-        client.get(path)
-    times.sort()
-    return {
-        "median": statistics.median(times),
-        "p95": times[min(len(times) - 1, round(0.95 * len(times)) - 1)],
-        "cpu": statistics.median(cpu),
-        "queries": len(queries),
-    }
+    return timed_gets(client, path, n, before_each=cache.clear if cold else None)
 
 
 def main() -> None:

@@ -39,3 +39,34 @@ def django_on_scratch(name: str, stand_in: bool = True) -> Path:
 
     django.setup()
     return work
+
+
+def timed_gets(client, path: str, n: int, warm_up: int = 3, before_each=None) -> dict:
+    """GET `path` n times after `warm_up` untimed ones: wall-clock median and p95 and the
+    median CPU of this process, in ms, and the SQL queries of one more GET."""
+    import statistics
+    import time
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for _ in range(warm_up):
+        assert client.get(path).status_code == 200
+    times, cpu = [], []
+    for _ in range(n):
+        if before_each is not None:
+            before_each()
+        start, start_cpu = time.perf_counter(), time.process_time()
+        response = client.get(path)
+        times.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
+        assert response.status_code == 200
+    with CaptureQueriesContext(connection) as queries:
+        client.get(path)
+    times.sort()
+    return {
+        "median": statistics.median(times),
+        "p95": times[min(len(times) - 1, round(0.95 * len(times)) - 1)],
+        "cpu": statistics.median(cpu),
+        "queries": len(queries),
+    }

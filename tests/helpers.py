@@ -31,6 +31,38 @@ STAND_IN_FLAGS = (
 )
 
 
+# The config.json of a two-layer Llama with a 64-wide hidden state: small on any machine.
+TINY_LLAMA_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 2048,
+    "vocab_size": 100,
+    "torch_dtype": "float32",
+}
+
+
+def local_manifest(name: str, uri: str, max_concurrent: int | None = None) -> str:
+    """The shortest manifest for a model at `uri` (file:// or hf://) on the `local` profile,
+    with serving.maxConcurrentRequests when given: every other field is the defaults'."""
+    serving = f"\n      serving:\n        maxConcurrentRequests: {max_concurrent}"
+    return f"""\
+apiVersion: servedeck.io/v1
+kind: Application
+spec:
+  name: {name}
+  profileName: local
+  source:
+    type: Model
+    model:
+      uri: {uri}{serving if max_concurrent else ""}
+"""
+
+
 def make_org(slug: str) -> Organization:
     org = Organization.objects.create(slug=slug, name=slug.title())
     cluster = Cluster.objects.create(organization=org, name="local")

@@ -31,7 +31,7 @@ from jobs.backends.local import runtimes as rt
 from jobs.models import Application
 from jobs.reconciler import Reconciler
 from tests.gateway.test_embedded_end_to_end import command, console_server, usage
-from tests.helpers import bearer
+from tests.helpers import bearer, local_manifest
 from tests.packaged_models import NotReady, default_models_dir, prepare
 
 __all__ = ["console_server"]  # the live console, a fixture used below
@@ -59,21 +59,6 @@ RELOAD_TIMEOUT = 60.0
 # How long the streaming chat's model server is held (SIGSTOP) before it may go on: never
 # asserted; a gateway that buffered the answer has delivered all of it well within this.
 HOLD_SECONDS = 3.0
-
-
-def manifest(name: str, folder) -> str:
-    """The shortest manifest for a folder: every other field is the defaults'."""
-    return f"""\
-apiVersion: servedeck.io/v1
-kind: Application
-spec:
-  name: {name}
-  profileName: local
-  source:
-    type: Model
-    model:
-      uri: file://{folder}
-"""
 
 
 @pytest.fixture
@@ -236,7 +221,7 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
         created = httpx.post(
             f"{live}/api/v1/applications",
             headers={**headers, "Content-Type": "application/yaml"},
-            content=manifest(name, folder),
+            content=local_manifest(name, f"file://{folder}"),
             timeout=60,
         )
         assert created.status_code == 201, created.text

@@ -28,7 +28,7 @@ from tests.gateway.test_real_models_end_to_end import (
     real_machine,
     the_three_answer,
 )
-from tests.helpers import bearer
+from tests.helpers import bearer, local_manifest
 
 __all__ = ["console_server", "real_machine"]  # fixtures used below
 
@@ -40,21 +40,6 @@ pytestmark = [
 CHAT = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBED = "sentence-transformers/all-MiniLM-L6-v2"
 WHISPER = "Systran/faster-whisper-tiny.en"
-
-
-def manifest(name: str, repo: str) -> str:
-    """The shortest manifest for a Hub model: every other field is the defaults'."""
-    return f"""\
-apiVersion: servedeck.io/v1
-kind: Application
-spec:
-  name: {name}
-  profileName: local
-  source:
-    type: Model
-    model:
-      uri: hf://{repo}
-"""
 
 
 @pytest.fixture
@@ -83,7 +68,7 @@ def test_hub_models_download_and_answer_through_the_gateway(
         created = httpx.post(
             f"{live}/api/v1/applications",
             headers={**headers, "Content-Type": "application/yaml"},
-            content=manifest(name, repo),
+            content=local_manifest(name, f"hf://{repo}"),
             timeout=60,
         )
         assert created.status_code == 201, created.text

@@ -25,7 +25,7 @@ from jobs.backends.local.command import DEFAULT_TEMPLATE
 from jobs.backends.local.runner import LocalRefused, LocalRunner
 from jobs.catalog import MachineReadings, machine_catalog
 from models_catalog.check import check_model
-from tests.helpers import wait_for
+from tests.helpers import TINY_LLAMA_CONFIG, wait_for
 
 FAKE_RUNTIME = """\
 #!{python}
@@ -213,26 +213,12 @@ def test_an_hf_model_without_vllm_is_read_from_the_hub_and_refused_when_missing(
     assert "was not found" in refusals[0]
 
 
-LLAMA = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 2048,
-    "vocab_size": 100,
-    "torch_dtype": "float32",
-}
-
-
 def test_check_model_reads_a_folder_and_names_the_runtime_it_gets_here(cpu_machine):
     runtimes, models = cpu_machine
     install_fake(runtimes)
     folder = models / "tiny-llama"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(LLAMA))
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA_CONFIG))
     safetensors(folder / "model.safetensors", {"embed": [100, 64], "layers": [2, 64, 64]})
     catalog = machine_catalog(MachineReadings(cores=2, memory_bytes=8 * 2**30, gpus=()))
     result = check_model(f"file://{folder}", catalog=catalog)
@@ -254,7 +240,7 @@ def test_check_model_says_the_install_command_when_the_runtime_is_missing(cpu_ma
     runtimes, models = cpu_machine
     folder = models / "tiny-llama"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(LLAMA))
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA_CONFIG))
     safetensors(folder / "model.safetensors", {"embed": [100, 64]})
     catalog = machine_catalog(MachineReadings(cores=2, memory_bytes=8 * 2**30, gpus=()))
     result = check_model(f"file://{folder}", catalog=catalog)
@@ -425,7 +411,7 @@ def test_check_model_on_a_kubernetes_profile_does_not_read_the_consoles_disk(
     runtimes, models = cpu_machine
     install_fake(runtimes)
     folder = chat_folder(models)
-    (folder / "config.json").write_text(json.dumps(LLAMA))
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA_CONFIG))
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("")
     cluster = Cluster.objects.create(

@@ -23,7 +23,7 @@ from jobs.backends.local.state import AppState, Replica, derive_status
 from jobs.catalog import MachineReadings, machine_catalog
 from models_catalog.check import check_model
 from tests.fakes.hub import GOOD_TOKEN, FakeHub, disk_repo
-from tests.helpers import wait_for
+from tests.helpers import TINY_LLAMA_CONFIG, local_manifest, wait_for
 from tests.jobs.test_local_cpu_wiring import (
     cpu_machine,
     install_fake,
@@ -36,6 +36,7 @@ from tests.jobs.test_local_cpu_wiring import (
 __all__ = ["cpu_machine"]  # a fixture used below
 
 REPO = "acme/tiny-chat"
+HUB_CHAT = local_manifest("chat", f"hf://{REPO}")  # the shortest manifest of it
 GIB = 2**30
 # What the real all-MiniLM-L6-v2 repository lists: one model in many copies.
 MINILM_FILES = [
@@ -150,23 +151,10 @@ def test_a_replica_downloading_reads_as_downloading():
 
 # ---- the real client against the fake Hub, the stand-in runtime ----
 
-LLAMA = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "max_position_embeddings": 2048,
-    "vocab_size": 100,
-    "torch_dtype": "float32",
-}
-
 
 def chat_repo(folder: Path) -> Path:
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(LLAMA))
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA_CONFIG))
     (folder / "tokenizer.json").write_text('{"model": {}}')
     safetensors(folder / "model.safetensors", {"embed": [100, 64], "layers": [2, 64, 64]})
     return folder
@@ -338,20 +326,6 @@ def test_the_launcher_refuses_a_plan_that_leaves_the_downloads_folder(tmp_path):
     assert done.returncode == 65 and "are not the layout's" in done.stdout
 
 
-def shortest(uri: str) -> str:
-    return f"""\
-apiVersion: servedeck.io/v1
-kind: Application
-spec:
-  name: chat
-  profileName: local
-  source:
-    type: Model
-    model:
-      uri: {uri}
-"""
-
-
 @pytest.fixture
 def little_free_memory(tmp_path, monkeypatch):
     """This machine's memory as /proc/meminfo would say it with 1 GiB available."""
@@ -369,7 +343,7 @@ def test_the_dry_run_names_the_runtime_here_and_refuses_the_same_memory(
 
     client.defaults.update(bearer(deployer))
     url = "/api/v1/applications?dryRun=true"
-    answer = client.post(url, shortest(f"hf://{REPO}"), content_type="application/yaml")
+    answer = client.post(url, HUB_CHAT, content_type="application/yaml")
     assert answer.status_code == 400, answer.content
     problems = answer.json()["error"]["problems"]
     refused = [p for p in problems if p["level"] == "refusal"]
@@ -384,7 +358,7 @@ def test_the_dry_run_names_the_runtime_here_and_refuses_the_same_memory(
     from jobs.backends.local import machine_check
 
     machine_check.MEMINFO.write_text("MemAvailable:   16777216 kB\n")
-    body = client.post(url, shortest(f"hf://{REPO}"), content_type="application/yaml").json()
+    body = client.post(url, HUB_CHAT, content_type="application/yaml").json()
     assert body["ok"] is True, body["refusals"]
     said = [w["message"] for w in body["warnings"] if "On this machine it runs on" in w["message"]]
     assert said and "transformers serve serves chat and completions" in said[0]
@@ -403,7 +377,7 @@ def test_a_gated_repo_is_read_with_the_profiles_token_only_where_the_operator_al
     url = "/api/v1/applications?dryRun=true"
 
     def refusals() -> list[str]:
-        answer = client.post(url, shortest(f"hf://{REPO}"), content_type="application/yaml")
+        answer = client.post(url, HUB_CHAT, content_type="application/yaml")
         if answer.status_code == 200:
             return []
         return [p["message"] for p in answer.json()["error"]["problems"] if p["level"] == "refusal"]

@@ -19,6 +19,7 @@ from jobs.backends.local import serving_plan
 from jobs.catalog import GpuReading, MachineReadings, machine_catalog
 from jobs.check_inputs import check_for_profile
 from jobs.models import Profile
+from tests.helpers import local_manifest
 from tests.jobs.test_local_cpu_wiring import chat_folder, cpu_machine, install_fake, manifest
 
 __all__ = ["cpu_machine"]  # a fixture used below
@@ -114,17 +115,7 @@ def test_the_dry_run_and_the_backend_agree_on_the_runtime(vllm_machine, org):
     """The dry run asks Check model with the manifest's GPU, and the backend's preflight plans
     with the same manifest: one runtime, said once."""
     _, folder = vllm_machine
-    doc = f"""\
-apiVersion: servedeck.io/v1
-kind: Application
-spec:
-  name: chat
-  profileName: local
-  source:
-    type: Model
-    model:
-      uri: file://{folder}
-"""
+    doc = local_manifest("chat", f"file://{folder}")
     run = verbs.dry_run(doc, org)
     assert run.ok, [str(p) for p in run.refusals]
     assert run.check.runtime == "transformers" == planned(run.manifest)
