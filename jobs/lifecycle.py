@@ -6,7 +6,9 @@ The reconciler and the verbs both call `record_status`; nothing else writes thes
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 
+from django.db import transaction
 from django.utils import timezone
 
 from jobs.live import groups
@@ -92,16 +94,17 @@ def record_deleted(application: Application) -> None:
 
 
 def _announce(application: Application, group: str | None = None, deleted: bool = False) -> None:
-    """To the application's live pages and to its organisation's dashboards (never raises: a
-    live page missing one update must never fail a deploy)."""
+    """To the application's live pages and to its organisation's dashboards, once what was
+    saved is committed: a page reads the application again when told, and read before the
+    commit it would show the old state until the next change (and nothing is said of a change
+    rolled back). Never raises: a live page missing one update must never fail a deploy."""
     message = {"type": "application.status", "name": application.name, "deleted": deleted}
     message.update({name: getattr(application, name) for name in STATUS_FIELDS})
-    groups.send(
-        [
-            (group or group_name(application), message),
-            (
-                groups.dashboard_group(application.organization_id),
-                {**message, "type": "dashboard.status"},
-            ),
-        ]
-    )
+    batch = [
+        (group or group_name(application), message),
+        (
+            groups.dashboard_group(application.organization_id),
+            {**message, "type": "dashboard.status"},
+        ),
+    ]
+    transaction.on_commit(partial(groups.send, batch))

@@ -23,7 +23,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
-from django.db import connections
+from django.db import connections, transaction
 
 from jobs import serving_metrics
 from jobs.gateway import usage_store
@@ -429,6 +429,26 @@ async def test_a_status_repeating_an_earlier_one_brings_the_newest_events(org, v
     events = got[-1].split('id="live-events"')[1]
     assert events.count("<strong>Running</strong>") == 2 and "<strong>Updating</strong>" in events
     assert ">Running<" in got[-1].split('id="live-events"')[0]
+
+
+async def test_a_status_saved_in_a_transaction_is_announced_once_committed(org, viewer, layer):
+    """A page told of a change reads the application again: told before the commit, it would
+    read the old state and keep it until the next change."""
+    app = await sync_to_async(make_app)(org, phase="Loading", desired_replicas=1)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    communicator, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+    await communicator.receive_from(timeout=5)  # the catch-up
+
+    def save_then_linger():
+        with transaction.atomic():
+            record_status(app, Observed(phase="Failed", reason="Saved in a transaction."))
+            time.sleep(0.5)  # what the deploy or the reconciler's pass does next
+        connections.close_all()
+
+    await sync_to_async(save_then_linger, thread_sensitive=False)()
+    got = await communicator.receive_from(timeout=5)
+    await finish(communicator)
+    assert "Saved in a transaction." in got
 
 
 async def test_pages_that_got_the_same_message_share_one_rendering(org, viewer, layer):
