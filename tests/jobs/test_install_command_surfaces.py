@@ -11,8 +11,8 @@ import pytest
 from django.urls import reverse
 
 from jobs.backends.local import runtimes as rt
-from tests.helpers import bearer, problems
-from tests.jobs.test_local_cpu_wiring import LLAMA, safetensors
+from tests.helpers import TINY_LLAMA_CONFIG, bearer, problems
+from tests.jobs.test_local_cpu_wiring import safetensors
 from tests.jobs.test_wizard_views import start, text, url
 
 API = "/api/v1/applications"
@@ -31,7 +31,7 @@ def folder_without_runtime(settings, tmp_path, monkeypatch):
     settings.SERVEDECK_MODELS_DIR = str(models)
     folder = models / "tiny-llama"
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(LLAMA))
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA_CONFIG))
     safetensors(folder / "model.safetensors", {"embed": [100, 64]})
     return folder, rt.install_command("transformers", runtimes)
 

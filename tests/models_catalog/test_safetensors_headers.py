@@ -19,7 +19,8 @@ from models_catalog import hub
 from models_catalog import safetensors_header as headers
 from models_catalog.check import check_model
 from tests.fakes.hub import FakeHub, disk_repo
-from tests.jobs.test_local_cpu_wiring import LLAMA, cpu_machine, install_fake, manifest
+from tests.helpers import TINY_LLAMA_CONFIG
+from tests.jobs.test_local_cpu_wiring import cpu_machine, install_fake, manifest
 
 __all__ = ["cpu_machine"]  # a fixture used below
 
@@ -98,7 +99,7 @@ def test_the_hubs_own_summary_is_held_to_the_same_bounds():
 def tiny_llama(models: Path, weights: bytes) -> Path:
     folder = models / "tiny-llama"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(LLAMA))
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA_CONFIG))
     (folder / "model.safetensors").write_bytes(weights)
     return folder
 
@@ -142,7 +143,7 @@ def test_a_hub_repos_hostile_header_is_refused_by_check_model(tmp_path, monkeypa
     repo = "acme/huge-dims"
     folder = tmp_path / "hub" / repo
     folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(LLAMA))
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA_CONFIG))
     (folder / "model.safetensors").write_bytes(header_bytes(tensor("[1" + "0" * 400 + "]")))
     with FakeHub({repo: disk_repo(repo, folder)}, hub_summaries=False).serve() as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
