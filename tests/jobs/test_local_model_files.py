@@ -193,8 +193,7 @@ def test_a_folder_naming_another_class_is_refused_by_check_model_and_the_backend
 
 
 def test_the_dry_run_refuses_it_once_at_the_uri(cpu_machine, client, deployer):
-    from tests.helpers import bearer
-    from tests.jobs.test_local_hub_downloads import shortest
+    from tests.helpers import bearer, local_manifest
 
     runtimes, models = cpu_machine
     install_fake(runtimes, "infinity")
@@ -203,7 +202,7 @@ def test_the_dry_run_refuses_it_once_at_the_uri(cpu_machine, client, deployer):
     client.defaults.update(bearer(deployer))
     answer = client.post(
         "/api/v1/applications?dryRun=true",
-        shortest(f"file://{folder}"),
+        local_manifest("chat", f"file://{folder}"),
         content_type="application/yaml",
     )
     assert answer.status_code == 400, answer.content
