@@ -45,6 +45,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -70,6 +71,8 @@ REFRESH_SECONDS = 10.0  # the slow refresh of what time alone changes
 MAX_NEW_SHOWN = 20  # the dashboard names at most this many applications created since
 MAX_SHOWN = 100  # the dashboard shows 50 a page
 MAX_QUERY_BYTES = 8192
+# The channel-layer messages a live page gets: each only marks fragments to send.
+MARKING = frozenset({"application.status", "dashboard.status", "usage.update", "serving.metrics"})
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -174,6 +177,15 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
             # channel layer failing in disconnect: none of these gets a disconnect), its place
             # among its user's sockets is given back, and it is refreshed no more.
             self.uncounted()
+
+    async def dispatch(self, message) -> None:
+        """A channel-layer message only marks what changed, on the loop: it skips Channels'
+        close_old_connections, a thread hop for every message to every page (the renders'
+        database_sync_to_async closes old connections around its own work)."""
+        if message.get("type") in MARKING:
+            await getattr(self, get_handler_name(message))(message)
+            return
+        await super().dispatch(message)
 
     async def refuse(self, code: int) -> None:
         await self.accept()

@@ -494,6 +494,34 @@ async def test_pages_of_one_member_ask_the_database_once_a_second_whether_still_
         await finish(page)
 
 
+async def test_channel_layer_messages_are_marked_on_the_loop(org, viewer, layer, monkeypatch):
+    """Each message to each page only marks fragments: no thread hop to close old database
+    connections per message (Channels' dispatch does one for every handler)."""
+    import channels.consumer
+
+    hops = []
+    close_old = channels.consumer.aclose_old_connections
+
+    async def counted():
+        hops.append(1)
+        await close_old()
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    app = await sync_to_async(make_app)(org, phase="Running")
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    communicator, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+    await communicator.receive_from(timeout=5)  # the catch-up
+    before = len(hops)
+    for kind in ("usage.update", "serving.metrics"):
+        await get_channel_layer().group_send(group_name(app), {"type": kind, "name": "chat"})
+    await sync_to_async(record_status)(app, Observed(phase="Failed", reason="Marked."))
+    got = await receive_all(communicator)
+    marking_hops = len(hops) - before
+    await finish(communicator)
+    assert got and "Marked." in got[-1]
+    assert marking_hops == 0
+
+
 async def test_a_member_removed_by_another_process_is_closed_within_the_recheck(
     org, viewer, layer, clock
 ):
