@@ -5,10 +5,13 @@ running in the main thread while it is started, which would break ORM calls and 
 elsewhere, so Playwright lives for one test module at a time, not for the whole session.
 """
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 import weakref
 from functools import partial
 from pathlib import Path
@@ -116,13 +119,40 @@ def browser_type_launch_args(browser_type_launch_args):
     }
 
 
+def _playwright_drivers() -> list[int]:
+    """The pids of this process's Playwright drivers (node, a child of this process)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == os.getpid() and b"playwright/driver" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.fixture(scope="module")
 def playwright(_pw_api_request_contexts):
     pw = sync_playwright().start()
     if _pw_api_request_contexts:
         _pw_api_request_contexts.instrument(pw)
+    drivers = _playwright_drivers()
     yield pw
-    pw.stop()
+    # stop() waits for the driver to exit; on a loaded CI machine it once never did (no browser
+    # left, the suite stalled for minutes). Past 60 s the driver is killed, which ends the wait.
+    watchdog = threading.Timer(60, _kill, [drivers])
+    watchdog.start()
+    try:
+        pw.stop()
+    finally:
+        watchdog.cancel()
 
 
 @pytest.fixture(scope="module")
