@@ -102,6 +102,9 @@ def channels_live_server(transactional_db, django_db_blocker):
     yield SimpleNamespace(url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}")
     server.terminate()
     server.join(10)
+    if server.is_alive():  # seen once in CI: stopped serving, never exited (SIGTERM handled)
+        server.kill()
+        server.join(5)
 
 
 # pytest-playwright's own fixtures, narrowed from session to module scope (see the docstring);
