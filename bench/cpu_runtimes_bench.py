@@ -34,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.manifest_text import local_manifest  # noqa: E402
+
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 INFINITY_LOG_TIME = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) infinity_emb")
 ORG = "bench"
@@ -76,21 +78,6 @@ def stop_group(child: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
-
-
-def manifest(name: str, folder: Path, max_concurrent: int | None = None) -> str:
-    serving = f"\n      serving:\n        maxConcurrentRequests: {max_concurrent}"
-    return f"""\
-apiVersion: servedeck.io/v1
-kind: Application
-spec:
-  name: {name}
-  profileName: local
-  source:
-    type: Model
-    model:
-      uri: file://{folder}{serving if max_concurrent else ""}
-"""
 
 
 class Console:
@@ -301,12 +288,14 @@ def main() -> None:
 
     console = Console(work, token)
     try:
+        first = [  # name, folder, maxConcurrentRequests, the runtime it should get
+            ("chat", models.chat, 1, "transformers"),
+            ("minilm", models.embedding, None, "infinity"),
+            ("whisper", models.transcription, None, "faster-whisper"),
+        ]
         deployed = [
-            deploy_figures(console, "chat", manifest("chat", models.chat, 1), "transformers"),
-            deploy_figures(console, "minilm", manifest("minilm", models.embedding), "infinity"),
-            deploy_figures(
-                console, "whisper", manifest("whisper", models.transcription), "faster-whisper"
-            ),
+            deploy_figures(console, name, local_manifest(name, f"file://{folder}", limit), runtime)
+            for name, folder, limit, runtime in first
         ]
         print("\nDeploy -> Running          total   runtime start   model load")
         for row in deployed:
@@ -366,7 +355,7 @@ def main() -> None:
         for label, name, limit in (("without", "chat", 1), ("with", "chat-batched", 4)):
             if name != "chat":
                 console.stop("chat")
-                console.deploy(name, manifest(name, models.chat, limit))
+                console.deploy(name, local_manifest(name, f"file://{models.chat}", limit))
             port = console.replica(name)["port"]
             client = OpenAI(
                 base_url=f"http://127.0.0.1:{port}/v1", api_key="-", timeout=900, max_retries=0

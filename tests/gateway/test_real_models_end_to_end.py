@@ -31,7 +31,8 @@ from jobs.backends.local import runtimes as rt
 from jobs.models import Application
 from jobs.reconciler import Reconciler
 from tests.gateway.test_embedded_end_to_end import command, console_server, usage
-from tests.helpers import bearer, local_manifest
+from tests.helpers import bearer
+from tests.manifest_text import local_manifest
 from tests.packaged_models import NotReady, default_models_dir, prepare
 
 __all__ = ["console_server"]  # the live console, a fixture used below

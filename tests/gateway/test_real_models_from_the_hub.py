@@ -28,7 +28,8 @@ from tests.gateway.test_real_models_end_to_end import (
     real_machine,
     the_three_answer,
 )
-from tests.helpers import bearer, local_manifest
+from tests.helpers import bearer
+from tests.manifest_text import local_manifest
 
 __all__ = ["console_server", "real_machine"]  # fixtures used below
 

@@ -23,7 +23,7 @@ from jobs.backends.local.state import AppState, Replica, derive_status
 from jobs.catalog import MachineReadings, machine_catalog
 from models_catalog.check import check_model
 from tests.fakes.hub import GOOD_TOKEN, FakeHub, disk_repo
-from tests.helpers import TINY_LLAMA_CONFIG, local_manifest, wait_for
+from tests.helpers import TINY_LLAMA_CONFIG, wait_for
 from tests.jobs.test_local_cpu_wiring import (
     cpu_machine,
     install_fake,
@@ -32,6 +32,7 @@ from tests.jobs.test_local_cpu_wiring import (
     safetensors,
     seen,
 )
+from tests.manifest_text import local_manifest
 
 __all__ = ["cpu_machine"]  # a fixture used below
 

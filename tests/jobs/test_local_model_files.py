@@ -193,7 +193,8 @@ def test_a_folder_naming_another_class_is_refused_by_check_model_and_the_backend
 
 
 def test_the_dry_run_refuses_it_once_at_the_uri(cpu_machine, client, deployer):
-    from tests.helpers import bearer, local_manifest
+    from tests.helpers import bearer
+    from tests.manifest_text import local_manifest
 
     runtimes, models = cpu_machine
     install_fake(runtimes, "infinity")

@@ -19,8 +19,8 @@ from jobs.backends.local import serving_plan
 from jobs.catalog import GpuReading, MachineReadings, machine_catalog
 from jobs.check_inputs import check_for_profile
 from jobs.models import Profile
-from tests.helpers import local_manifest
 from tests.jobs.test_local_cpu_wiring import chat_folder, cpu_machine, install_fake, manifest
+from tests.manifest_text import local_manifest
 
 __all__ = ["cpu_machine"]  # a fixture used below
 
