@@ -353,9 +353,10 @@ class ApplicationConsumer(CoalescingConsumer):
             if version is None:  # a message of no message_id: shared with no other page
                 rendering = make(name)()
             else:
-                key = (name, self.application_pk, version)
                 after = self.stamps.get(name, -1)
-                rendering = fragments.shared.get(key, make(name), after=after)
+                rendering = fragments.shared.get(
+                    self._shared(name, version), make(name), after=after
+                )
             if found and found[0] is None:  # deleted since the message: say so, once
                 yield from self.render_batch({"deleted": None}, at)
                 return
@@ -366,11 +367,15 @@ class ApplicationConsumer(CoalescingConsumer):
         for name, version in batch.items():
             if version is None or name == "deleted":
                 return None
-            key = (name, self.application_pk, version)
+            key = self._shared(name, version)
             kept[name] = fragments.shared.peek(key, after=self.stamps.get(name, -1))
             if kept[name] is None:
                 return None
         return (self._took(name, rendering, at) for name, rendering in kept.items())
+
+    def _shared(self, name: str, version) -> tuple:
+        """What the pages of this application share a rendering of a fragment under."""
+        return (name, self.application_pk, version)
 
     def _took(self, name: str, rendering: Rendering, at: float) -> tuple[str, str]:
         """The page gets this rendering: note when it changes next, and how new it is."""
