@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.catalog import DEFAULT_MACHINE_CATALOG  # noqa: E402
+from jobs.machine_catalog import DEFAULT_MACHINE_CATALOG  # noqa: E402
 from models_catalog import hub  # noqa: E402
 from models_catalog.check import check_model  # noqa: E402
 from tests.fakes.hub import GOOD_TOKEN, FakeHub  # noqa: E402

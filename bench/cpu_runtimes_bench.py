@@ -376,7 +376,7 @@ def main() -> None:
             print(f"  {count:11}   {cells[0]:29}   {cells[1]}")
         print(f"  {load()}")
     finally:
-        from jobs.backends import local_runner
+        from jobs.backends.local.backend import local_runner
 
         local_runner(ORG).shutdown()
         stop_group(console.child)

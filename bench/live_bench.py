@@ -51,7 +51,7 @@ from django.db import connections  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from accesspolicies.models import Membership, Organization, Role  # noqa: E402
-from jobs.backends import forget_local_runner  # noqa: E402
+from jobs.backends.local.backend import forget_local_runner  # noqa: E402
 from jobs.deploy import apply  # noqa: E402
 from jobs.live.groups import application_group  # noqa: E402
 from jobs.models import Application, Cluster, Profile  # noqa: E402

@@ -28,7 +28,7 @@ from django.test import Client  # noqa: E402
 from accesspolicies.models import APIKey, Membership, Organization, Role  # noqa: E402
 from jobs.deploy import apply  # noqa: E402
 from jobs.models import Cluster, Profile, UsageMinute  # noqa: E402
-from jobs.replica_time import replicas_changed  # noqa: E402
+from jobs.usage.replica_time import replicas_changed  # noqa: E402
 from tests.fakes.hub import FakeHub  # noqa: E402
 
 MANIFEST = """\
@@ -145,7 +145,7 @@ def main() -> None:
             f"({median:.1f} ms, {median / target:.2f} of the target)"
         )
     print(
-        "Settled buckets (ended 2 minutes ago) are cached for an hour (jobs/charts.py): a "
+        "Settled buckets (ended 2 minutes ago) are cached for an hour (jobs/usage/charts.py): a "
         "cold-cache request is the first after a deploy or an hour's expiry; the rows above "
         "say what it costs."
     )

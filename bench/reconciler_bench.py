@@ -43,9 +43,10 @@ from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from accesspolicies.models import Membership, Organization, Role  # noqa: E402
+from jobs.backends.base import Observed  # noqa: E402
 from jobs.backends.kubernetes.backend import ClusterBackend, forget_clients, status_of  # noqa: E402
 from jobs.deploy import apply, dry_run  # noqa: E402
-from jobs.lifecycle import Observed, group_name, record_status  # noqa: E402
+from jobs.lifecycle import group_name, record_status  # noqa: E402
 from jobs.models import Application, Phase, Profile  # noqa: E402
 from jobs.reconciler.watching import ClusterFollower  # noqa: E402
 from jobs.render import render, render_for_profile  # noqa: E402

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jobs.catalog import default_machine_catalog  # noqa: E402
+from jobs.machine_catalog import default_machine_catalog  # noqa: E402
 from jobs.manifest import ManifestContext, ProfileFacts, parse  # noqa: E402
 from jobs.render import RenderTarget, render, to_yaml, validate  # noqa: E402
 

@@ -30,7 +30,7 @@ from django.urls import reverse  # noqa: E402
 
 from accesspolicies.models import Membership, Organization, Role  # noqa: E402
 from jobs import deploy as verbs  # noqa: E402
-from jobs.backends import forget_local_runner  # noqa: E402
+from jobs.backends.local.backend import forget_local_runner  # noqa: E402
 from jobs.models import Application, Cluster, Draft, Profile  # noqa: E402
 from models_catalog import hub  # noqa: E402
 from tests.fakes.hub import FakeHub  # noqa: E402

@@ -14,8 +14,8 @@ from accesspolicies.api_auth import SessionMemberAuth, TokenAuth
 from accesspolicies.problems import Invalid
 from console.api_errors import ErrorShapedAPI, respond
 from jobs.api import router as applications_router
-from jobs.api_usage import router as usage_router
 from jobs.deploy import ActionError, Refused
+from jobs.usage.api import router as usage_router
 from models_catalog.api import router as models_router
 
 api = ErrorShapedAPI(

@@ -15,7 +15,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from console.routing import websocket_urlpatterns  # noqa: E402
 from jobs.gateway.mount import MountGateway, make_gateway  # noqa: E402
-from jobs.live.in_process import StartsReconciler  # noqa: E402
+from jobs.reconciler.in_process import StartsReconciler  # noqa: E402
 
 console_application = ProtocolTypeRouter(
     {
@@ -26,5 +26,5 @@ console_application = ProtocolTypeRouter(
     }
 )
 gateway = make_gateway()
-# On the embedded defaults the reconciler runs in this process (jobs/live/in_process.py).
+# On the embedded defaults the reconciler runs in this process (jobs/reconciler/in_process.py).
 application = StartsReconciler(MountGateway(console_application, gateway))

@@ -8,8 +8,8 @@ from django.templatetags.static import static
 from django.views.decorators.http import require_POST, require_safe
 
 from accesspolicies.access import ORG_SESSION_KEY, membership_for
-from jobs.first_models import first_models_panel
 from jobs.tables import ApplicationTable, applications_for_table
+from jobs.wizard.first_models import first_models_panel
 
 
 @require_safe

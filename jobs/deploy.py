@@ -10,9 +10,10 @@ from django.utils import timezone
 
 from accesspolicies import audit
 from accesspolicies.access import require
-from jobs.backends import BackendFailed, backend_for
+from jobs.backends import backend_for
+from jobs.backends.base import BackendFailed, Observed
 from jobs.dry_run import DryRun, dry_run, manifest_context
-from jobs.lifecycle import Observed, record_status
+from jobs.lifecycle import record_status
 from jobs.manifest.view import FilledManifest
 from jobs.models import Application, Event, Phase, Profile, Revision
 from jobs.render import APP_LABEL, RenderError, render_for_profile
@@ -412,7 +413,7 @@ def logs(application: Application, lines: int = 100, replica: int = 0, after: st
     (replica_logs): the last `lines` lines, or with `after` (a cursor an earlier answer gave)
     the lines written since; a replica_logs.Tail with the cursor to go on from. The process's
     log on this machine, the n-th pod's log on a cluster."""
-    from jobs import replica_logs
+    from jobs.overview import replica_logs
 
     lines = max(1, min(lines, MAX_LOG_LINES))
     try:

@@ -6,12 +6,12 @@ from django.conf import settings
 
 from console.form_fields import OrganizationScopedForm, load_yaml_field
 from jobs.backends.kubernetes.kubeconfig import KubeconfigRefused, resolve_kubeconfig
-from jobs.catalog import is_default_catalog, newest_known_vllm_version
-from jobs.cost import PRICE_KEY, price_problem
+from jobs.machine_catalog import is_default_catalog, newest_known_vllm_version
 from jobs.manifest.problems import listing, show
 from jobs.manifest.quantity import parse_quantity
 from jobs.models import ADDONS, Cluster, Profile, dns_label
 from jobs.token_refs import allowed_variables, reference_problem
+from jobs.usage.cost import PRICE_KEY, price_problem
 
 MAX_EXTRA_NAMESPACES = 20
 CATALOG_KEYS = {

@@ -5,48 +5,19 @@ The reconciler and the verbs both call `record_status`; nothing else writes thes
 """
 
 import logging
-from dataclasses import dataclass
 from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
 
+from jobs.backends.base import STATUS_FIELDS, Observed
 from jobs.live import groups
 from jobs.models import Application, Event, Phase
-from jobs.replica_time import replicas_changed
+from jobs.usage.replica_time import replicas_changed
 
 logger = logging.getLogger(__name__)
 
-STATUS_FIELDS = (
-    "phase",
-    "reason",
-    "next_step",
-    "endpoint",
-    "ready_replicas",
-    "desired_replicas",
-    "runtime",
-)
 TROUBLE = {Phase.FAILED, Phase.PENDING}
-
-
-@dataclass(frozen=True)
-class Observed:
-    """A status in the words of Application's fields, whoever observed it."""
-
-    phase: str
-    reason: str = ""
-    next_step: str = ""
-    endpoint: str = ""
-    ready_replicas: int = 0
-    desired_replicas: int = 0
-    runtime: str = ""  # the model server the backend runs, when it says (the local one does)
-
-    @classmethod
-    def of(cls, status) -> "Observed":
-        defaults = cls(phase="")
-        return cls(
-            **{name: getattr(status, name, getattr(defaults, name)) for name in STATUS_FIELDS}
-        )
 
 
 def group_name(application: Application) -> str:
@@ -70,7 +41,7 @@ def record_status(application: Application, observed: Observed) -> bool:
         application.served_at = application.updated_at
         fields.append("served_at")
     application.save(update_fields=fields)
-    if "ready_replicas" in changed:  # replica time, for its cost (jobs.replica_time)
+    if "ready_replicas" in changed:  # replica time, for its cost (jobs.usage.replica_time)
         replicas_changed(application, observed.ready_replicas, application.updated_at)
     if old_phase != observed.phase:
         kind = Event.Kind.WARNING if observed.phase in TROUBLE else Event.Kind.NORMAL

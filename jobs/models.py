@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from accesspolicies.models import Organization
 from accesspolicies.scope import MemberQuerySet
-from jobs.catalog import default_machine_catalog, newest_known_vllm_version
+from jobs.machine_catalog import default_machine_catalog, newest_known_vllm_version
 from jobs.manifest.view import FilledManifest, dig
 from jobs.phases import Phase
 
@@ -366,7 +366,7 @@ class UsageMinute(models.Model):
     streams = models.PositiveIntegerField(default=0)
     ttft_ms_sum = models.FloatField(default=0)
     ttft_count = models.PositiveIntegerField(default=0)
-    # The latency histogram over jobs.gateway.histogram.LATENCY_BOUNDS_MS (non-cumulative).
+    # The latency histogram over jobs.usage.histogram.LATENCY_BOUNDS_MS (non-cumulative).
     latency_le_1ms = models.PositiveIntegerField(default=0)
     latency_le_2_5ms = models.PositiveIntegerField(default=0)
     latency_le_5ms = models.PositiveIntegerField(default=0)
@@ -400,7 +400,7 @@ class UsageMinute(models.Model):
 
 class ReplicaDay(models.Model):
     """Replica-seconds one application was served with on one UTC day (ready replicas times
-    time): what its cost is worked out from (jobs.cost). Closed spans only; the open one is
+    time): what its cost is worked out from (jobs.usage.cost). Closed spans only; the open one is
     the application's ReplicaClock."""
 
     application = models.ForeignKey(

@@ -4,7 +4,7 @@ import django_tables2 as tables
 from django.utils import timezone
 from django.utils.html import format_html
 
-from jobs.catalog import describe_catalog
+from jobs.machine_catalog import describe_catalog
 from jobs.models import Application, Cluster, Profile
 
 
@@ -105,7 +105,7 @@ class ApplicationTable(tables.Table):
     def add_sparklines(self) -> None:
         """Requests per minute over the last hour of the page's applications: one query."""
         from jobs.models import UsageMinute
-        from jobs.usage import sparkline_counts
+        from jobs.usage.readers import sparkline_counts
 
         pks = [record.pk for record in self.shown()]
         self.sparklines = sparkline_counts(UsageMinute.objects.all(), pks)

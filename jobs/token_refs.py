@@ -8,6 +8,7 @@ Pure: the same rule where a reference is saved (the profile form) and where a to
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 
@@ -76,3 +77,12 @@ def env_token(ref: str, allowed: Iterable[str], environ: Mapping[str, str]) -> s
     if env is None or env["var"] not in allowed_variables(list(allowed)):
         return None
     return environ.get(env["var"]) or None
+
+
+def profile_token(profile) -> str | None:
+    """The Hugging Face token a profile names as `env/VAR`, read from this process's
+    environment only when the operator allowed VAR for its organisation (a `secret/` reference
+    is the cluster's, never read here). The one resolver: Check model and the local backend's
+    model servers both ask it, at each use, so taking a variable back takes effect at once."""
+    allowed = profile.organization.token_variables
+    return env_token(profile.hf_token_ref or "", allowed, os.environ)

@@ -9,7 +9,8 @@ from ninja.errors import HttpError
 from accesspolicies.access import require
 from console.api_errors import errors
 from jobs.access import ProfileNeeded, profile_or_only
-from jobs.check_inputs import check_for_profile, hf_token_for
+from jobs.dry_run import check_for_profile
+from jobs.token_refs import profile_token
 from models_catalog import hub
 
 router = Router(tags=["models"])
@@ -31,7 +32,7 @@ class HubModelOut(Schema):
 )
 def search(request, q: str, limit: int = 20, profile: str | None = None):
     membership = require(request.auth, "view", "models")
-    token = hf_token_for(_profile(membership, profile)) if profile else None
+    token = profile_token(_profile(membership, profile)) if profile else None
     try:
         found = hub.search(q, limit=max(1, min(limit, 50)), token=token)
     except hub.HubError as error:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import jobs.backends.local.runtimes as runtimes
-from jobs.catalog import gpu_kinds
+from jobs.machine_catalog import gpu_kinds
 from jobs.manifest import FORMAT_ENGINE, UriInfo, parse_uri
 from jobs.manifest.model_defaults import cpu_replica_bytes
 from jobs.manifest.uri import UriError

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from jobs.catalog import is_gpu_kind
+from jobs.machine_catalog import is_gpu_kind
 from models_catalog import hub
 from models_catalog.architectures import Unsupported
 from models_catalog.sizing import (

@@ -1,5 +1,5 @@
 """What the manifest rules learn from Check model's answer. Check model itself takes plain
-inputs (catalog, token, vLLM version); jobs.check_inputs builds them from a profile."""
+inputs (catalog, token, vLLM version); jobs.dry_run builds them from a profile."""
 
 from jobs.manifest import ModelFacts, Problem
 from models_catalog.check import CheckResult

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
-from jobs.catalog import cpu_machines, gpu_kinds
+from jobs.machine_catalog import cpu_machines, gpu_kinds
 from jobs.manifest import parse_quantity
 from jobs.manifest.model_defaults import cpu_replica_bytes
 

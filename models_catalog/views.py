@@ -7,8 +7,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from accesspolicies.access import require
-from jobs.catalog import default_machine_catalog, gpu_kinds
-from jobs.check_inputs import check_for_profile
+from jobs.dry_run import check_for_profile
+from jobs.machine_catalog import default_machine_catalog, gpu_kinds
 from jobs.manifest import FORMATS
 from jobs.models import Profile
 from jobs.wizard.fields import typed_uri

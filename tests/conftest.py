@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from accesspolicies.models import Role
-from jobs.backends import forget_local_runner, local_runners_on_disk
+from jobs.backends.local.backend import forget_local_runner, local_runners_on_disk
 from models_catalog import hub
 from tests.fakes.hub import FakeHub
 from tests.helpers import STAND_IN_FLAGS, client_for, make_member, make_org

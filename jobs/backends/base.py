@@ -1,11 +1,46 @@
-"""What every backend answers with."""
+"""The backend contract: what every backend answers with (Observed, a status in the words of
+Application's fields; Preflight, its answers to a dry run; BackendFailed) and what it does
+(Backend). Imports nothing of the backends, so they and their callers all stand on it."""
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from jobs.manifest.problems import Level, Problem
 
 # Where a target's answer is said: the target is the profile's (its cluster, or this machine).
 TARGET_PATH = "spec.profileName"
+
+
+# The Application fields a status is saved into (jobs.lifecycle.record_status).
+STATUS_FIELDS = (
+    "phase",
+    "reason",
+    "next_step",
+    "endpoint",
+    "ready_replicas",
+    "desired_replicas",
+    "runtime",
+)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A status in the words of Application's fields, whoever observed it."""
+
+    phase: str
+    reason: str = ""
+    next_step: str = ""
+    endpoint: str = ""
+    ready_replicas: int = 0
+    desired_replicas: int = 0
+    runtime: str = ""  # the model server the backend runs, when it says (the local one does)
+
+    @classmethod
+    def of(cls, status) -> "Observed":
+        defaults = cls(phase="")
+        return cls(
+            **{name: getattr(status, name, getattr(defaults, name)) for name in STATUS_FIELDS}
+        )
 
 
 class BackendFailed(Exception):
@@ -32,3 +67,21 @@ class Preflight:
 
     refusals: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+
+
+class Backend(Protocol):
+    """What a profile's cluster does with an application (jobs.backends.backend_for)."""
+
+    def preflight(self, manifest: dict, objects: list) -> Preflight: ...
+
+    def apply(self, application, revision) -> Observed: ...
+
+    def restart(self, application) -> Observed: ...
+
+    def stop(self, application) -> Observed: ...
+
+    def start(self, application) -> Observed: ...
+
+    def delete(self, application) -> None: ...
+
+    def observe(self, application) -> Observed: ...

@@ -23,9 +23,10 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jobs.gateway import counters as c
-from jobs.gateway.histogram import LATENCY_BOUNDS_MS
+from jobs.gateway.prom import render_metrics
 from jobs.live import groups
+from jobs.usage import counters as c
+from jobs.usage.histogram import LATENCY_BOUNDS_MS
 
 logger = logging.getLogger(__name__)
 
@@ -264,7 +265,7 @@ class Meter:
         if self._write is not None:
             self._write(batch)
             return
-        from jobs.gateway import usage_store
+        from jobs.usage import store as usage_store
 
         usage_store.write(batch)
 
@@ -314,7 +315,7 @@ class Meter:
         """One message per application in the batch to its group `application.<pk>`; a live
         page missing one update must never lose the counts (they are written already)."""
         try:
-            from jobs.gateway import usage_store
+            from jobs.usage import store as usage_store
 
             latest = usage_store.latest_minute_per_application(batch)
         except Exception:
@@ -349,8 +350,6 @@ class Meter:
 
     def render_metrics(self) -> str:
         """This meter's /metrics text (see jobs.gateway.prom), for a gateway holding a meter."""
-        from jobs.gateway.prom import render_metrics
-
         return render_metrics(self, self.in_flight).decode()
 
     def pending_entries(self) -> int:

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from jobs.gateway import counters as c
-from jobs.gateway import metering as m
-from jobs.gateway.histogram import LATENCY_BOUNDS_MS
+from jobs.usage import counters as c
+from jobs.usage.histogram import LATENCY_BOUNDS_MS
+
+if TYPE_CHECKING:  # the meter calls this module: a type only, no import at run time
+    from jobs.gateway.metering import Meter
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -28,13 +31,10 @@ def _number(value: float) -> str:
     return repr(float(value))
 
 
-def render_metrics(
-    meter: m.Meter | None = None, in_flight: Callable[[], int] | None = None
-) -> bytes:
+def render_metrics(meter: Meter, in_flight: Callable[[], int] | None = None) -> bytes:
     """Requests by application, route and status class; by application and route the stream
     failures, tokens, the latency histogram (seconds) and time to first token; requests in
     flight (the gateway's callable); the meter's own flush figures. Serve with CONTENT_TYPE."""
-    meter = meter or m.process_meter()
     lines: list[str] = []
 
     def family(name: str, kind: str, help_text: str) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from jobs.catalog import cpu_machines, gpu_kinds
+from jobs.machine_catalog import cpu_machines, gpu_kinds
 
 from .checks import Qty
 from .defaults import MODEL_PATH as M

@@ -43,7 +43,7 @@ KSERVE_RENAME_PREFIX = "m-"
 
 def file_on_kubernetes(uri: str, profile_name: str) -> tuple[str, str]:
     """Why a file:// folder cannot be the source on a Kubernetes profile, and what to do: said
-    alike by this rule and by Check model on that profile (jobs.check_inputs)."""
+    alike by this rule and by Check model on that profile (jobs.dry_run)."""
     return (
         f"{show(uri)} is a folder on the console's machine, which profile {profile_name}'s "
         "Kubernetes cluster cannot read; accepts file:// on the local profile only.",

@@ -3,7 +3,7 @@
 import django.core.validators
 import django.db.models.deletion
 import django.utils.timezone
-import jobs.catalog
+import jobs.machine_catalog
 from django.conf import settings
 from django.db import migrations, models
 
@@ -79,7 +79,7 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('name', models.CharField(max_length=63, validators=[django.core.validators.RegexValidator('^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$', "Use a DNS label: 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit.")])),
                 ('namespace', models.CharField(default='default', max_length=63, validators=[django.core.validators.RegexValidator('^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$', "Use a DNS label: 1-63 lowercase letters, digits and '-', starting and ending with a letter or digit.")])),
-                ('machine_catalog', models.JSONField(default=jobs.catalog.default_machine_catalog)),
+                ('machine_catalog', models.JSONField(default=jobs.machine_catalog.default_machine_catalog)),
                 ('hf_token_ref', models.CharField(blank=True, help_text="Where the token lives, never the token: secret/<name> (a Secret in the profile's namespace, key HF_TOKEN) or env/<VARIABLE> (on the console's host).", max_length=200, verbose_name='Hugging Face token')),
                 ('vllm_version', models.CharField(default='0.13.0', help_text='The vLLM its runtime image carries.', max_length=20, verbose_name='vLLM version')),
                 ('defaults', models.JSONField(blank=True, default=dict)),

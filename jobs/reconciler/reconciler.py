@@ -11,11 +11,12 @@ import time
 
 from django.db import close_old_connections
 
-from jobs import serving_metrics
-from jobs.backends import backend_for, forget_local_runner, local_runners_on_disk
+from jobs.backends import backend_for
+from jobs.backends.local.backend import forget_local_runner, local_runners_on_disk
 from jobs.lifecycle import record_status
 from jobs.live import groups
 from jobs.models import Application, Cluster, Phase
+from jobs.overview import serving_metrics
 from jobs.reconciler.scraping import SCRAPE_BUDGET_SECONDS, SCRAPE_WORKERS, ScrapePass, Scraper
 
 logger = logging.getLogger(__name__)

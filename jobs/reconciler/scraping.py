@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from jobs import serving_metrics
+from jobs.overview import serving_metrics
 
 logger = logging.getLogger(__name__)
 

@@ -20,11 +20,12 @@ from collections import Counter
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
+from jobs.backends.base import Observed
 from jobs.backends.kubernetes.backend import client_for, machine_status_of, status_of
 from jobs.backends.kubernetes.errors import BackendError, Gone, Unreachable
 from jobs.backends.kubernetes.kubevirt_client import MachineObjects, is_virtual_machine_app
 from jobs.backends.kubernetes.owner import is_ours
-from jobs.lifecycle import Observed, record_deleted, record_status
+from jobs.lifecycle import record_deleted, record_status
 from jobs.models import Application, Cluster, Phase, Profile
 from jobs.render import APP_LABEL
 

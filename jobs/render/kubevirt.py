@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from jobs.catalog import kubevirt_device_name
 from jobs.kube_names import (
     NODE_LABEL,
     REPLICA_LABEL,
@@ -35,6 +34,7 @@ from jobs.kube_names import (
     vm_name,
     weights_claim_name,
 )
+from jobs.machine_catalog import kubevirt_device_name
 from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
 

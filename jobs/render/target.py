@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.catalog import gpu_kind_named, newest_known_vllm_version
+from jobs.machine_catalog import gpu_kind_named, newest_known_vllm_version
 
 DEFAULT_NAMESPACE = "default"
 # Karpenter's well-known label; EKS managed node groups use eks.amazonaws.com/capacityType and
@@ -52,7 +52,8 @@ class RenderTarget:
     """The cluster a manifest is rendered for."""
 
     namespace: str = DEFAULT_NAMESPACE
-    # Entries like {"name": "l4", "vendor": "nvidia", "nodeLabels": {...}, ...}: jobs/catalog.py.
+    # Entries like {"name": "l4", "vendor": "nvidia", "nodeLabels": {...}, ...}:
+    # jobs/machine_catalog.py.
     machine_catalog: tuple[Mapping[str, Any], ...] = ()
     addons: frozenset[str] = frozenset()
     # "secret/<name>": a Secret in the namespace with key HF_TOKEN. "env/<VAR>" lives on the

@@ -8,12 +8,12 @@ from django.views.decorators.http import require_POST, require_safe
 
 from accesspolicies.access import require
 from jobs import deploy as verbs
-from jobs import snippets
 from jobs.access import get_application
 from jobs.live.fragments import overview_context, shown
 from jobs.models import Profile
+from jobs.overview import snippets
 from jobs.phases import Phase
-from jobs.usage import health_of
+from jobs.usage.readers import health_of
 from jobs.views import overview
 
 

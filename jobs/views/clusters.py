@@ -97,7 +97,7 @@ def profile_discover(request, name):
         )
         return redirect("jobs:profile-edit", name=name)
     from jobs.backends.local.machine_check import discovered_catalog
-    from jobs.cost import keep_prices
+    from jobs.usage.cost import keep_prices
 
     catalog, read = discovered_catalog()
     profile.machine_catalog = keep_prices(profile.machine_catalog, catalog)

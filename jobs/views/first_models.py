@@ -9,7 +9,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from jobs import deploy as verbs
-from jobs.first_models import UnknownFirstModel, deploy_first_model
+from jobs.wizard.first_models import UnknownFirstModel, deploy_first_model
 
 
 @require_POST

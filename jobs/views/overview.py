@@ -7,11 +7,12 @@ from django.views.decorators.http import require_GET
 
 from console.api_errors import error_body
 from console.static_finders import plotly_style_ids
-from jobs import charts, replica_logs
 from jobs.access import get_application
 from jobs.models import UsageMinute
-from jobs.overview import cost_summary, serving_facts
-from jobs.revision_diff import unified
+from jobs.overview import replica_logs
+from jobs.overview.facts import cost_summary, serving_facts
+from jobs.overview.revision_diff import unified
+from jobs.usage import charts
 
 
 def _part(request, template: str, title: str, part_id: str, context: dict, status: int = 200):

@@ -13,10 +13,10 @@ from functools import cached_property
 from jobs import deploy as verbs
 from jobs import manifest as mf
 from jobs.backends import backend_for
-from jobs.check_inputs import check_for_profile, hf_token_for
-from jobs.dry_run import CheckModelCalls, DryRun, check_inputs, manifest_context
+from jobs.dry_run import CheckModelCalls, DryRun, check_for_profile, check_inputs, manifest_context
 from jobs.manifest.view import FilledManifest
 from jobs.models import Application, Draft, Profile
+from jobs.token_refs import profile_token
 from jobs.wizard import drafts, steps
 from jobs.wizard.fields import (
     Edits,
@@ -365,7 +365,7 @@ def _token(membership, profile_name: str | None) -> str | None:
     profile = Profile.objects.filter(
         organization=membership.organization, name=profile_name or ""
     ).first()
-    return hf_token_for(profile) if profile else None
+    return profile_token(profile) if profile else None
 
 
 def search_hub(membership, query: str, profile_name: str | None) -> list[hub.HubModel]:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from jobs import manifest as mf
-from jobs.catalog import cpu_machines, gpu_kinds
+from jobs.machine_catalog import cpu_machines, gpu_kinds
 from jobs.wizard.fields import CPU_KIND
 from models_catalog.check import CheckResult
 from models_catalog.sizing import (

@@ -5,7 +5,7 @@
 // Its charts: reads the chart data endpoint for the window picked (1 hour,
 // 24 hours, 7 days) and draws it with Plotly (served from the plotly package, never a CDN).
 // Live points arrive as the DOM event `servedeck:chart-points` with detail {points: [...]}, in
-// the shape jobs/charts.py documents: a point whose "t" is already drawn replaces it, a newer
+// the shape jobs/usage/charts.py documents: a point whose "t" is already drawn replaces it, a newer
 // one is appended; in the longer windows (whose buckets hold many minutes, and percentiles
 // do not add up) a point makes the page read the window again, at most every 15 s.
 (() => {

@@ -15,7 +15,7 @@ import pytest
 from django.core.management import call_command
 from playwright.sync_api import Page, expect
 
-from jobs.backends import local_runner
+from jobs.backends.local.backend import local_runner
 from tests.browser.support import off_the_loop
 from tests.helpers import SHORTEST, bearer, wait_for
 

@@ -109,7 +109,7 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory):
     from django.test.utils import setup_databases, teardown_databases
 
     from accesspolicies.models import Membership, PersonalAccessToken, Role
-    from jobs.backends import forget_local_runner, local_runners_on_disk
+    from jobs.backends.local.backend import forget_local_runner, local_runners_on_disk
     from tests.gateway.support import StandIn, make_app
 
     state = tmp_path_factory.mktemp("local-backend")

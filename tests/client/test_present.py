@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from servedeck import present, terminal
 
-from jobs.gateway.histogram import LATENCY_BUCKET_FIELDS
 from jobs.models import UsageMinute
 from jobs.present import described
+from jobs.usage.histogram import LATENCY_BUCKET_FIELDS
 from tests.gateway.support import make_app
 from tests.helpers import bearer
 

@@ -14,9 +14,9 @@ from django.urls import reverse
 
 from jobs.backends.local import runtimes as rt
 from jobs.deploy import apply, dry_run
-from jobs.first_models import first_manifest
 from jobs.models import Application
 from jobs.wizard.drafts import unsaved_draft
+from jobs.wizard.first_models import first_manifest
 from models_catalog import hub_reach
 from models_catalog.recommended import FIRST_MODELS
 from tests.helpers import SHORTEST, client_for

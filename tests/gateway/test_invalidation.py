@@ -6,7 +6,8 @@ import asyncio
 import pytest
 
 from accesspolicies.models import ChangeCounter
-from jobs.lifecycle import Observed, record_status
+from jobs.backends.base import Observed
+from jobs.lifecycle import record_status
 from tests.gateway.support import make_app
 from tests.helpers import wait_for
 

@@ -26,8 +26,8 @@ from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
-from jobs.backends import local_runner
 from jobs.backends.local import runtimes as rt
+from jobs.backends.local.backend import local_runner
 from jobs.models import Application
 from jobs.reconciler import Reconciler
 from tests.gateway.test_embedded_end_to_end import command, console_server, usage

@@ -16,9 +16,10 @@ import subprocess
 import openai
 import pytest
 
+from jobs.backends.base import Observed
 from jobs.backends.local import runtimes as rt
 from jobs.backends.local.runner import LocalRunner
-from jobs.lifecycle import Observed, record_status
+from jobs.lifecycle import record_status
 from tests.gateway.support import caught_up, live_gateway, make_app, make_key
 from tests.helpers import wait_for
 from tests.packaged_models import default_models_dir, prepare

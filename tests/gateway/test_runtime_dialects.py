@@ -286,9 +286,10 @@ def test_the_dialect_is_the_runtime_the_local_backend_recorded(cpu_machine, tmp_
     reads the record and speaks that dialect, though the manifest says engine vllm."""
     import sys
 
+    from jobs.backends.base import Observed
     from jobs.backends.local import runtimes as rt
     from jobs.backends.local.runner import LocalRunner
-    from jobs.lifecycle import Observed, record_status
+    from jobs.lifecycle import record_status
     from tests.gateway.support import STAND_IN
     from tests.jobs.test_local_cpu_wiring import manifest, running, whisper_folder
 

@@ -10,8 +10,9 @@ from django.conf import settings
 from django.urls import reverse
 
 from jobs import deploy as verbs
+from jobs.backends.base import Observed
 from jobs.backends.local.runner import LocalRunner
-from jobs.lifecycle import Observed, record_status
+from jobs.lifecycle import record_status
 from jobs.models import Application, Profile
 from jobs.reconciler import Reconciler
 from tests.helpers import SHORTEST

@@ -11,7 +11,7 @@ import pytest
 from django.db import close_old_connections, connection
 
 from jobs import deploy as verbs
-from jobs.backends import local_runner
+from jobs.backends.local.backend import local_runner
 from jobs.models import Application
 from jobs.reconciler import Reconciler
 from tests.helpers import SHORTEST

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from jobs import deploy as verbs
-from jobs.backends import LocalBackend
+from jobs.backends.local.backend import LocalBackend
 from jobs.models import Application, Revision
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.fakes.kube_objects import PROD_NAMESPACE, prod_fixture  # noqa: F401

@@ -1,6 +1,7 @@
 """Cost on the overview: replica time recorded as ready replicas change and split by UTC day
-(pure arithmetic in jobs/cost.py), priced from the profile's machine catalog (hourlyPrice, set by
-admins on the profile form and validated), shown per day, per 1,000 tokens and per API key."""
+(pure arithmetic in jobs/usage/cost.py), priced from the profile's machine catalog (hourlyPrice,
+set by admins on the profile form and validated), shown per day, per 1,000 tokens and per API
+key."""
 
 from datetime import UTC, date, datetime, timedelta
 
@@ -8,10 +9,11 @@ import pytest
 from django.urls import reverse
 
 from accesspolicies.models import APIKey
-from jobs import cost
-from jobs.lifecycle import Observed, record_status
+from jobs.backends.base import Observed
+from jobs.lifecycle import record_status
 from jobs.models import Application, Cluster, Profile, ReplicaDay, UsageMinute
-from jobs.replica_time import replica_seconds_per_day, replicas_changed
+from jobs.usage import cost
+from jobs.usage.replica_time import replica_seconds_per_day, replicas_changed
 
 GPU_MANIFEST = {
     "spec": {

@@ -23,7 +23,7 @@ from jobs.backends.kubernetes.kserve_client import (
     NotFound,
     Unreachable,
 )
-from jobs.catalog import default_machine_catalog
+from jobs.machine_catalog import default_machine_catalog
 from jobs.manifest import ManifestContext, ProfileFacts, parse
 from jobs.models import ADDONS, Cluster
 from jobs.render import APP_LABEL, RenderTarget, render

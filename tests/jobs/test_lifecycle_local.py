@@ -10,8 +10,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from jobs import deploy as verbs
-from jobs.backends import local_runner
 from jobs.backends.local import runtimes as rt
+from jobs.backends.local.backend import local_runner
 from jobs.lifecycle import group_name
 from jobs.models import Application, Event
 from jobs.reconciler import Reconciler

@@ -25,12 +25,13 @@ from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
 from django.db import connections, transaction
 
-from jobs import serving_metrics
-from jobs.gateway import usage_store
-from jobs.lifecycle import Observed, group_name, record_status
+from jobs.backends.base import Observed
+from jobs.lifecycle import group_name, record_status
 from jobs.live import consumers, fragments, groups
 from jobs.live.members import RECHECK_SECONDS, members
 from jobs.models import Application, Event
+from jobs.overview import serving_metrics
+from jobs.usage import store as usage_store
 from tests.helpers import session_cookie
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
@@ -272,7 +273,7 @@ async def test_serving_metrics_and_deletion_fragments(org, viewer, layer):
     await communicator.receive_from(timeout=5)
     from django.core.cache import cache
 
-    from jobs import serving_metrics
+    from jobs.overview import serving_metrics
 
     figures = {"requests_waiting": 3.0, "requests_running": 8.0, "kv_cache_usage": 0.42}
     await sync_to_async(cache.set)(serving_metrics.cache_key(app.pk), figures, 60)

@@ -10,7 +10,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connections
 
 from jobs import deploy as verbs
-from jobs.live import in_process
+from jobs.reconciler import in_process
 from tests.helpers import SHORTEST, session_cookie
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]

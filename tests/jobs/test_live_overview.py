@@ -17,15 +17,16 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs import serving_metrics
-from jobs.gateway.counters import COUNTER_FIELDS
-from jobs.gateway.histogram import LATENCY_BUCKET_FIELDS
-from jobs.lifecycle import Observed, group_name, record_status
+from jobs.backends.base import Observed
+from jobs.lifecycle import group_name, record_status
 from jobs.live import fragments
 from jobs.models import Application, Event, UsageMinute
+from jobs.overview import serving_metrics
 from jobs.phases import elapsed_text, steps_of
 from jobs.reconciler import Reconciler
-from jobs.usage import rates, verdict
+from jobs.usage.counters import COUNTER_FIELDS
+from jobs.usage.histogram import LATENCY_BUCKET_FIELDS
+from jobs.usage.readers import rates, verdict
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.fakes.kube_objects import PROD_NAMESPACE, prod_fixture  # noqa: F401
 from tests.helpers import bearer

@@ -23,7 +23,7 @@ import pytest
 from jobs.backends.local import runtimes as rt
 from jobs.backends.local.command import DEFAULT_TEMPLATE
 from jobs.backends.local.runner import LocalRefused, LocalRunner
-from jobs.catalog import MachineReadings, machine_catalog
+from jobs.machine_catalog import MachineReadings, machine_catalog
 from models_catalog.check import check_model
 from tests.helpers import TINY_LLAMA_CONFIG, wait_for
 
@@ -405,7 +405,7 @@ def test_check_model_on_a_kubernetes_profile_does_not_read_the_consoles_disk(
 ):
     """The folder exists in the models folder, but the profile's cluster cannot read it: Check
     model says so and does not look at the console's disk for that member."""
-    from jobs.check_inputs import check_for_profile
+    from jobs.dry_run import check_for_profile
     from jobs.models import Cluster, Profile
 
     runtimes, models = cpu_machine

@@ -20,7 +20,7 @@ import pytest
 from jobs.backends.local import runtimes as rt
 from jobs.backends.local.runner import LocalRefused, LocalRunner
 from jobs.backends.local.state import AppState, Replica, derive_status
-from jobs.catalog import MachineReadings, machine_catalog
+from jobs.machine_catalog import MachineReadings, machine_catalog
 from models_catalog.check import check_model
 from tests.fakes.hub import GOOD_TOKEN, FakeHub, disk_repo
 from tests.helpers import TINY_LLAMA_CONFIG, wait_for

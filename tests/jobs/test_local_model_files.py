@@ -20,7 +20,7 @@ import pytest
 from jobs.backends.local import model_files
 from jobs.backends.local import runtimes as rt
 from jobs.backends.local.runner import LocalRefused, LocalRunner
-from jobs.catalog import MachineReadings, machine_catalog
+from jobs.machine_catalog import MachineReadings, machine_catalog
 from models_catalog import hub
 from models_catalog.check import check_model
 from tests.fakes.hub import FakeHub, disk_repo

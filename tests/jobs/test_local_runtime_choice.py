@@ -16,8 +16,8 @@ import pytest
 from jobs import deploy as verbs
 from jobs.backends.local import runtimes as rt
 from jobs.backends.local import serving_plan
-from jobs.catalog import GpuReading, MachineReadings, machine_catalog
-from jobs.check_inputs import check_for_profile
+from jobs.dry_run import check_for_profile
+from jobs.machine_catalog import GpuReading, MachineReadings, machine_catalog
 from jobs.models import Profile
 from tests.jobs.test_local_cpu_wiring import chat_folder, cpu_machine, install_fake, manifest
 from tests.manifest_text import local_manifest

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from accesspolicies.models import Organization
 from jobs.backends.local.machine_check import machine, parse_gpu_query, read_machine
-from jobs.catalog import (
+from jobs.machine_catalog import (
     CPU_MACHINE,
     GPU_PRODUCT_LABEL,
     GpuReading,

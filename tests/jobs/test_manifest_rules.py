@@ -63,7 +63,7 @@ TWO_CACHES = {
     }
 }
 NO_CACHES = {"profiles": {"prod-inference": profile(cache_node_groups={})}}
-# A local machine without GPUs, 8 GiB of memory (jobs.catalog.machine_catalog's shape).
+# A local machine without GPUs, 8 GiB of memory (jobs.machine_catalog.machine_catalog's shape).
 THIS_MACHINE = {
     "profiles": {
         "prod-inference": profile(

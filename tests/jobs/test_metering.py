@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from jobs.gateway import counters as c
-from jobs.gateway.histogram import BUCKET_COUNT, LATENCY_BUCKET_FIELDS, bucket_index, quantile
 from jobs.gateway.metering import MAX_TOKENS_PER_REQUEST, Meter, RequestRecord
+from jobs.usage import counters as c
+from jobs.usage.histogram import BUCKET_COUNT, LATENCY_BUCKET_FIELDS, bucket_index, quantile
 
 AT = 1_800_000_030.0  # 30 s into a minute
 MINUTE = 1_800_000_000

@@ -11,8 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from accesspolicies.models import APIKey
-from jobs.charts import WINDOWS, chart_point, span
 from jobs.models import Application, UsageMinute
+from jobs.usage.charts import WINDOWS, chart_point, span
 
 URL = "/models/chat/charts/"
 
@@ -186,7 +186,7 @@ def test_the_rest_api_takes_a_token(viewer, client, traffic):
 
 def test_the_overview_page_keeps_its_query_count_as_data_grows(as_viewer, org, deployer):
     from jobs import deploy as verbs
-    from jobs.replica_time import replicas_changed
+    from jobs.usage.replica_time import replicas_changed
     from tests.helpers import SHORTEST
 
     app = verbs.apply(SHORTEST.replace("spec:\n", "spec:\n  syncType: Manual\n"), deployer)

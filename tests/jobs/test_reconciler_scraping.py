@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from jobs import serving_metrics
 from jobs.models import Application
+from jobs.overview import serving_metrics
 from jobs.reconciler import Reconciler
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.fakes.kube_objects import PROD_NAMESPACE, prod_fixture  # noqa: F401

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobs.catalog import default_machine_catalog
+from jobs.machine_catalog import default_machine_catalog
 from jobs.manifest import ManifestContext, ProfileFacts, parse
 from jobs.render import (
     APP_LABEL,

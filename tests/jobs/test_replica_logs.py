@@ -12,9 +12,10 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from jobs import deploy as verbs
-from jobs import replica_logs
+from jobs.backends import redaction
 from jobs.backends.local import processes as proc
 from jobs.models import Application
+from jobs.overview import replica_logs
 from jobs.reconciler import Reconciler
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.fakes.kube_objects import PROD_NAMESPACE, predictor_pod, prod_fixture  # noqa: F401
@@ -106,12 +107,12 @@ def test_the_byte_bound_keeps_the_last_lines():
 
 
 def test_redaction_takes_out_longest_values_first_and_token_shapes():
-    secrets = replica_logs.secret_values(
+    secrets = redaction.secret_values(
         {"VLLM_API_KEY": "abcdef-long-secret", "PATH": "/usr/bin", "HF_TOKEN": "short"},
         extra=["abcdef-long-secret-and-more", None],
     )
     assert secrets == {"abcdef-long-secret", "abcdef-long-secret-and-more"}  # 'short' is too short
-    got = replica_logs.redact(
+    got = redaction.redact(
         ["key=abcdef-long-secret-and-more", "hf_ABCDEFGHIJKLMNOPQRSTUV in a url", "/usr/bin"],
         secrets,
     )
@@ -124,10 +125,10 @@ def test_a_secret_across_the_line_cut_is_taken_out_not_shown_in_part(kept):
     characters, as a value or a token shape, where redaction no longer recognises them."""
     value = "value-of-a-secret-0123456789abcdefghij"
     token = "hf_" + "Q" * 34
-    pad = "x" * (replica_logs.MAX_LINE_CHARS - kept - 1) + " "
-    got = replica_logs.redact([pad + value, pad + token + " and more"], {value})
+    pad = "x" * (redaction.MAX_LINE_CHARS - kept - 1) + " "
+    got = redaction.redact([pad + value, pad + token + " and more"], {value})
     for line, secret in zip(got, (value, token), strict=True):
-        assert len(line) <= replica_logs.MAX_LINE_CHARS
+        assert len(line) <= redaction.MAX_LINE_CHARS
         assert secret[:kept] not in line, line[-40:]
 
 

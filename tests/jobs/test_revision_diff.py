@@ -4,7 +4,7 @@ escaped, any two revisions, a revision that is not one named; Rollback stays as 
 from django.urls import reverse
 
 from jobs import deploy as verbs
-from jobs.revision_diff import unified
+from jobs.overview.revision_diff import unified
 from tests.helpers import SHORTEST
 
 SECOND = SHORTEST + "      scaling:\n        minReplicas: 2\n"

@@ -14,8 +14,8 @@ import httpx
 import pytest
 from django.urls import reverse
 
-from jobs import snippets as s
 from jobs.models import Application
+from jobs.overview import snippets as s
 
 STAND_IN = Path(__file__).parents[1] / "fakes" / "model_server.py"
 

@@ -13,12 +13,11 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from jobs import deploy as verbs
-from jobs.backends import local_runner
+from jobs.backends.local.backend import local_runner
 from jobs.backends.local.command import server_environment
-from jobs.check_inputs import hf_token_for
 from jobs.forms import ProfileForm
 from jobs.models import Cluster, Profile
-from jobs.token_refs import env_token, reference_problem
+from jobs.token_refs import env_token, profile_token, reference_problem
 from tests.fakes.hub import GOOD_TOKEN
 from tests.helpers import SHORTEST, make_member
 
@@ -154,11 +153,11 @@ def test_check_model_reads_no_variable_the_operator_did_not_allow(org, host_toke
     profile = Profile.objects.get(organization=org, name="local")
     Profile.objects.filter(pk=profile.pk).update(hf_token_ref="env/HF_TOKEN")  # past the form
     profile.refresh_from_db()
-    assert hf_token_for(profile) is None
+    assert profile_token(profile) is None
     org.token_variables = ["HF_TOKEN"]
     org.save()
     profile.refresh_from_db()
-    assert hf_token_for(profile) == "hf_host_token"
+    assert profile_token(profile) == "hf_host_token"
 
 
 def test_a_server_environment_holds_no_host_token_nor_secret():

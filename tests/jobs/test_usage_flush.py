@@ -9,10 +9,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from accesspolicies.models import APIKey
-from jobs.gateway import usage_store
 from jobs.gateway.metering import Meter, RequestRecord
 from jobs.models import Application, UsageMinute
-from jobs.usage import report
+from jobs.usage import store as usage_store
+from jobs.usage.readers import report
 
 NOW = datetime(2026, 12, 1, 10, 30, 20, tzinfo=UTC)
 MINUTE = NOW.replace(second=0)

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from jobs.catalog import VLLM_DATA_FILE, newest_known_vllm_version, vllm_version_of_image
 from jobs.forms import ProfileForm
+from jobs.machine_catalog import VLLM_DATA_FILE, newest_known_vllm_version, vllm_version_of_image
 from jobs.models import Cluster, Profile
 from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.fakes.kube_objects import PROD_NAMESPACE, prod_fixture  # noqa: F401

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from jobs.catalog import MachineReadings, machine_catalog
+from jobs.machine_catalog import MachineReadings, machine_catalog
 from jobs.models import Profile
 from models_catalog.sizing import GiB
 from tests.jobs.test_wizard_views import M, get_path, start, text, url

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from jobs.catalog import DEFAULT_MACHINE_CATALOG
+from jobs.machine_catalog import DEFAULT_MACHINE_CATALOG
 from models_catalog import hub
 from models_catalog.check import SERVABLE, CheckResult, check_model
 from models_catalog.sizing import GiB

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from jobs.catalog import DEFAULT_MACHINE_CATALOG, MachineReadings, machine_catalog
+from jobs.machine_catalog import DEFAULT_MACHINE_CATALOG, MachineReadings, machine_catalog
 from jobs.models import Profile
 from models_catalog.check import SERVABLE, check_model
 from models_catalog.sizing import GiB

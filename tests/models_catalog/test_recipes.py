@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobs.catalog import DEFAULT_MACHINE_CATALOG
+from jobs.machine_catalog import DEFAULT_MACHINE_CATALOG
 from models_catalog.recipes import RecipeError, master_from_recipe, parse_recipe, split_flags
 
 KINDS = {kind["name"]: kind for kind in DEFAULT_MACHINE_CATALOG}

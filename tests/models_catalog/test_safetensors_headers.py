@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from jobs.backends.local.runner import LocalRunner
-from jobs.catalog import MachineReadings, machine_catalog
+from jobs.machine_catalog import MachineReadings, machine_catalog
 from models_catalog import hub
 from models_catalog import safetensors_header as headers
 from models_catalog.check import check_model

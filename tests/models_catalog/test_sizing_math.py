@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.catalog import DEFAULT_MACHINE_CATALOG
+from jobs.machine_catalog import DEFAULT_MACHINE_CATALOG
 from models_catalog import sizing
 from models_catalog.sizing import (
     Demand,

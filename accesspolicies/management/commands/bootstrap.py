@@ -14,7 +14,7 @@ from accesspolicies.cli import ServeDeckCommand
 from accesspolicies.models import Membership, Organization, Role
 from accesspolicies.validators import password_problems, validate_username
 from jobs.backends.local.machine_check import discovered_catalog
-from jobs.catalog import is_default_catalog
+from jobs.machine_catalog import is_default_catalog
 from jobs.models import Cluster, Profile
 
 

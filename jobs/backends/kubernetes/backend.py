@@ -7,7 +7,7 @@ first API object costs about a second, every call after that milliseconds.
 
 import threading
 
-from jobs.backends.base import BackendFailed, Preflight, target_answer
+from jobs.backends.base import BackendFailed, Observed, Preflight, target_answer
 from jobs.backends.kubernetes.errors import BackendError, Unreachable
 from jobs.backends.kubernetes.kinds import KUBEVIRT, RENDERED
 from jobs.backends.kubernetes.kserve_client import KServeClient
@@ -16,8 +16,7 @@ from jobs.backends.kubernetes.kubevirt_client import (
     Machines,
     is_virtual_machine_app,
 )
-from jobs.catalog import gpu_kind_named, kubevirt_device_name, unpermitted_gpu_kinds
-from jobs.lifecycle import Observed
+from jobs.machine_catalog import gpu_kind_named, kubevirt_device_name, unpermitted_gpu_kinds
 from jobs.models import Phase
 from jobs.render import render_for_profile
 from jobs.status import MachineFacts, derive_status, derive_vm_status

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.catalog import vllm_version_of_image
 from jobs.kube_names import predictor_service
+from jobs.machine_catalog import vllm_version_of_image
 from jobs.manifest.quantity import parse_quantity
 from jobs.render.common import APP_LABEL, NAMESPACE_LABEL, ORGANIZATION_LABEL
 from jobs.render.extras import PREDICTOR_PORT

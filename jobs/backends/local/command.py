@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from console.env import configured_engine_flags
+from jobs.backends.redaction import SECRET_WORDS
 from jobs.manifest.engine_flags import check_engine_args
 from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
@@ -239,11 +240,10 @@ PASSED_PREFIXES = (
     "LC_", "VLLM_", "CUDA_", "NVIDIA_", "NCCL_", "TORCH", "TRITON_", "TRANSFORMERS_", "XDG_",
     "OMP_", "MKL_",
 )  # fmt: skip
-# Never passed, even under an allowed prefix (VLLM_API_KEY, NVIDIA_API_KEY...).
-SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH")
 
 
 def _passed(name: str) -> bool:
+    # Never passed, even under an allowed prefix (VLLM_API_KEY, NVIDIA_API_KEY...).
     if any(word in name.upper() for word in SECRET_WORDS):
         return False
     return name in PASSED_NAMES or name.startswith(PASSED_PREFIXES)

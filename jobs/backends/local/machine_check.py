@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.backends.base import target_answer
-from jobs.catalog import GpuReading, MachineReadings, describe_machine, machine_catalog
+from jobs.machine_catalog import GpuReading, MachineReadings, describe_machine, machine_catalog
 from jobs.manifest.problems import Problem
 from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
@@ -276,7 +276,7 @@ def read_gpus() -> tuple[tuple[GpuReading, ...], str | None]:
 
 
 def read_machine() -> tuple[MachineReadings, str | None]:
-    """This machine as the local profile's catalog is made from it (jobs.catalog), and why
+    """This machine as the local profile's catalog is made from it (jobs.machine_catalog), and why
     its GPUs could not be read, if they could not."""
     here = machine()
     gpus, problem = read_gpus()

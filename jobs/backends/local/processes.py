@@ -323,7 +323,7 @@ def tail_lines(path: Path, n: int) -> list[str]:
 
 @dataclass(frozen=True)
 class LogCursor:
-    """Written as b<offset>.<generation>; read back by jobs.replica_logs.parse_cursor."""
+    """Written as b<offset>.<generation>; read back by jobs.overview.replica_logs.parse_cursor."""
 
     offset: int
     generation: int

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import httpx
 
+from jobs.backends.redaction import operator_secrets, redact, secret_values
+
 from . import download_launcher
 from . import processes as proc
 from .download_plan import LAUNCHER
@@ -85,10 +87,8 @@ def progress(log_path: Path) -> str:
 
 def quoted_lines(log_path: Path, token: str | None) -> list[str]:
     """The last run's lines as a Failed status quotes them (on every page, in the events):
-    redacted as the log tail is (jobs/replica_logs.py, the one place that decides), the
-    application's Hugging Face `token` too."""
-    from jobs.replica_logs import operator_secrets, redact, secret_values
-
+    redacted as the log tail is (jobs/backends/redaction.py), the application's Hugging Face
+    `token` too."""
     secrets = operator_secrets() | secret_values(extra=[token])
     return redact(last_run_lines(log_path), secrets)
 

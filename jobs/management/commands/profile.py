@@ -5,8 +5,8 @@ from django.core.management.base import CommandError
 
 from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
 from jobs.backends.local.machine_check import discovered_catalog
-from jobs.catalog import default_machine_catalog, describe_catalog
 from jobs.forms import ProfileForm
+from jobs.machine_catalog import default_machine_catalog, describe_catalog
 from jobs.management.commands._setup import catalog_yaml, save_form, write_table
 from jobs.models import Cluster, Profile
 

@@ -3,8 +3,7 @@
 import signal
 
 from accesspolicies.cli import ServeDeckCommand
-from jobs.live import in_process
-from jobs.reconciler import Reconciler
+from jobs.reconciler import Reconciler, in_process
 
 
 class Command(ServeDeckCommand):

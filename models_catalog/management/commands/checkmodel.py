@@ -12,7 +12,7 @@ from servedeck import present
 
 from accesspolicies.cli import ServeDeckCommand, acting_membership
 from jobs.access import ProfileNeeded, profile_or_only
-from jobs.check_inputs import check_for_profile
+from jobs.dry_run import check_for_profile
 
 
 class Command(ServeDeckCommand):

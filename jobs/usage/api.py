@@ -10,13 +10,13 @@ from pydantic import Field
 
 from console.api_errors import errors
 from jobs.access import get_api_key, get_application
-from jobs.charts import DEFAULT_WINDOW, WINDOWS, cache_key, chart_data, window_named
 from jobs.models import UsageMinute
-from jobs.usage import DEFAULT_MINUTES, MAX_MINUTES, health_of, report
+from jobs.usage.charts import DEFAULT_WINDOW, WINDOWS, cache_key, chart_data, window_named
+from jobs.usage.readers import DEFAULT_MINUTES, MAX_MINUTES, health_of, report
 
 router = Router(tags=["usage"])
 
-# API field -> jobs.gateway.counters.figures key
+# API field -> jobs.usage.counters.figures key
 FIGURE_NAMES = {
     "requests": "requests",
     "errors4xx": "errors_4xx",
@@ -114,7 +114,7 @@ class ChartWindow(Schema):
     "/applications/{name}/charts",
     response={200: dict, **errors(400)},
     summary="An application's chart data: points per bucket and usage per API key",
-    description="The points are in the shape jobs/charts.py documents (the live page's too).",
+    description="The points are in the shape jobs/usage/charts.py documents (the live page's too).",
 )
 def application_charts(request, name: str, query: Query[ChartWindow]):
     application = get_application(request.auth, name)

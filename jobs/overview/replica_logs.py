@@ -10,26 +10,15 @@ like a known token (hf_..., sdk_/sdp_ keys, Bearer credentials) whoever wrote it
 from __future__ import annotations
 
 import itertools
-import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jobs.backends.local.command import SECRET_WORDS
+from jobs.backends.redaction import operator_secrets, redact, secret_values
 
 DEFAULT_LINES = 200
 MAX_LINES = 2000
 MAX_BYTES = 256 * 1024
-MAX_LINE_CHARS = 4000
-REDACTED = "[redacted]"
-MIN_SECRET_CHARS = 6  # shorter values ("1", "true") would blank out ordinary words
-# Settings of the console that hold credentials though their names do not say so.
-CREDENTIAL_NAMES = frozenset({"DATABASE_URL", "REDIS_URL", "CHANNEL_REDIS_URL"})
-TOKEN_SHAPES = re.compile(
-    r"\bhf_[A-Za-z0-9]{20,}|\bsd[kp]_[A-Za-z0-9_\-]{16,}|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*"
-)
-# The longest token shape looked at whole; a longer one is still taken out, its tail left.
-TOKEN_SHAPE_CHARS = 512
 KSERVE_CONTAINER = "kserve-container"
 
 
@@ -58,35 +47,6 @@ class Tail:
     cursor: str | None = None  # follow(): where the next call goes on from
 
 
-def looks_secret(name: str) -> bool:
-    upper = name.upper()
-    return upper in CREDENTIAL_NAMES or any(word in upper for word in SECRET_WORDS)
-
-
-def secret_values(*environments: Mapping[str, str], extra: Iterable[str | None] = ()) -> set[str]:
-    """The values to take out of logs: those of secret-looking names, and `extra` ones."""
-    found = {v for env in environments for k, v in env.items() if looks_secret(k) and v}
-    found |= {v for v in extra if v}
-    return {v for v in found if len(v) >= MIN_SECRET_CHARS}
-
-
-def redact(lines: Iterable[str], secrets: Iterable[str]) -> list[str]:
-    """The lines with every secret value and token-shaped word replaced (longest first, so a
-    value containing another is taken out whole); each line cut to MAX_LINE_CHARS after, so
-    the cut never leaves the first characters of a secret that redaction would not know."""
-    ordered = sorted(set(secrets), key=len, reverse=True)
-    # Enough beyond the cut for any secret or token shape that starts before it.
-    margin = max([len(v) for v in ordered] + [TOKEN_SHAPE_CHARS])
-    out = []
-    for line in lines:
-        line = line[: MAX_LINE_CHARS + margin]
-        for value in ordered:
-            if value in line:
-                line = line.replace(value, REDACTED)
-        out.append(TOKEN_SHAPES.sub(REDACTED, line)[:MAX_LINE_CHARS])
-    return out
-
-
 def bounded_lines(value: str | None) -> int:
     """The `lines` parameter: 1 to MAX_LINES, DEFAULT_LINES when not given."""
     if value in (None, ""):
@@ -110,11 +70,6 @@ def within_bytes(lines: list[str], limit: int = MAX_BYTES) -> tuple[list[str], b
             return list(reversed(kept)), True
         kept.append(line)
     return list(reversed(kept)), False
-
-
-def operator_secrets() -> set[str]:
-    """The console's own secret-looking values (the operator's HF token among them)."""
-    return secret_values(os.environ)
 
 
 # ---- the backends ----
@@ -149,7 +104,7 @@ def _is_local(application) -> bool:
 
 
 def _runner(application):
-    from jobs.backends import local_runner
+    from jobs.backends.local.backend import local_runner
 
     return local_runner(application.organization.slug)
 
@@ -214,7 +169,7 @@ def _local_replica(application, replica: str | None):
 
 
 def _local_secrets(application) -> set[str]:
-    from jobs.backends import application_token
+    from jobs.backends.local.backend import application_token
 
     token = application_token(application.organization.slug, application.name)
     return operator_secrets() | secret_values(extra=[token])

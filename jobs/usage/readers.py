@@ -9,7 +9,7 @@ from typing import Any
 
 from django.db.models import QuerySet, Sum
 
-from jobs.gateway.counters import COUNTER_FIELDS, figures
+from jobs.usage.counters import COUNTER_FIELDS, figures
 
 DEFAULT_MINUTES = 60
 MAX_MINUTES = 24 * 60

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jobs.gateway.histogram import LATENCY_BUCKET_FIELDS, quantile
+from jobs.usage.histogram import LATENCY_BUCKET_FIELDS, quantile
 
 COUNTER_FIELDS: tuple[str, ...] = (
     "requests",

@@ -15,9 +15,9 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from jobs.gateway.counters import COUNTER_FIELDS, figures
 from jobs.models import UsageMinute
-from jobs.usage import SUMS, sums_of
+from jobs.usage.counters import COUNTER_FIELDS, figures
+from jobs.usage.readers import SUMS, sums_of
 
 # (organization_id, application_id, api_key_id, minute as epoch seconds)
 Key = tuple[int | None, int | None, int | None, int]

@@ -1,7 +1,7 @@
 """Replica time as it happens: each time an application's ready replicas change (lifecycle's
 record_status, where every observed status is saved), the span at the old count is closed
 into per-day ReplicaDay rows; reading adds the span still open. Costs come from these
-(jobs.cost)."""
+(jobs.usage.cost)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from datetime import date, datetime
 from django.db.models import F
 from django.utils import timezone
 
-from jobs.cost import split_by_day
 from jobs.models import Application, ReplicaClock, ReplicaDay
+from jobs.usage.cost import split_by_day
 
 
 def replicas_changed(application: Application, ready: int, now: datetime | None = None) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from jobs.catalog import cpu_machines, gpu_kinds
+from jobs.machine_catalog import cpu_machines, gpu_kinds
 from jobs.manifest.quantity import parse_cpu
 from jobs.manifest.view import FilledManifest
 

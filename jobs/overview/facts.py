@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobs import cost
 from jobs.backends.local import runtimes as rt
 from jobs.backends.local.command import DEFAULT_TEMPLATE, configured_template
-from jobs.charts import WINDOWS, cache_key, usage_per_key
 from jobs.manifest.view import FilledManifest
 from jobs.models import Application, UsageMinute
-from jobs.replica_time import replica_seconds_per_day
+from jobs.usage import cost
+from jobs.usage.charts import WINDOWS, cache_key, usage_per_key
+from jobs.usage.replica_time import replica_seconds_per_day
 
 COST_DAYS = 7  # the span cost per 1,000 tokens and per key are over: the 7-day chart's
 

@@ -33,8 +33,8 @@ from django.db.models import Func, IntegerField, QuerySet
 
 from accesspolicies.models import APIKey
 from accesspolicies.problems import Invalid
-from jobs.gateway.counters import figures
-from jobs.usage import SUMS, minute_floor, sums_of
+from jobs.usage.counters import figures
+from jobs.usage.readers import SUMS, minute_floor, sums_of
 
 
 @dataclass(frozen=True)
