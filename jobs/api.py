@@ -24,7 +24,7 @@ router = Router(tags=["applications"])
 MANIFEST_BODY = {
     "requestBody": {
         "required": True,
-        "description": "An Application manifest (MANIFEST.md), as JSON or YAML. The schema "
+        "description": "An Application manifest (docs/manifest.md), as JSON or YAML. The schema "
         "says the fields and their static ranges; the dry run checks everything else.",
         "content": {
             "application/json": {"schema": manifest_json_schema()},

@@ -1,6 +1,6 @@
 """The Application manifest: parse, fill defaults, validate (pure; no Django here).
 
-`parse(doc, ctx)` is the one entry point; see MANIFEST.md for every field and rule.
+`parse(doc, ctx)` is the one entry point; see docs/manifest.md for every field and rule.
 """
 
 from .bounded import MANIFEST_LIMITS, Limits, load_bounded, nul_problems

@@ -398,7 +398,7 @@ def _serving(
     api = serving.get("apiFormat")
     if api is None and facts.generative is not None:
         # The first format the runtime speaks: V1 for most predictive runtimes, V2 for those
-        # that speak only v2 (MLServer, Triton). A runtime of the user's: V1, as MANIFEST.md says.
+        # that speak only v2 (MLServer, Triton). A runtime of the user's: V1 (docs/manifest.md).
         spoken = api_formats(facts.engine, facts.generative)
         api = spoken[0] if spoken else ("OpenAI" if facts.generative else "V1")
     out: dict[str, Any] = {"apiFormat": plain(api)}

@@ -86,7 +86,7 @@ def _node(node: Any) -> dict[str, Any]:
 
 
 def manifest_json_schema() -> dict[str, Any]:
-    """The JSON Schema of an Application manifest (MANIFEST.md)."""
+    """The JSON Schema of an Application manifest (docs/manifest.md)."""
     assert isinstance(DOCUMENT, Group)
     schema = _node(DOCUMENT)
     schema["title"] = "Application manifest"

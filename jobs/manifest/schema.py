@@ -53,7 +53,7 @@ FORMATS = (
     "Paddle",
 )
 GENERATIVE_FORMATS = frozenset({"vLLM"})
-# The runtimes MANIFEST.md names; any other DNS-1123 name is a serving runtime of the user's.
+# The runtimes docs/manifest.md names; any other DNS-1123 name is a serving runtime of the user's.
 ENGINES = (
     "vllm",
     "parakeet",

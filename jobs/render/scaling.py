@@ -58,7 +58,7 @@ def _waiting_metric(
 ) -> dict[str, Any]:
     # vLLM labels its metrics with the served model name, which KServe sets to the
     # InferenceService name. KEDA's Prometheus trigger divides the sum by the replica count
-    # (AverageValue), so the threshold is waiting requests per replica, as MANIFEST.md means.
+    # (AverageValue), so the threshold is waiting requests per replica, as docs/manifest.md means.
     query = f'sum({WAITING_METRIC}{{namespace="{namespace}",model_name="{name}"}})'
     return {
         "type": "External",

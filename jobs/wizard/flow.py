@@ -87,7 +87,7 @@ def digest(manifest: Mapping | None) -> str:
 
 
 def fixed_fields(application: Application | None) -> dict[str, str]:
-    """What cannot change on an application that exists, and why (MANIFEST.md's fixed fields)."""
+    """What cannot change on an existing application, and why (docs/manifest.md's fixed fields)."""
     if application is None:
         return {}
     created = f"Fixed since the application was created on {application.created_at:%Y-%m-%d}"

@@ -1,6 +1,6 @@
 """An application on the local backend, end to end: the verbs start a (stand-in) model server,
 the reconciler follows it to Running, and restart, stop, start, a crash and delete each do
-what MANIFEST.md says."""
+what docs/manifest.md says."""
 
 import time
 

@@ -1,4 +1,4 @@
-"""Every default of MANIFEST.md, filled into the shortest manifests (CPU, GPU, predictive)."""
+"""Every default of docs/manifest.md, filled into the shortest manifests (CPU, GPU, predictive)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_shortest_manifest_on_cpu_is_filled_with_every_default():
     result = parse(SHORTEST, context())
     assert result.ok
     assert result.manifest == CPU_FILLED
-    # Key order is the order of MANIFEST.md, so `get` reads like the spec.
+    # Key order is the order of docs/manifest.md, so `get` reads like the spec.
     assert list(result.manifest) == ["apiVersion", "kind", "spec"]
     assert list(result.manifest["spec"]) == [
         "name",
