@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
-from . import dialects, request, speech
+from . import dialects, prompt, request, speech
 from .errors import UNAUTHORIZED, GatewayError, bounded
 from .limits import LocalLimiter, Refused
 from .metering import Meter, RequestRecord
@@ -44,6 +45,12 @@ STREAMING_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/re
 # Routes whose streams carry `usage` when asked with stream_options (the Responses API sends
 # usage in its response.completed event anyway).
 USAGE_OPTION_ROUTES = frozenset({"/v1/chat/completions", "/v1/completions"})
+# Runtimes that put usage on every chunk when asked (vLLM's continuous_usage_stats) and count a
+# prompt at POST /tokenize: a stream cut short is metered with exactly what it sent.
+RUNNING_USAGE_RUNTIMES = frozenset({"vllm"})
+# How long counting a cut-short stream's prompt at the runtime's /tokenize may take.
+TOKENIZE_TIMEOUT = aiohttp.ClientTimeout(total=5.0)
+_COUNT = re.compile(rb'"count"\s*:\s*(\d+)')
 MAX_JSON_BODY = 8 * 1024 * 1024
 MAX_AUDIO_BODY = 32 * 1024 * 1024  # OpenAI takes audio files up to 25 MB
 # The most of a plain (not streamed) answer the gateway reads, passed through or rebuilt from a
@@ -72,6 +79,7 @@ class Exchange:
     completion_tokens: int = 0
     failed_in_stream: bool = False
     complete: bool = False  # the last byte of the answer is being sent
+    events: EventFilter | None = None  # a stream's counts of what it sent, once it began
 
 
 class Gateway:
@@ -271,10 +279,15 @@ class Gateway:
             body = json.dumps(obj).encode()
         # The runtime's dialect: None passes the client's bytes through unchanged.
         plan = dialects.plan(target.runtime, path, obj if is_json else parts, target.name)
-        keep_usage = True
-        if plan is None and stream and path in USAGE_OPTION_ROUTES:
-            keep_usage, body = request.ask_for_usage(body, obj)
         ex.stream = stream and plan is None
+        events = None
+        if ex.stream:
+            running = target.runtime in RUNNING_USAGE_RUNTIMES
+            keep_usage = keep_running = True
+            if path in USAGE_OPTION_ROUTES:
+                keep_usage, keep_running, body = request.ask_for_usage(body, obj, running)
+            per_prompt = prompt.choices_per_prompt(obj)
+            events = EventFilter(keep_usage, running, keep_running, per_prompt)
         checks = grant.checks
         if checks:
             await self._acquire(checks, now)
@@ -288,11 +301,13 @@ class Gateway:
                     body,
                     headers,
                     stream,
-                    keep_usage,
+                    events,
                     receive,
                     send,
                 )
         finally:
+            if ex.events is not None:  # whichever way the stream ended
+                await self._count_stream(ex, target, path, obj)
             if checks:
                 await self.limiter.settle(
                     checks, time.time(), ex.prompt_tokens + ex.completion_tokens
@@ -330,12 +345,12 @@ class Gateway:
         ex.status = 200
         await _send_whole(send, 200, body, _JSON)
 
-    async def forward(self, ex, url, body, headers, stream, keep_usage, receive, send) -> None:
+    async def forward(self, ex, url, body, headers, stream, events, receive, send) -> None:
         """Proxy one request. For a stream, the client going away cancels it at once, which
         closes the upstream request; a plain answer is short (and bounded by the read timeout),
         so it goes without the watcher task that would cost every request."""
         if not stream:
-            await self._exchange(ex, url, body, headers, stream, keep_usage, send)
+            await self._exchange(ex, url, body, headers, stream, events, send)
             return
         task = asyncio.current_task()
         gone = asyncio.Event()
@@ -350,7 +365,7 @@ class Gateway:
 
         watcher = asyncio.ensure_future(watch())
         try:
-            await self._exchange(ex, url, body, headers, stream, keep_usage, send)
+            await self._exchange(ex, url, body, headers, stream, events, send)
         except asyncio.CancelledError:
             if not gone.is_set():
                 raise
@@ -359,7 +374,7 @@ class Gateway:
         finally:
             watcher.cancel()
 
-    async def _exchange(self, ex, url, body, headers, stream, keep_usage, send) -> None:
+    async def _exchange(self, ex, url, body, headers, stream, events, send) -> None:
         session = self.upstream.session or self.upstream.open()
         timeout = self.upstream.streaming if stream else self.upstream.plain
         try:
@@ -372,7 +387,7 @@ class Gateway:
         async with response:
             is_sse = response.headers.get("Content-Type", "").startswith("text/event-stream")
             if stream and is_sse and response.status == 200:
-                await self._stream(ex, response, keep_usage, send)
+                await self._stream(ex, response, events, send)
                 return
             try:
                 data = await _read_bounded(response, self.max_answer)
@@ -393,8 +408,10 @@ class Gateway:
             kind = response.headers.get("Content-Type", "application/json").encode("latin-1")
             await _send_whole(send, status, data, kind)
 
-    async def _stream(self, ex, response, keep_usage, send) -> None:
-        events = EventFilter(keep_usage)
+    async def _stream(self, ex, response, events: EventFilter, send) -> None:
+        """Pass the events on as they come; what they carried is counted as they go
+        (ex.events), so a stream that ends early is metered with what it sent."""
+        ex.events = events
         ex.status = 200
         await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         failure = None
@@ -419,10 +436,38 @@ class Gateway:
                 "error": {"message": message, "type": "server_error", "param": None, "code": code}
             }
             tail += b"data: " + json.dumps(error).encode() + b"\n\n"
-        ex.prompt_tokens, ex.completion_tokens = events.prompt_tokens, events.completion_tokens
         ex.failed_in_stream = events.failed or failure is not None
         ex.complete = True
         await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+    async def _count_stream(self, ex: Exchange, target: Route, path: str, obj: dict) -> None:
+        """A stream's tokens, from what it sent to the client: the runtime's usage, else its
+        text events; a prompt no usage said is counted by the runtime's tokenizer, or
+        estimated from its text where the runtime has none."""
+        prompt_tokens, ex.completion_tokens = ex.events.counted()
+        if prompt_tokens is None:
+            prompt_tokens = await self._tokenized(target, path, obj)
+        ex.prompt_tokens = prompt_tokens
+
+    async def _tokenized(self, target: Route, path: str, obj: dict) -> int:
+        body = prompt.tokenize_body(path, obj, target.name)
+        if body is not None and target.runtime in RUNNING_USAGE_RUNTIMES:
+            session = self.upstream.session or self.upstream.open()
+            try:
+                async with session.post(
+                    _url(target.upstream, "/tokenize"),
+                    data=body,
+                    headers=_JSON_HEADERS,
+                    timeout=TOKENIZE_TIMEOUT,
+                    allow_redirects=False,
+                ) as response:
+                    data = await _read_bounded(response, self.max_answer)
+                    found = _COUNT.search(data) if response.status == 200 else None
+                    if found is not None:
+                        return int(found.group(1))
+            except (TimeoutError, aiohttp.ClientError, GatewayError):
+                pass  # the estimate below
+        return prompt.estimate(path, obj)
 
     async def translated(self, ex, target, plan: dialects.Plan, send) -> None:
         """One request in the runtime's own terms (dialects.py), its answer rebuilt in the

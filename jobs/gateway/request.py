@@ -12,6 +12,7 @@ from .errors import GatewayError, bounded
 from .snapshot import Grant, Key, Route
 
 _INCLUDE_USAGE = b'{"stream_options":{"include_usage":true},'
+_INCLUDE_RUNNING = b'{"stream_options":{"include_usage":true,"continuous_usage_stats":true},'
 
 
 class ClientGone(Exception):
@@ -149,22 +150,28 @@ def check_network(grant: Grant, scope, target: Route) -> None:
         )
 
 
-def ask_for_usage(body: bytes, obj: dict) -> tuple[bool, bytes]:
-    """(whether the client asked for usage itself, the body asking the upstream for it)."""
+def ask_for_usage(body: bytes, obj: dict, running: bool = False) -> tuple[bool, bool, bytes]:
+    """(whether the client asked for usage itself, whether for running usage too, the body
+    asking the upstream for usage: at the end, and with `running` on every chunk as vLLM's
+    continuous_usage_stats gives it, so a stream cut short is metered with what it sent)."""
     options = obj.get("stream_options")
     if options is None and "stream_options" not in obj:
+        prefix = _INCLUDE_RUNNING if running else _INCLUDE_USAGE
         stripped = body.lstrip()
         rest = stripped[1:].lstrip()
         if rest.startswith(b"}"):
-            return False, b'{"stream_options":{"include_usage":true}}'
-        return False, _INCLUDE_USAGE + rest  # the client's bytes, one field in front
-    if isinstance(options, dict) and options.get("include_usage") is True:
-        return True, body
+            return False, False, prefix[:-1] + b"}"
+        return False, False, prefix + rest  # the client's bytes, one field in front
     if options is None:
         # Sent as null: a field put in front would be overridden by the client's own (the
         # upstream reads the last), and the tokens would go unmetered and unlimited.
         options = {}
     if not isinstance(options, dict):
         raise GatewayError(400, "stream_options must be an object.", "stream_options")
-    obj["stream_options"] = {**options, "include_usage": True}
-    return False, json.dumps(obj).encode()
+    usage = options.get("include_usage") is True
+    keeps_running = usage and options.get("continuous_usage_stats") is True
+    if usage and (keeps_running or not running):
+        return True, keeps_running, body
+    wanted = {"include_usage": True, "continuous_usage_stats": True} if running else {}
+    obj["stream_options"] = {**options, "include_usage": True, **wanted}
+    return usage, keeps_running, json.dumps(obj).encode()

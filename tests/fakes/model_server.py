@@ -10,7 +10,9 @@ deterministic text and vectors, and logs one line per request to stdout like uvi
         [vLLM engine arguments, logged and mostly ignored]
 
 Routes: /v1/models, /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings,
-/v1/score, /v1/rerank, as vLLM answers them. Other runtimes' dialects, as their source has them:
+/v1/score, /v1/rerank and /tokenize, as vLLM answers them: streams carry usage on every chunk
+when asked with `stream_options.continuous_usage_stats` (and `include_usage`), a Responses API
+stream only in its response.completed event. Other runtimes' dialects, as their source has them:
 - `--runtime parakeet`: only /v1/audio/transcriptions in the parakeet runtime's own terms (see
   jobs/gateway/speech.py): a locale such as en-US, `timestamps=true`, JSON only.
 - `--runtime infinity` (infinity-emb 0.0.78 under --url-prefix /v1): /health, /v1/models,
@@ -313,8 +315,9 @@ class Handler(BaseHTTPRequestHandler):
             return True
         return self.headers.get("Authorization", "") == f"Bearer {self.server.api_key}"
 
-    def stream(self, chunks: Any) -> None:
-        """Server-sent events in HTTP/1.1 chunks, each event flushed as it is made."""
+    def stream(self, chunks: Any, done: bool = True) -> None:
+        """Server-sent events in HTTP/1.1 chunks, each event flushed as it is made: a chunk is
+        a payload, or (event type, payload); `done` ends the stream with `data: [DONE]`."""
         self.access(200)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -340,10 +343,15 @@ class Handler(BaseHTTPRequestHandler):
                     }
                     self.write_chunk(f"data: {json.dumps(error)}\n\n")
                     break
-                self.write_chunk(f"data: {json.dumps(chunk)}\n\n")
+                if isinstance(chunk, tuple):
+                    kind, payload = chunk
+                    self.write_chunk(f"event: {kind}\ndata: {json.dumps(payload)}\n\n")
+                else:
+                    self.write_chunk(f"data: {json.dumps(chunk)}\n\n")
                 if delay:
                     time.sleep(delay)
-            self.write_chunk("data: [DONE]\n\n")
+            if done:
+                self.write_chunk("data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
@@ -410,6 +418,7 @@ class Handler(BaseHTTPRequestHandler):
             "/v1/responses": self.responses_api,
             "/v1/score": self.score,
             "/v1/rerank": self.rerank,
+            "/tokenize": self.tokenize,
         }
         if self.server.runtime == "parakeet":
             routes = {"/v1/audio/transcriptions": None}
@@ -485,8 +494,8 @@ class Handler(BaseHTTPRequestHandler):
         self.server.metrics.enter()
         try:
             if body.get("stream"):
-                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                chunks = chat_chunks(base, words, finish, n, prompt_tokens, include_usage)
+                include_usage, running = usage_asked(body)
+                chunks = chat_chunks(base, words, finish, n, prompt_tokens, include_usage, running)
                 self.stream(chunks)
             else:
                 message = {"role": "assistant", "content": " ".join(words), "tool_calls": []}
@@ -519,8 +528,9 @@ class Handler(BaseHTTPRequestHandler):
         self.server.metrics.enter()
         try:
             if body.get("stream"):
-                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-                self.stream(completion_chunks(base, answers, prompt_tokens, include_usage))
+                include_usage, running = usage_asked(body)
+                counts = [count_tokens(p) for p in prompts]
+                self.stream(completion_chunks(base, answers, counts, include_usage, running))
             else:
                 choices = [
                     {"index": i, "text": " ".join(w), "logprobs": None, "finish_reason": f}
@@ -583,7 +593,25 @@ class Handler(BaseHTTPRequestHandler):
                 "total_tokens": count_tokens(text) + len(words),
             },
         }
-        self.send_json(200, reply)
+        if body.get("stream"):
+            self.stream(response_events(reply, words), done=False)
+        else:
+            self.send_json(200, reply)
+
+    def tokenize(self, body: dict[str, Any]) -> None:
+        """vLLM's /tokenize: the tokens of a prompt, or of chat messages as the chat route
+        counts them."""
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            texts = [message_text(m.get("content")) for m in messages if isinstance(m, dict)]
+        elif isinstance(body.get("prompt"), str):
+            texts = [body["prompt"]]
+        else:
+            raise RequestError(400, "send a prompt or messages", "prompt")
+        count = sum(count_tokens(t) for t in texts)
+        self.server.events.append(f"tokenize: {count}")
+        reply = {"count": count, "max_model_len": self.server.max_model_len}
+        self.send_json(200, {**reply, "tokens": list(range(count)), "token_strs": None})
 
     def score(self, body: dict[str, Any]) -> None:
         first, second = body.get("text_1"), body.get("text_2")
@@ -960,6 +988,14 @@ def embedding_inputs(value: Any) -> list[str]:
     raise RequestError(400, "input must be a string, a list of strings or token ids", "input")
 
 
+def usage_asked(body: dict[str, Any]) -> tuple[bool, bool]:
+    """(include_usage, continuous_usage_stats) as vLLM reads stream_options: running usage on
+    every chunk only together with the final usage chunk."""
+    options = body.get("stream_options") or {}
+    include = bool(options.get("include_usage"))
+    return include, include and bool(options.get("continuous_usage_stats"))
+
+
 def chat_chunks(
     base: dict[str, Any],
     words: list[str],
@@ -967,19 +1003,25 @@ def chat_chunks(
     n: int,
     prompt_tokens: int,
     include_usage: bool,
+    running: bool = False,
 ) -> Any:
-    """chat.completion.chunk events: the role first, a word per chunk, then finish_reason."""
+    """chat.completion.chunk events: the role first, a word per chunk, then finish_reason; with
+    `running` (vLLM's continuous_usage_stats) each carries the usage of its choice so far."""
     chunk = {"object": "chat.completion.chunk", **base}
 
-    def event(index: int, delta: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
+    def event(index: int, delta: dict[str, Any], finish_reason: str | None, made: int) -> dict:
         choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-        return {**chunk, "choices": [choice]}
+        out = {**chunk, "choices": [choice]}
+        if running:
+            out["usage"] = usage(prompt_tokens, made)
+        return out
 
     for index in range(n):
-        yield event(index, {"role": "assistant", "content": ""}, None)
+        yield event(index, {"role": "assistant", "content": ""}, None, 0)
         for position, word in enumerate(words):
-            yield event(index, {"content": word if position == 0 else " " + word}, None)
-        yield event(index, {}, finish)
+            text = word if position == 0 else " " + word
+            yield event(index, {"content": text}, None, position + 1)
+        yield event(index, {}, finish, len(words))
     if include_usage:
         yield {**chunk, "choices": [], "usage": usage(prompt_tokens, len(words) * n)}
 
@@ -987,19 +1029,67 @@ def chat_chunks(
 def completion_chunks(
     base: dict[str, Any],
     answers: list[tuple[list[str], str]],
-    prompt_tokens: int,
+    prompt_counts: list[int],
     include_usage: bool,
+    running: bool = False,
 ) -> Any:
+    """text_completion events, one answer per prompt; with `running` each carries its prompt's
+    tokens and its answer's so far, as vLLM's continuous usage does."""
     chunk = {"object": "text_completion", **base}
     for index, (words, finish) in enumerate(answers):
+        prompt = prompt_counts[index]
         for position, word in enumerate(words):
             text = word if position == 0 else " " + word
             choice = {"index": index, "text": text, "logprobs": None, "finish_reason": None}
-            yield {**chunk, "choices": [choice]}
-        yield {**chunk, "choices": [{"index": index, "text": "", "finish_reason": finish}]}
+            out = {**chunk, "choices": [choice]}
+            if running:
+                out["usage"] = usage(prompt, position + 1)
+            yield out
+        out = {**chunk, "choices": [{"index": index, "text": "", "finish_reason": finish}]}
+        if running:
+            out["usage"] = usage(prompt, len(words))
+        yield out
     if include_usage:
         generated = sum(len(words) for words, _ in answers)
-        yield {**chunk, "choices": [], "usage": usage(prompt_tokens, generated)}
+        yield {**chunk, "choices": [], "usage": usage(sum(prompt_counts), generated)}
+
+
+def response_events(reply: dict[str, Any], words: list[str]) -> Any:
+    """The Responses API's stream as vLLM sends it: (event type, payload) pairs, a delta per
+    word, usage only in response.completed."""
+    item = reply["output"][0]
+    started = {**reply, "status": "in_progress", "output": [], "usage": None}
+    yield "response.created", {"type": "response.created", "response": started}
+    yield "response.in_progress", {"type": "response.in_progress", "response": started}
+    empty_item = {**item, "status": "in_progress", "content": []}
+    yield (
+        "response.output_item.added",
+        {"type": "response.output_item.added", "output_index": 0, "item": empty_item},
+    )
+    part = {"type": "output_text", "text": "", "annotations": []}
+    place = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+    yield (
+        "response.content_part.added",
+        {"type": "response.content_part.added", **place, "part": part},
+    )
+    for position, word in enumerate(words):
+        delta = word if position == 0 else " " + word
+        yield (
+            "response.output_text.delta",
+            {"type": "response.output_text.delta", **place, "delta": delta},
+        )
+    text = " ".join(words)
+    yield "response.output_text.done", {"type": "response.output_text.done", **place, "text": text}
+    done_part = {**part, "text": text}
+    yield (
+        "response.content_part.done",
+        {"type": "response.content_part.done", **place, "part": done_part},
+    )
+    yield (
+        "response.output_item.done",
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+    )
+    yield "response.completed", {"type": "response.completed", "response": reply}
 
 
 # --- process lifecycle -------------------------------------------------------------------------
