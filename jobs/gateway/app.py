@@ -51,6 +51,8 @@ RUNNING_USAGE_RUNTIMES = frozenset({"vllm"})
 # How long counting a cut-short stream's prompt at the runtime's /tokenize may take.
 TOKENIZE_TIMEOUT = aiohttp.ClientTimeout(total=5.0)
 _COUNT = re.compile(rb'"count"\s*:\s*(\d+)')
+# How long a shutdown waits for the requests the server cancelled to settle.
+SHUTDOWN_WAIT_SECONDS = 10.0
 MAX_JSON_BODY = 8 * 1024 * 1024
 MAX_AUDIO_BODY = 32 * 1024 * 1024  # OpenAI takes audio files up to 25 MB
 # The most of a plain (not streamed) answer the gateway reads, passed through or rebuilt from a
@@ -102,6 +104,8 @@ class Gateway:
         self.max_answer = MAX_ANSWER
         self.started = False
         self._starting: asyncio.Lock | None = None
+        self.answering = 0  # requests being answered now
+        self._idle: asyncio.Event | None = None  # set when none is, while shutting down
 
     # -- lifecycle
 
@@ -130,6 +134,11 @@ class Gateway:
         if not self.started:
             return
         self.started = False
+        if self.answering:
+            # Requests the server cancelled settle their tokens and slots first.
+            self._idle = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), SHUTDOWN_WAIT_SECONDS)
         await self.upstream.close()
         await self.limiter.close()
         await asyncio.get_running_loop().run_in_executor(None, self.keeper.stop)
@@ -163,6 +172,7 @@ class Gateway:
 
     async def handle(self, scope, receive, send) -> None:
         ex = Exchange(time.perf_counter(), scope["path"])
+        self.answering += 1
         try:
             await self.serve(ex, scope, receive, send)
         except GatewayError as error:
@@ -179,6 +189,9 @@ class Gateway:
                 await _send_error(send, GatewayError(500, "The gateway failed; try again."))
         finally:
             self.meter.record(self._record(ex))
+            self.answering -= 1
+            if self._idle is not None and not self.answering:
+                self._idle.set()
 
     def _record(self, ex: Exchange) -> RequestRecord:
         end = time.perf_counter()
@@ -289,8 +302,7 @@ class Gateway:
             per_prompt = prompt.choices_per_prompt(obj)
             events = EventFilter(keep_usage, running, keep_running, per_prompt)
         checks = grant.checks
-        if checks:
-            await self._acquire(checks, now)
+        held = await self._acquire(checks, now) if checks else None
         try:
             if plan is not None:
                 await self.translated(ex, target, plan, send)
@@ -310,12 +322,12 @@ class Gateway:
                 await self._count_stream(ex, target, path, obj)
             if checks:
                 await self.limiter.settle(
-                    checks, time.time(), ex.prompt_tokens + ex.completion_tokens
+                    checks, time.time(), ex.prompt_tokens + ex.completion_tokens, held
                 )
 
-    async def _acquire(self, checks, now: float) -> None:
+    async def _acquire(self, checks, now: float) -> str | None:
         try:
-            await self.limiter.acquire(checks, now)
+            return await self.limiter.acquire(checks, now)
         except Refused as refused:
             raise GatewayError(
                 429,

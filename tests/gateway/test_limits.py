@@ -45,11 +45,11 @@ async def exercise(limiter):
     await limiter.flush()
     with pytest.raises(Refused):
         await limiter.acquire(TPM, now)
-    await limiter.acquire(ONE, now)
+    held = await limiter.acquire(ONE, now)
     with pytest.raises(Refused) as busy:
         await limiter.acquire(ONE, now)
     assert busy.value.retry_after == 1
-    await limiter.settle(ONE, now, 0)
+    await limiter.settle(ONE, now, 0, held)
     await limiter.flush()
     await limiter.acquire(ONE + RPM, now + 60)
     # A refused request counts nothing: the concurrency slot it would take stays free.
