@@ -248,7 +248,12 @@ class Gateway:
         )
         snapshot = self.keeper.current
         now = time.time()
-        key = snapshot.authenticate(presented.strip().decode("latin-1"), now) if presented else None
+        secret = presented.strip().decode("latin-1")
+        key = snapshot.authenticate(secret, now) if presented else None
+        if key is None and presented:
+            # A key made a moment ago, by this process or another, works on its first call.
+            snapshot = await self.keeper.fresh(ex.started)
+            key = snapshot.authenticate(secret, now)
         if key is None:
             raise UNAUTHORIZED
         ex.key = key
@@ -263,15 +268,23 @@ class Gateway:
         if length > limit:
             raise request.too_large(limit)
         body = await request.read_body(receive, limit)
-        host_route = (
-            snapshot.hosts.get(host.decode("latin-1").rsplit(":", 1)[0].lower()) if host else None
-        )
+        host_name = host.decode("latin-1").rsplit(":", 1)[0].lower() if host else ""
         if is_json:
             model, obj = request.json_model(body)
             stream = path in STREAMING_ROUTES and request.wants_stream(obj)
         else:
             parts = request.form(body, content_type)
             model, obj, stream = speech.field_text(parts, "model"), None, False
+        if snapshot.may_change_for(key, model, host_name):
+            # A model made, granted or turned Running a moment ago answers its first call.
+            fresher = await self.keeper.fresh(ex.started)
+            if fresher is not snapshot:
+                snapshot = fresher
+                key = snapshot.authenticate(secret, now)
+                if key is None:
+                    raise UNAUTHORIZED
+                ex.key = key
+        host_route = snapshot.hosts.get(host_name) if host else None
         target = request.target(snapshot, key, model, host_route)
         ex.target = target
         grant = snapshot.grant(key, target)

@@ -2,7 +2,9 @@
 key's previous secret too, until its grace ends), access policies, and routes (application
 name -> phase, reason, upstream address), loaded from the database in a thread and reloaded
 when the change counter moved (read at most once a second; a Redis pub/sub nudge makes it
-sooner when REDIS_URL is set).
+sooner when REDIS_URL is set). A call the snapshot would refuse in a way a change could undo
+(an unknown key, a model unknown, not running or not granted) looks for a change first, so a
+key just made and a model just Running work on their first call, whichever process made them.
 
 `Snapshot` is immutable once built and replaced whole, so a request reads one consistent view
 without locks. `Snapshot.grant` caches per (key, application) what the rules decide.
@@ -10,11 +12,13 @@ without locks. `Snapshot.grant` caches per (key, application) what the rules dec
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import ipaddress
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +32,9 @@ from .errors import GatewayError
 logger = logging.getLogger(__name__)
 
 RUNNING = "Running"
+# A call the snapshot would refuse looks for a change at most this often (per process): it
+# reads the change counter, one small query, and reloads only when the counter moved.
+LOOK_GAP_SECONDS = 0.1
 # The hash an unknown lookup is compared against, so unknown and wrong cost the same.
 _NO_SUCH_KEY = hashlib.sha256(b"no such key").hexdigest()
 # last_used_at is written at most this often per key.
@@ -140,6 +147,16 @@ class Snapshot:
         if cached is None:
             cached = self._grants[(key.id, route.id)] = decide(key, route)
         return cached
+
+    def may_change_for(self, key: Key, model: str | None, host: str) -> bool:
+        """Whether a change not loaded yet could answer this call that the snapshot would
+        refuse: its host or model is unknown, not running, or not granted to the key."""
+        route = self.hosts.get(host) if host else None
+        if route is None:
+            if not model:
+                return False
+            route = self.routes.get((key.organization_id, model))
+        return route is None or not route.running or self.grant(key, route).refusal is not None
 
     def callable_routes(self, key: Key) -> list[Route]:
         return [
@@ -371,6 +388,7 @@ class SnapshotKeeper:
         touch_writer: Callable[[set[int]], None] = write_last_used,
         interval: float = 1.0,
         redis_url: str | None = None,
+        look_gap: float = LOOK_GAP_SECONDS,
     ) -> None:
         self.loader = loader
         self.counter = counter
@@ -384,6 +402,12 @@ class SnapshotKeeper:
         self._pending_touch: set[int] = set()
         self._thread: threading.Thread | None = None
         self.reloads = 0
+        self._refreshing = threading.Lock()  # one load at a time: a slow one never wins late
+        self.look_gap = look_gap
+        self.looks = 0
+        self._looked_from = float("-inf")  # when the last finished look began (perf_counter)
+        self._last_look = float("-inf")
+        self._look: asyncio.Future | None = None
 
     def touch(self, key_id: int, now: float) -> None:
         """Note a use of the key; cheap, and a no-op within a minute of the last noted use."""
@@ -419,17 +443,46 @@ class SnapshotKeeper:
             self._thread = None
         self._write_touches()
 
+    async def fresh(self, since: float) -> Snapshot:
+        """The snapshot after a look for a change that began at or after `since` (a
+        time.perf_counter() reading: the call's arrival). Looks are shared: one at a time,
+        and one at most each look_gap; a call waits for the next one that began after it."""
+        loop = asyncio.get_running_loop()
+        while self._looked_from < since:
+            look = self._look
+            if look is None or look.get_loop() is not loop:
+                look = self._look = asyncio.ensure_future(self._look_once())
+            await asyncio.shield(look)
+        return self.current
+
+    async def _look_once(self) -> None:
+        try:
+            wait = self._last_look + self.look_gap - time.perf_counter()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            began = self._last_look = time.perf_counter()
+            self.looks += 1
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self._refresh)
+            except Exception:
+                # The call is refused on what is loaded; the refresher says why each second.
+                logger.debug("gateway: a look for a change failed", exc_info=True)
+            self._looked_from = max(self._looked_from, began)
+        finally:
+            self._look = None
+
     def _refresh(self, force: bool = False) -> None:
         from django.db import close_old_connections
 
-        close_old_connections()
-        try:
-            version = self.counter()
-            if force or version != self.current.version:
-                self.current = self.loader(version)
-                self.reloads += 1
-        finally:
+        with self._refreshing:
             close_old_connections()
+            try:
+                version = self.counter()
+                if force or version != self.current.version:
+                    self.current = self.loader(version)
+                    self.reloads += 1
+            finally:
+                close_old_connections()
 
     def _write_touches(self) -> None:
         if not self._pending_touch:
