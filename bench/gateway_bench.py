@@ -7,12 +7,22 @@ upstream directly, in one run (loopback, `wrk` from Debian):
    request metered (the meter's count is checked at the end);
 3. streaming: time to first chunk, direct vs gateway, and whether chunks were merged or
    delayed (the upstream sends 5 events 5 ms apart);
-4. the embedded mode: the gateway mounted in the console's ASGI app, under daphne and under
-   uvicorn, at 32 connections.
+4. the embedded mode as the docs run it: the gateway mounted in the console's ASGI app
+   (console.asgi, with the in-process reconciler on), under daphne and under uvicorn, at 32
+   connections.
+
+The application is deployed through the real apply path on the local backend, whose command
+(SERVEDECK_LOCAL_COMMAND) is this file's fast upstream, and reconciled until Running: the
+console's own reconciler finds it running and keeps it so (and starts it again when a console
+that stopped it at its exit is followed by the next one).
+
+Every figure is of answered requests: a run whose requests fail (a status other than 200, a
+socket error) stops the bench, which says what the failing request got.
 
 Run: .venv/bin/python bench/gateway_bench.py [--seconds 8] [--redis redis://127.0.0.1:6379/12]
-Uses a throwaway SQLite database (bench/scratch.py). Other processes on the machine move the
-figures; the gateway and the upstream share its CPUs.
+Uses a throwaway SQLite database (bench/scratch.py) and the fake Hugging Face Hub of the
+tests. Other processes on the machine move the figures; the gateway and the upstream share
+its CPUs.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import socket
 import statistics
 import subprocess
@@ -154,7 +165,40 @@ def to_ms(text: str) -> float:
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
 
 
-def wrk(url: str, script: str, connections: int, seconds: int, pid: int) -> dict:
+def one_call(url: str, key: str | None) -> tuple[int, str]:
+    """(status, the start of the body) of one chat request, as a failing run is explained."""
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    call = urllib.request.Request(url, data=CHAT, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(call, timeout=30) as reply:  # noqa: S310 (loopback)
+            return reply.status, reply.read(300).decode(errors="replace")
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read(300).decode(errors="replace")
+    except OSError as error:
+        return 0, f"{type(error).__name__}: {error}"
+
+
+def answering(url: str, key: str | None, what: str, wait: float = 0.0) -> None:
+    """Stop the bench unless `url` answers a chat request with 200 (within `wait` seconds)."""
+    deadline = time.monotonic() + wait
+    while True:
+        status, body = one_call(url, key)
+        if status == 200:
+            return
+        if time.monotonic() >= deadline:
+            raise SystemExit(
+                f"{what} does not answer the bench's requests: status {status}: {body}\n"
+                "No figures are printed for requests that fail."
+            )
+        time.sleep(0.5)
+
+
+def wrk(url: str, script: str, connections: int, seconds: int, pid: int, key=None) -> dict:
     threads = min(2, connections)
     before = cpu_seconds(pid)
     out = subprocess.run(
@@ -166,6 +210,8 @@ def wrk(url: str, script: str, connections: int, seconds: int, pid: int) -> dict
             str(connections),
             "-d",
             f"{seconds}s",
+            "--timeout",
+            "10s",
             "--latency",
             "-s",
             script,
@@ -181,13 +227,21 @@ def wrk(url: str, script: str, connections: int, seconds: int, pid: int) -> dict
     requests = int(re.search(r"(\d+) requests in", out).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: (.*)", out)
+    if errors or socket_errors:
+        # A refusal answers faster than a model: its "throughput" would be no figure at all.
+        status, body = one_call(url, key)
+        raise SystemExit(
+            f"wrk against {url} ({connections} connections): of {requests} requests, "
+            f"{errors.group(1) if errors else 0} were not answered with 2xx"
+            f"{'; socket errors: ' + socket_errors.group(1) if socket_errors else ''}. "
+            f"One request now gets status {status}: {body}\n"
+            "No figures are printed for requests that fail."
+        )
     return {
         "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)),
         "p50": to_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1)),
         "p99": to_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)),
         "requests": requests,
-        "errors": int(errors.group(1)) if errors else 0,
-        "socket_errors": socket_errors.group(1) if socket_errors else "",
         "cpu_us": cpu / max(requests, 1) * 1e6,
     }
 
@@ -210,7 +264,16 @@ def first_chunks(port: int, key: str | None, rounds: int) -> tuple[list[float], 
             + f"Content-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
-        seen, last, data = 0, None, b""
+        last = None
+        head = sock.recv(65536)
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise SystemExit(f"a stream was refused: {head[:400].decode(errors='replace')}")
+        data = head
+        seen = head.count(b'data: {"choices":[{')
+        if seen:
+            ttfc.append((time.perf_counter() - started) * 1000)
+            last = time.perf_counter()
+            merged += seen > 1
         while b"0\r\n\r\n" not in data[-7:]:
             chunk = sock.recv(65536)
             if not chunk:
@@ -234,19 +297,52 @@ def first_chunks(port: int, key: str | None, rounds: int) -> tuple[list[float], 
 # --- the run ---------------------------------------------------------------------------------
 
 
-def setup(upstream_url: str) -> str:
+MANIFEST = """\
+apiVersion: servedeck.io/v1
+kind: Application
+spec:
+  name: bench
+  profileName: local
+  source:
+    type: Model
+    model:
+      uri: hf://BAAI/bge-m3
+"""
+
+
+def setup() -> tuple[str, str]:
+    """The bench application deployed and Running as a user would have it (the local
+    backend runs this file's upstream for it), and an API key with limits no run reaches.
+    Returns (the key, the slug of the organisation)."""
     from bench.scratch import django_on_scratch
 
-    django_on_scratch("gateway")
+    django_on_scratch("gateway", stand_in=False)
+    # Read when a replica starts, by this process and by the consoles started below.
+    os.environ["SERVEDECK_LOCAL_COMMAND"] = (
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).resolve()))} "
+        "--serve-upstream {port}"
+    )
+    from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from accesspolicies.models import APIKey
-    from tests.gateway.support import make_app
+    from accesspolicies.models import APIKey, Membership, Role
+    from jobs.deploy import apply
+    from jobs.reconciler import Reconciler
     from tests.helpers import make_org
 
     org = make_org("bench")
-    make_app(org, "bench", upstream_url)
+    user = get_user_model().objects.create_user(username="bench")
+    membership = Membership.objects.create(organization=org, user=user, role=Role.ADMIN)
+    application = apply(MANIFEST, membership).application
+    reconciler = Reconciler()
+    deadline = time.monotonic() + 60
+    while application.phase != "Running":
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench is {application.phase}: {application.reason}")
+        reconciler.step_local()
+        application.refresh_from_db()
+        time.sleep(0.1)
     lookup, plain, digest = APIKey.new_secret()
     APIKey.objects.create(
         organization=org,
@@ -257,7 +353,15 @@ def setup(upstream_url: str) -> str:
         tokens_per_minute=10**12,
         concurrent_requests=10**6,
     )
-    return plain
+    return plain, org.slug
+
+
+def model_server(slug: str) -> tuple[int, int]:
+    """(port, pid) of the bench application's model server as the local backend runs it."""
+    from jobs.backends.local.backend import local_runner
+
+    [replica] = local_runner(slug).observe("bench").replicas
+    return replica.port, replica.pid
 
 
 def start(command: list[str], port: int, env: dict) -> subprocess.Popen:
@@ -277,10 +381,23 @@ def main() -> None:
     parser.add_argument("--stream-rounds", type=int, default=200)
     args = parser.parse_args()
 
-    up_port = free_port()
-    upstream = subprocess.Popen([sys.executable, __file__, "--serve-upstream", str(up_port)])
-    wait_port(up_port)
-    key = setup(f"http://127.0.0.1:{up_port}")
+    from tests.fakes.hub import FakeHub
+
+    with FakeHub().serve() as hub:
+        os.environ["HF_ENDPOINT"] = hub.url
+        try:
+            run(args)
+        finally:
+            from jobs.backends.local.backend import forget_local_runner, local_runners_on_disk
+
+            for runner in local_runners_on_disk():  # servers a console started too
+                runner.shutdown()
+            forget_local_runner()
+
+
+def run(args) -> None:
+    key, slug = setup()
+    up_port, up_pid = model_server(slug)
     env = {**os.environ, "LOG_LEVEL": "WARNING"}
     if args.redis:
         env["REDIS_URL"] = args.redis
@@ -312,19 +429,22 @@ def main() -> None:
     )
     rows = []
     sent = 0  # requests sent to the gateway process, to compare with what it metered
+    reconciler = "on" if "REDIS_URL" not in env else "off (REDIS_URL: run beside)"
     try:
         url = "http://127.0.0.1:{}/v1/chat/completions"
-        wrk(url.format(up_port), script, 4, 1, upstream.pid)  # warm up
-        sent += wrk(url.format(gw_port), script, 4, 1, servers["gateway"][0].pid)["requests"]
-        seq_direct = wrk(url.format(up_port), script, 1, args.seconds, upstream.pid)
-        seq_gw = wrk(url.format(gw_port), script, 1, args.seconds, servers["gateway"][0].pid)
-        par_direct = wrk(url.format(up_port), script, 32, args.seconds, upstream.pid)
-        par_gw = wrk(url.format(gw_port), script, 32, args.seconds, servers["gateway"][0].pid)
+        answering(url.format(up_port), None, "the model server")
+        answering(url.format(gw_port), key, "the gateway")
+        sent += 1
+        wrk(url.format(up_port), script, 4, 1, up_pid)  # warm up
+        sent += wrk(url.format(gw_port), script, 4, 1, servers["gateway"][0].pid, key)["requests"]
+        seq_direct = wrk(url.format(up_port), script, 1, args.seconds, up_pid)
+        seq_gw = wrk(url.format(gw_port), script, 1, args.seconds, servers["gateway"][0].pid, key)
+        par_direct = wrk(url.format(up_port), script, 32, args.seconds, up_pid)
+        par_gw = wrk(url.format(gw_port), script, 32, args.seconds, servers["gateway"][0].pid, key)
         sent += seq_gw["requests"] + par_gw["requests"] + args.stream_rounds
         rows.append(("sequential median ms", seq_direct["p50"], seq_gw["p50"]))
         rows.append(("sequential p99 ms", seq_direct["p99"], seq_gw["p99"]))
         rows.append(("32 conn requests/s", par_direct["rps"], par_gw["rps"]))
-        rows.append(("32 conn errors", par_direct["errors"], par_gw["errors"]))
         rows.append(("32 conn CPU us/request", par_direct["cpu_us"], par_gw["cpu_us"]))
         d_ttfc, d_merged, d_worst = first_chunks(up_port, None, args.stream_rounds)
         g_ttfc, g_merged, g_worst = first_chunks(gw_port, key, args.stream_rounds)
@@ -352,22 +472,27 @@ def main() -> None:
             port = free_port()
             process = start([c.replace("{port}", str(port)) for c in command], port, env)
             servers[name] = (process, port)
-            wrk(url.format(port), script, 4, 1, process.pid)
-            seq = wrk(url.format(port), script, 1, args.seconds, process.pid)
-            par = wrk(url.format(port), script, 32, args.seconds, process.pid)
+            # The console's reconciler keeps the application Running; a console before it
+            # stopped its server at exit, so this one may be starting it again first.
+            answering(url.format(port), key, f"the console under {name}", wait=60)
+            wrk(url.format(port), script, 4, 1, process.pid, key)
+            seq = wrk(url.format(port), script, 1, args.seconds, process.pid, key)
+            par = wrk(url.format(port), script, 32, args.seconds, process.pid, key)
             rows.append((f"embedded/{name} sequential median ms", seq_direct["p50"], seq["p50"]))
             rows.append((f"embedded/{name} 32 conn requests/s", par_direct["rps"], par["rps"]))
-            rows.append((f"embedded/{name} 32 conn errors", 0, par["errors"]))
             rows.append((f"embedded/{name} CPU us/request", par_direct["cpu_us"], par["cpu_us"]))
+            process.terminate()  # its reconciler stops the model servers at its exit
+            process.wait(timeout=30)
     finally:
         for process, _ in servers.values():
-            process.terminate()
-            process.wait(timeout=30)
-        upstream.terminate()
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
     metered = int(count_file.read_text()) if count_file.exists() else -1
     print(
-        f"\nlimits in {'Redis ' + args.redis if args.redis else 'process'}; "
-        f"{args.seconds} s per wrk run on loopback\n"
+        f"\nlimits in {'Redis ' + args.redis if args.redis else 'process'}; the console's "
+        f"in-process reconciler {reconciler}; {args.seconds} s per wrk run on loopback; "
+        "every request of every run answered 200\n"
     )
     print(f"{'':40} {'direct':>10} {'gateway':>10} {'ratio':>8}")
     for name, direct, gateway in rows:
@@ -386,7 +511,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--serve-upstream":
-        serve_upstream(int(sys.argv[2]))
+    if len(sys.argv) >= 3 and sys.argv[1] == "--serve-upstream":
+        serve_upstream(int(sys.argv[2]))  # as the local backend starts it: --port's value
     else:
         main()
