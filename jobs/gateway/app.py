@@ -1,6 +1,7 @@
 """The gateway's ASGI application: authenticate, apply the policy and limits, route by `model`
-(or host name), proxy with streaming, meter once. No database query and no log line per
-request; everything a request needs is in the current Snapshot.
+(or host name), proxy with streaming, meter once (a stream with what it sent, however it
+ends). No database query and no log line per request; everything a request needs is in the
+current Snapshot (a call it would refuse may wait for the keeper's shared look for a change).
 
     app = Gateway(meter=Meter())          # then serve it with any ASGI server
 """
