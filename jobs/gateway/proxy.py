@@ -6,7 +6,6 @@ taken out when the client did not ask for it."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
@@ -18,12 +17,19 @@ import aiohttp
 _PROMPT = re.compile(rb'"(?:prompt|input)_tokens"\s*:\s*(\d+)')
 _COMPLETION = re.compile(rb'"(?:completion|output)_tokens"\s*:\s*(\d+)')
 _ERROR_EVENT = re.compile(rb'^data:\s*\{\s*"(?:error"|object"\s*:\s*"error")', re.M)
-_DATA = re.compile(rb"^data:[ ]?(.*)$", re.M)
-# A `usage` member with its object (which may hold one level of objects), and the comma before
-# it (or after it, when it comes first).
-_USAGE_OBJECT = rb'"usage"\s*:\s*\{(?:[^{}]|\{[^{}]*\})*\}'
-_USAGE_MEMBER = re.compile(rb",\s*" + _USAGE_OBJECT + rb"|" + _USAGE_OBJECT + rb"\s*,")
-_DELTA_FIELDS = ("content", "reasoning_content", "reasoning", "refusal", "tool_calls")
+_USAGE_AT = re.compile(rb'"usage"\s*:\s*\{')
+# A `usage` member and its object (which may hold one level of objects).
+_USAGE_MEMBER = re.compile(rb'"usage"\s*:\s*\{(?:[^{}]++|\{[^{}]*+\})*+\}')
+_EMPTY_CHOICES = re.compile(rb'"choices"\s*:\s*\[\s*\]')
+_INDEX = re.compile(rb'"index"\s*:\s*(\d+)')
+# A choice that carries generated text: a chat delta's content, reasoning or refusal (a string
+# not empty), its tool calls, or a completion's text. (Inside a JSON string every quote is
+# escaped, so the text itself never looks like a field.)
+_GENERATED = re.compile(
+    rb'"(?:content|reasoning_content|reasoning|refusal|text)"\s*:\s*"[^"]'
+    rb'|"tool_calls"\s*:\s*\[\s*\{'
+)
+_DELTA_TYPE = re.compile(rb'"type"\s*:\s*"response\.[a-z_.]*delta"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,77 +156,50 @@ class EventFilter:
         return (sum(self.prompts.values()) if self.prompts else None), completion
 
     def _read(self, event: bytes) -> bytes | None:
-        """The event as the client gets it (None: not at all), its counts noted."""
-        if _ERROR_EVENT.search(event):
+        """The event as the client gets it (None: not at all), its counts noted. Read with a
+        few searches, not parsed: it runs for every event of every stream."""
+        if b'"error"' in event and _ERROR_EVENT.search(event):
             self.failed = True
             return event
-        found = _DATA.search(event)
-        if found is None or not found.group(1).startswith(b"{"):
-            return event  # a comment, or data: [DONE]
-        try:
-            obj = json.loads(found.group(1))
-        except (ValueError, RecursionError):
-            return event
-        if not isinstance(obj, dict):
-            return event
-        usage, choices = obj.get("usage"), obj.get("choices")
-        if isinstance(choices, list):
-            if not choices:
-                if isinstance(usage, dict):  # the usage-only chunk: the whole answer's
-                    self.final = _pair(usage)
+        at = event.rfind(b'"usage"')
+        usage = usage_of(event[at:]) if at >= 0 and _USAGE_AT.match(event, at) else None
+        choices = event.find(b'"choices"')
+        if choices >= 0:
+            if _EMPTY_CHOICES.match(event, choices):
+                if usage is not None:  # the usage-only chunk: the whole answer's
+                    self.final = usage
                     if not self.keep_usage:
                         return None
                 return event
-            index = 0
-            for choice in choices:
-                if isinstance(choice, dict):
-                    index = choice.get("index", 0) if isinstance(choice.get("index"), int) else 0
-                    if _generated(choice):
-                        self.deltas[index] = self.deltas.get(index, 0) + 1
-            if isinstance(usage, dict):
+            found = _INDEX.search(event, choices)
+            index = int(found.group(1)) if found is not None else 0
+            if _GENERATED.search(event, choices):
+                self.deltas[index] = self.deltas.get(index, 0) + 1
+            if usage is not None:
                 if not self.running_asked:
-                    self.final = _pair(usage)  # a runtime that puts its totals in a last chunk
+                    self.final = usage  # a runtime that puts its totals in a last chunk
                     return event
-                prompt, completion = _pair(usage)
-                self.running[index] = max(self.running.get(index, 0), completion)
-                self.prompts[index // self.per_prompt] = prompt
+                self.running[index] = max(self.running.get(index, 0), usage[1])
+                self.prompts[index // self.per_prompt] = usage[0]
                 if not self.keep_running:
-                    return _without_usage(event)
+                    return _without_usage(event, at)
             return event
-        kind = obj.get("type")
-        if isinstance(kind, str):  # the Responses API's events
-            if kind.endswith(".delta"):
+        if b'"type"' in event:  # the Responses API's events
+            if _DELTA_TYPE.search(event):
                 self.deltas[0] = self.deltas.get(0, 0) + 1
-            response = obj.get("response")
-            if isinstance(response, dict) and isinstance(response.get("usage"), dict):
-                self.final = _pair(response["usage"])
+            elif usage is not None:  # response.completed (or incomplete, failed)
+                self.final = usage
         return event
 
 
-def _pair(usage: dict) -> tuple[int, int]:
-    """(prompt, completion) of a usage object, in chat's words or the Responses API's."""
-    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
-    completion = usage.get("completion_tokens", usage.get("output_tokens"))
-    return (
-        prompt if isinstance(prompt, int) and prompt > 0 else 0,
-        completion if isinstance(completion, int) and completion > 0 else 0,
-    )
-
-
-def _generated(choice: dict) -> bool:
-    """Whether a stream choice carries generated text: a chat delta's content, reasoning,
-    refusal or tool calls, or a completion's text."""
-    delta = choice.get("delta")
-    if isinstance(delta, dict):
-        return any(delta.get(field) for field in _DELTA_FIELDS)
-    return bool(choice.get("text"))
-
-
-def _without_usage(event: bytes) -> bytes:
-    """The event without its (last) `usage` member, the client's bytes otherwise unchanged."""
-    last = None
-    for last in _USAGE_MEMBER.finditer(event):  # noqa: B007 (the last one is wanted)
-        pass
-    if last is None:
+def _without_usage(event: bytes, at: int) -> bytes:
+    """The event without its `usage` member (which starts at `at`) and the comma that
+    separates it; the client's bytes otherwise unchanged."""
+    found = _USAGE_MEMBER.match(event, at)
+    if found is None:
         return event
-    return event[: last.start()] + event[last.end() :]
+    before, after = event[:at].rstrip(), event[found.end() :]
+    if before.endswith(b","):
+        return before[:-1] + after
+    rest = after.lstrip()
+    return event[:at] + rest[1:] if rest.startswith(b",") else event
