@@ -332,12 +332,14 @@ class Gateway:
                     send,
                 )
         finally:
-            if ex.events is not None:  # whichever way the stream ended
-                await self._count_stream(ex, target, path, obj)
-            if checks:
-                await self.limiter.settle(
-                    checks, time.time(), ex.prompt_tokens + ex.completion_tokens, held
-                )
+            try:
+                if ex.events is not None:  # whichever way the stream ended
+                    await self._count_stream(ex, target, path, obj)
+            finally:
+                if checks:
+                    await self.limiter.settle(
+                        checks, time.time(), ex.prompt_tokens + ex.completion_tokens, held
+                    )
 
     async def _acquire(self, checks, now: float) -> str | None:
         try:
