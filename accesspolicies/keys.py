@@ -90,14 +90,14 @@ def create(
     apps = application_names(org, applications)
     caps = limits.caller_limits(rpm, tpm, concurrency)
     expires_at = _expiry("expiresInDays", expires_in)
-    minted = API_KEY.mint()
+    lookup, plain, digest = API_KEY.mint()
     try:
         with transaction.atomic():
             key = APIKey.objects.create(
                 organization=org,
                 name=name,
-                lookup=minted.lookup,
-                secret_hash=minted.digest,
+                lookup=lookup,
+                secret_hash=digest,
                 all_applications=apps is None,
                 applications=apps or [],
                 expires_at=expires_at,
@@ -119,7 +119,7 @@ def create(
         name,
         {"applications": apps or "all", **caps, "expiresAt": _iso(expires_at)},
     )
-    return key, minted.plain
+    return key, plain
 
 
 def revoke(key: APIKey, *, actor: Membership) -> bool:
@@ -151,11 +151,11 @@ def rotate(key: APIKey, grace_minutes: object = 60, *, actor: Membership) -> tup
         "graceMinutes", grace_minutes, 0, limits.MAX_GRACE_MINUTES, "minutes"
     )
     grace = 0 if grace is None else grace
-    minted = API_KEY.mint()
+    lookup, plain, digest = API_KEY.mint()
     now = timezone.now()
     key.previous_lookup, key.previous_secret_hash = key.lookup, key.secret_hash
     key.previous_expires_at = now + timedelta(minutes=grace)
-    key.lookup, key.secret_hash = minted.lookup, minted.digest
+    key.lookup, key.secret_hash = lookup, digest
     key.save(
         update_fields=[
             "lookup",
@@ -168,7 +168,7 @@ def rotate(key: APIKey, grace_minutes: object = 60, *, actor: Membership) -> tup
     audit.record(
         key.organization, actor.user, "apikey.rotate", "apikey", key.name, {"graceMinutes": grace}
     )
-    return key, minted.plain
+    return key, plain
 
 
 def state(key: APIKey) -> str:

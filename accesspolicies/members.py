@@ -65,25 +65,20 @@ def invite(
     if len(note) > 200:
         raise Invalid("note", f"{len(note)} characters; accepts at most 200. Shorten it.")
     days = limits.bounded_int("expiresInDays", expires_in_days, 1, MAX_INVITE_DAYS, "days")
-    minted = INVITATION.mint()
+    lookup, plain, digest = INVITATION.mint()
     invitation = Invitation.objects.create(
         organization=org,
         role=role,
         note=note,
-        lookup=minted.lookup,
-        secret_hash=minted.digest,
+        lookup=lookup,
+        secret_hash=digest,
         created_by=actor.user,
         expires_at=timezone.now() + timedelta(days=days or DEFAULT_INVITE_DAYS),
     )
     audit.record(
-        org,
-        actor.user,
-        "invitation.create",
-        "invitation",
-        minted.lookup,
-        {"role": role, "note": note},
+        org, actor.user, "invitation.create", "invitation", lookup, {"role": role, "note": note}
     )
-    return invitation, minted.plain
+    return invitation, plain
 
 
 def find_invitation(presented: str) -> Invitation | None:

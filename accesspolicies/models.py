@@ -154,16 +154,16 @@ class PersonalAccessToken(models.Model):
         cls, user, organization, name: str, expires_at=None
     ) -> tuple["PersonalAccessToken", str]:
         """Create a token; the plain text is returned once and never stored."""
-        minted = PERSONAL_TOKEN.mint()
+        lookup, plain, digest = PERSONAL_TOKEN.mint()
         token = cls.objects.create(
             user=user,
             organization=organization,
             name=name,
-            lookup=minted.lookup,
-            secret_hash=minted.digest,
+            lookup=lookup,
+            secret_hash=digest,
             expires_at=expires_at,
         )
-        return token, minted.plain
+        return token, plain
 
     @property
     def masked(self) -> str:
