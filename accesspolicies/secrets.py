@@ -3,8 +3,10 @@ invitation links): how each is minted, parsed, hashed and compared. Pure: no Dja
 
 A secret reads `<prefix><lookup><secret>`: the prefix says its kind (a log scanner or a
 reader tells them apart), the lookup finds its row (or the gateway's snapshot entry) without
-a scan, and the rest is 32 random bytes. Only the SHA-256 of the whole text is stored: the plain
-text exists once, in what `Kind.mint` returns, for the caller to show once and forget.
+a scan, and the rest is 32 random bytes. Only the SHA-256 of the whole text is stored (unsalted
+and fast on purpose: 256 random bits need no slow hash, and the gateway checks a key on every
+call). The plain text exists once, in what `Kind.mint` returns, for the caller to show once and
+forget.
 """
 
 from __future__ import annotations
