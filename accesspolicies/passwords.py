@@ -20,8 +20,8 @@ from django.views.decorators.http import require_POST
 
 from accesspolicies import throttle
 from accesspolicies.access import require
-from accesspolicies.gateway_views import flash_secret
 from accesspolicies.models import Membership, Role
+from accesspolicies.views.shown_once import flash_secret
 
 INVALID_LOGIN = (
     "Your username and password didn't match. Try again, or ask an admin of your organisation "

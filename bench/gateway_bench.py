@@ -242,12 +242,13 @@ def setup(upstream_url: str) -> str:
 
     call_command("migrate", verbosity=0)
     from accesspolicies.models import APIKey
+    from accesspolicies.secrets import API_KEY
     from tests.gateway.support import make_app
     from tests.helpers import make_org
 
     org = make_org("bench")
     make_app(org, "bench", upstream_url)
-    lookup, plain, digest = APIKey.new_secret()
+    lookup, plain, digest = API_KEY.mint()
     APIKey.objects.create(
         organization=org,
         name="bench",

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
 from django.http import HttpResponse, JsonResponse
 
+from accesspolicies.secrets import API_KEY, PERSONAL_TOKEN
 from console.api_errors import error_body
 
 # Paths that authenticate on their own (tokens) or must be reachable without a session.
@@ -51,7 +52,7 @@ class ContentSecurityPolicyMiddleware:
 CREDENTIAL_PARAMETERS = frozenset(
     {"token", "access_token", "api_key", "apikey", "key", "password", "secret", "bearer", "auth"}
 )
-TOKEN_PREFIXES = ("sdp_", "sdk_")  # personal access tokens, API keys
+TOKEN_PREFIXES = (PERSONAL_TOKEN.prefix, API_KEY.prefix)
 
 
 class QueryStringCredentialsMiddleware:

@@ -14,10 +14,13 @@ from urllib.parse import parse_qsl, quote
 from daphne.cli import CommandLineInterface
 from daphne.server import Server
 
+from accesspolicies.secrets import KINDS
+
 HIDDEN = "…"
 # A path segment that is a secret: an invitation link's (/access/join/sdi_…/), or a token or
 # key put in a path by mistake. Only its prefix is logged.
-SECRET_SEGMENT = re.compile(r"(?<=/)(sdi_|sdp_|sdk_)[^/?]*")
+_PREFIXES = "|".join(kind.prefix for kind in KINDS)
+SECRET_SEGMENT = re.compile(rf"(?<=/)({_PREFIXES})[^/?]*")
 
 
 def redact_path(path: str) -> str:

@@ -15,6 +15,7 @@ import httpx
 import uvicorn
 
 from accesspolicies.models import APIKey
+from accesspolicies.secrets import API_KEY
 from jobs.gateway.app import Gateway
 from jobs.gateway.metering import Meter, RequestRecord
 from jobs.gateway.proxy import Timeouts
@@ -119,7 +120,7 @@ def make_app(
 
 
 def make_key(org, name: str = "caller", **fields) -> tuple[APIKey, str]:
-    lookup, plain, digest = APIKey.new_secret()
+    lookup, plain, digest = API_KEY.mint()
     key = APIKey.objects.create(
         organization=org, name=name, lookup=lookup, secret_hash=digest, **fields
     )

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from accesspolicies.models import AccessPolicy, APIKey, VerifiedDomain
+from accesspolicies.secrets import API_KEY
 from tests.gateway.support import caught_up, free_port, fresh_minute, make_app, make_key
 from tests.helpers import wait_for
 
@@ -68,7 +69,7 @@ def test_an_expired_key_is_refused(gateway, org, world):
 
 def test_a_rotated_key_keeps_its_old_secret_until_the_grace_ends(gateway, world):
     _, key, old = world
-    lookup, new, digest = APIKey.new_secret()
+    lookup, new, digest = API_KEY.mint()
     key.previous_lookup, key.previous_secret_hash = key.lookup, key.secret_hash
     key.previous_expires_at = timezone.now() + timedelta(minutes=5)
     key.lookup, key.secret_hash = lookup, digest

@@ -1,68 +1,20 @@
-"""Access pages: the organisation's members, roles and invitations, joining through an
-invitation, and each member's personal access tokens."""
-
-from datetime import timedelta
+"""The organisation's members: roles and removal, invitations (made, withdrawn, and joined
+through)."""
 
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_not_required
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from accesspolicies import audit
 from accesspolicies import members as member_verbs
 from accesspolicies.access import ORG_SESSION_KEY, require
-from accesspolicies.forms import InviteForm, JoinForm, RoleForm, TokenForm, show_invalid
-from accesspolicies.gateway_views import flash_secret, take_secret
-from accesspolicies.models import MembershipError, PersonalAccessToken, Role
-from accesspolicies.problems import Invalid, searchable
-
-
-def _own_tokens(request):
-    membership = request.membership
-    return membership, PersonalAccessToken.objects.for_member(membership)
-
-
-@never_cache  # it may show a new token, once
-def tokens(request, form=None, status=200):
-    membership, own = _own_tokens(request)
-    context = {"tokens": own, "form": form or TokenForm(), "shown": take_secret(request)}
-    return render(request, "accesspolicies/tokens.html", context, status=status)
-
-
-@never_cache
-@require_POST
-def token_create(request):
-    membership, _ = _own_tokens(request)
-    form = TokenForm(request.POST)
-    if not form.is_valid():
-        return tokens(request, form=form, status=400)
-    days = form.cleaned_data["expires_in_days"]
-    expires = timezone.now() + timedelta(days=days) if days else None
-    token, plain = PersonalAccessToken.issue(
-        request.user, membership.organization, form.cleaned_data["name"], expires
-    )
-    audit.record(membership.organization, request.user, "token.create", "token", token.name)
-    # Redirected, so a reload makes no second token: the plain text waits in the session for
-    # the next page, which takes it out as it shows it.
-    flash_secret(request, f"Your new token {token.name} is ready.", plain)
-    return redirect("accesspolicies:tokens")
-
-
-@require_POST
-def token_revoke(request, lookup):
-    _, own = _own_tokens(request)
-    token = own.filter(lookup=lookup).first() if searchable(lookup) else None
-    if token is None:
-        raise Http404(f"You have no token {lookup!r} in this organisation.")
-    token.revoke()
-    audit.record(token.organization, request.user, "token.revoke", "token", token.name)
-    messages.success(request, f"Token {token.name} is revoked; calls with it are refused from now.")
-    return redirect("accesspolicies:tokens")
+from accesspolicies.forms import InviteForm, JoinForm, RoleForm, show_invalid
+from accesspolicies.models import MembershipError, Role
+from accesspolicies.problems import Invalid
+from accesspolicies.views.shown_once import flash_secret, take_secret
 
 
 @never_cache  # it may show an invitation link, once
