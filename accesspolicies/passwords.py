@@ -21,7 +21,7 @@ from django.views.decorators.http import require_POST
 from accesspolicies import throttle
 from accesspolicies.access import require
 from accesspolicies.models import Membership, Role
-from accesspolicies.views.shown_once import flash_secret
+from accesspolicies.shown_once import flash_secret
 
 INVALID_LOGIN = (
     "Your username and password didn't match. Try again, or ask an admin of your organisation "

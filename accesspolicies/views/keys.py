@@ -12,8 +12,8 @@ from accesspolicies.access import require
 from accesspolicies.forms import APIKeyForm, RotateForm, show_invalid
 from accesspolicies.models import APIKey
 from accesspolicies.problems import Invalid
+from accesspolicies.shown_once import flash_secret, take_secret
 from accesspolicies.tables import APIKeyTable
-from accesspolicies.views.shown_once import flash_secret, take_secret
 
 
 def _application_names(membership) -> list[str]:

@@ -14,7 +14,7 @@ from accesspolicies.access import ORG_SESSION_KEY, require
 from accesspolicies.forms import InviteForm, JoinForm, RoleForm, show_invalid
 from accesspolicies.models import MembershipError, Role
 from accesspolicies.problems import Invalid
-from accesspolicies.views.shown_once import flash_secret, take_secret
+from accesspolicies.shown_once import flash_secret, take_secret
 
 
 @never_cache  # it may show an invitation link, once

@@ -13,7 +13,7 @@ from accesspolicies import audit
 from accesspolicies.forms import TokenForm
 from accesspolicies.models import PersonalAccessToken
 from accesspolicies.problems import searchable
-from accesspolicies.views.shown_once import flash_secret, take_secret
+from accesspolicies.shown_once import flash_secret, take_secret
 
 
 def _own_tokens(request):
