@@ -38,7 +38,7 @@ from huggingface_hub.errors import (
 from huggingface_hub.hf_api import ModelInfo
 from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-import jobs.backends.local.runtimes as rt
+import jobs.backends.local.download_files as download_files
 from models_catalog import safetensors_header as headers
 from models_catalog.hub_cache import AnswerCache
 from models_catalog.sizing import DTYPE_BITS, stored_bytes
@@ -426,9 +426,9 @@ INDEX_FILE = "model.safetensors.index.json"
 
 def safetensors_files(names: Sequence[str]) -> list[str] | None:
     """The safetensors files the checkpoint loads from, from the repo's file names alone
-    (runtimes.checkpoint_safetensors: the local backend downloads the same). None when only
+    (download_files.checkpoint_safetensors: the local backend downloads the same). None when only
     the index can tell; [] when there are none."""
-    return rt.checkpoint_safetensors(names)
+    return download_files.checkpoint_safetensors(names)
 
 
 def safetensors_summary(
