@@ -13,7 +13,7 @@ from jobs.catalog import gpu_kinds
 from jobs.manifest import FORMAT_ENGINE, UriInfo, parse_uri
 from jobs.manifest.model_defaults import cpu_replica_bytes
 from jobs.manifest.uri import UriError
-from models_catalog import architectures, hub
+from models_catalog import architectures, hub, hub_weights
 from models_catalog import folders as model_folder
 from models_catalog.architectures import Unsupported
 from models_catalog.hub_facts import RepoFacts, repo_facts
@@ -300,8 +300,8 @@ class HubRequest:
         revision = sha or self.uri.hf_revision  # a mirror may not send the commit
         return hub.read_json(self.repo, filename, revision, self.token, endpoint=self.endpoint)
 
-    def safetensors(self) -> hub.SafetensorsSummary | None:
-        return hub.safetensors_summary(
+    def safetensors(self) -> hub_weights.SafetensorsSummary | None:
+        return hub_weights.safetensors_summary(
             self.repo, self.uri.hf_revision, self.token, endpoint=self.endpoint
         )
 
@@ -319,13 +319,13 @@ class FolderRequest(HubRequest):
     def read(self, filename: str, sha: str) -> dict | list | None:
         return model_folder.read_json(self.folder / filename)
 
-    def safetensors(self) -> hub.SafetensorsSummary | None:
+    def safetensors(self) -> hub_weights.SafetensorsSummary | None:
         counts = model_folder.safetensors_parameters(self.folder)
         files = sorted(p.name for p in self.folder.glob("*.safetensors") if p.is_file())
         if not counts:
             return None
         size = sum((self.folder / name).stat().st_size for name in files)
-        return hub.SafetensorsSummary(counts, size, size, tuple(files), "headers")
+        return hub_weights.SafetensorsSummary(counts, size, size, tuple(files), "headers")
 
 
 def _folder_request(
@@ -479,7 +479,7 @@ def _check_files(base: CheckResult, request: HubRequest, info: hub.HubModelInfo)
     found = architectures.lookup(arch, request.vllm_version)
     if isinstance(found, Unsupported):
         return unsupported(base, request, found, config)
-    weight_format, files = hub.weight_files(info.file_names)
+    weight_format, files = hub_weights.weight_files(info.file_names)
     if weight_format is None:
         return no_weights(base, request, info)
     if weight_format == "gguf":
