@@ -10,7 +10,8 @@ from jobs.backends.local.machine_check import free_memory
 from jobs.manifest.rules import file_on_kubernetes
 from jobs.models import Cluster, Profile
 from jobs.token_refs import env_token
-from models_catalog.check import CheckResult, check_model
+from models_catalog.check import check_model
+from models_catalog.check_types import CheckResult
 
 
 def hf_token_for(profile) -> str | None:

@@ -21,7 +21,7 @@ from jobs.manifest.view import FilledManifest
 from jobs.models import Application, Profile
 from jobs.render import RenderError, render_for_profile
 from models_catalog.architectures import default_gpu_memory_utilization
-from models_catalog.check import CheckResult
+from models_catalog.check_types import CheckResult
 from models_catalog.models import ModelMaster
 from models_catalog.service import layout_refusal, model_facts
 

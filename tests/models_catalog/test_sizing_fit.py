@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobs.catalog import DEFAULT_MACHINE_CATALOG, GpuReading, MachineReadings, machine_catalog
-from models_catalog.check import CheckResult
+from models_catalog.check_types import CheckResult
 from models_catalog.sizing import (
     Demand,
     GiB,
