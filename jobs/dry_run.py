@@ -24,7 +24,8 @@ from jobs.models import Application, Cluster, Profile
 from jobs.render import RenderError, render_for_profile
 from jobs.token_refs import profile_token
 from models_catalog.architectures import default_gpu_memory_utilization
-from models_catalog.check import CheckResult, check_model
+from models_catalog.check import check_model
+from models_catalog.check_types import CheckResult
 from models_catalog.models import ModelMaster
 from models_catalog.service import layout_refusal, model_facts
 

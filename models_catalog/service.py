@@ -2,7 +2,7 @@
 inputs (catalog, token, vLLM version); jobs.dry_run builds them from a profile."""
 
 from jobs.manifest import ModelFacts, Problem
-from models_catalog.check import CheckResult
+from models_catalog.check_types import CheckResult
 from models_catalog.sizing import human_bytes
 
 GENERATIVE_TASKS = {"generate", "embed", "score", "transcribe"}

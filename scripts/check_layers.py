@@ -35,6 +35,7 @@ PURE_CORES = (
     "jobs.phases",
     "models_catalog.sizing",
     "jobs.backends.local.runtimes",
+    "jobs.backends.local.download_files",
     "jobs.backends.local.model_files",
     "models_catalog.recommended",
     "jobs.gateway.dialects",

@@ -36,7 +36,7 @@ from jobs.wizard.names import suggest_name
 from jobs.wizard.paths import MODEL, copied, get, put
 from jobs.wizard.sizing import chosen_size
 from models_catalog import hub
-from models_catalog.check import CheckResult
+from models_catalog.check_types import CheckResult
 from models_catalog.models import ModelMaster
 
 CONTEXT = f"{MODEL}.serving.maxContextTokens"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from jobs.backends.local import download_files
 from jobs.backends.local import runtimes as rt
 from tests.fakes.hub import FakeHub, disk_repo
 from tests.gateway.test_real_models_end_to_end import (
@@ -94,4 +95,4 @@ def test_hub_models_download_and_answer_through_the_gateway(
 def runtime_files(hub: FakeHub, repo: str) -> list[str]:
     """The files of a served repository its CPU runtime reads (what must be downloaded)."""
     names = list(hub.repos[repo].files)
-    return rt.files_to_download(names, rt.weights_layout(names))
+    return download_files.files_to_download(names, rt.weights_layout(names))

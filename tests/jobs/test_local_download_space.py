@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from jobs.backends.local import download_files
 from jobs.backends.local import download_space as space
 from jobs.backends.local import processes as proc
-from jobs.backends.local import runtimes as rt
 from jobs.backends.local.download_plan import LAUNCHER
 from jobs.backends.local.runner import LocalRunner
 from tests.fakes.hub import FakeHub, disk_repo
@@ -48,18 +48,18 @@ CHAT, OTHER = "acme/tiny-chat", "acme/other-chat"
     ],
 )
 def test_the_reserve_is_an_amount_or_a_share_of_the_file_system(text, filesystem, expected):
-    assert rt.reserve_bytes(text, filesystem) == expected
+    assert download_files.reserve_bytes(text, filesystem) == expected
 
 
 @pytest.mark.parametrize("text", ["lots", "-1Gi", "20GB", "95%", "1.5Gi", "9" * 17])
 def test_a_reserve_that_is_not_an_amount_is_refused_naming_the_setting(text):
     with pytest.raises(ValueError, match=r"SERVEDECK_DOWNLOADS_RESERVE=.* is not an amount"):
-        rt.reserve_bytes(text, GIB)
+        download_files.reserve_bytes(text, GIB)
 
 
 def test_the_disk_refusal_names_the_reserve_and_the_downloads_under_way():
-    assert rt.disk_refusal(GIB, 10 * GIB, "/d", "hf://a/b", 5 * GIB, 4 * GIB) is None
-    said = rt.disk_refusal(2 * GIB, 10 * GIB, "/d", "hf://a/b", 5 * GIB, 4 * GIB)
+    assert download_files.disk_refusal(GIB, 10 * GIB, "/d", "hf://a/b", 5 * GIB, 4 * GIB) is None
+    said = download_files.disk_refusal(2 * GIB, 10 * GIB, "/d", "hf://a/b", 5 * GIB, 4 * GIB)
     assert said == (
         "hf://a/b needs 2.0 GiB of disk in the downloads folder /d (SERVEDECK_DOWNLOADS_DIR), "
         "which has 10.0 GiB free, of which 5.0 GiB is kept free (SERVEDECK_DOWNLOADS_RESERVE) "
@@ -67,8 +67,8 @@ def test_the_disk_refusal_names_the_reserve_and_the_downloads_under_way():
         "downloads to finish, lower SERVEDECK_DOWNLOADS_RESERVE, or set "
         "SERVEDECK_DOWNLOADS_DIR to a folder with more room."
     )
-    assert rt.download_size_refusal(2 * GIB, 8 * GIB, "hf://a/b") is None
-    assert "more than this machine's 8.0 GiB of memory" in rt.download_size_refusal(
+    assert download_files.download_size_refusal(2 * GIB, 8 * GIB, "hf://a/b") is None
+    assert "more than this machine's 8.0 GiB of memory" in download_files.download_size_refusal(
         9 * GIB, 8 * GIB, "hf://a/b"
     )
 
@@ -145,7 +145,7 @@ def test_a_download_under_way_is_counted_by_the_check_and_the_launcher(two_repos
     )  # fmt: skip
     assert done.returncode == 73, done
     assert "is held by downloads under way" in done.stdout
-    assert not rt.snapshot_folder(downloads, CHAT, commit).exists()  # nothing fetched
+    assert not download_files.snapshot_folder(downloads, CHAT, commit).exists()  # nothing fetched
 
 
 def snapshots(downloads: Path) -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.backends.local import download_files
 from jobs.backends.local import runtimes as rt
 from jobs.backends.local.runner import LocalRefused, LocalRunner
 from jobs.backends.local.state import AppState, Replica, derive_status
@@ -51,7 +52,7 @@ MINILM_FILES = [
 
 
 def test_the_files_fetched_per_layout_are_the_runtimes_own():
-    assert rt.files_to_download(MINILM_FILES, rt.HF) == [
+    assert download_files.files_to_download(MINILM_FILES, rt.HF) == [
         "1_Pooling/config.json", "config.json", "config_sentence_transformers.json",
         "model.safetensors", "modules.json", "sentence_bert_config.json",
         "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
@@ -60,18 +61,18 @@ def test_the_files_fetched_per_layout_are_the_runtimes_own():
                "model-00002-of-00002.safetensors", "model.safetensors.index.json",
                "pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin",
                "pytorch_model.bin.index.json", "model.Q4_K_M.gguf", "tokenizer.json"]  # fmt: skip
-    assert rt.files_to_download(sharded, rt.HF) == [
+    assert download_files.files_to_download(sharded, rt.HF) == [
         "config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
         "model.safetensors.index.json", "tokenizer.json",
     ]  # fmt: skip
     only_bin = ["config.json", "pytorch_model.bin", "flax_model.msgpack", "vocab.json"]
-    assert rt.files_to_download(only_bin, rt.HF) == [
+    assert download_files.files_to_download(only_bin, rt.HF) == [
         "config.json",
         "pytorch_model.bin",
         "vocab.json",
     ]
     whisper = ["README.md", "config.json", "model.bin", "tokenizer.json", "vocabulary.txt"]
-    assert rt.files_to_download(whisper, rt.CTRANSLATE2) == [
+    assert download_files.files_to_download(whisper, rt.CTRANSLATE2) == [
         "config.json", "model.bin", "tokenizer.json", "vocabulary.txt",
     ]  # fmt: skip
     # Only the checkpoint's own weights: not safetensors beside them, and where only the
@@ -82,25 +83,25 @@ def test_the_files_fetched_per_layout_are_the_runtimes_own():
         "junk-1.safetensors",
         "model.safetensors.index.json",
     ]
-    assert rt.files_to_download(extra, rt.HF) == ["config.json", "model.safetensors"]
+    assert download_files.files_to_download(extra, rt.HF) == ["config.json", "model.safetensors"]
     shards = ["config.json", "a.safetensors", "b.safetensors", "junk.safetensors",
               "model.safetensors.index.json"]  # fmt: skip
-    assert rt.files_to_download(shards, rt.HF, ["a.safetensors", "b.safetensors"]) == [
+    assert download_files.files_to_download(shards, rt.HF, ["a.safetensors", "b.safetensors"]) == [
         "a.safetensors", "b.safetensors", "config.json", "model.safetensors.index.json",
     ]  # fmt: skip
     complete = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
                 "model-00001-of-00009.safetensors", "config.json"]  # fmt: skip
-    assert rt.files_to_download(complete, rt.HF) == complete[-1:] + complete[:2]
+    assert download_files.files_to_download(complete, rt.HF) == complete[-1:] + complete[:2]
     module = ["config.json", "model.safetensors", "2_Dense/model.safetensors",
               "2_Dense/huge.safetensors", "2_Dense/config.json"]  # fmt: skip
-    assert rt.files_to_download(module, rt.HF) == [
+    assert download_files.files_to_download(module, rt.HF) == [
         "2_Dense/config.json", "2_Dense/model.safetensors", "config.json", "model.safetensors",
     ]  # fmt: skip
     # Names that are not plain file names never become allow patterns (fnmatch globs).
     odd = ["config.json", "model.safetensors", "*.safetensors", "../x.json", "a/b/c.json",
            "/etc/passwd", "[ab].json", "1_Pooling/../../config.json"]  # fmt: skip
-    assert rt.files_to_download(odd, rt.HF) == ["config.json", "model.safetensors"]
-    assert rt.files_to_download(MINILM_FILES, rt.GGUF) == []
+    assert download_files.files_to_download(odd, rt.HF) == ["config.json", "model.safetensors"]
+    assert download_files.files_to_download(MINILM_FILES, rt.GGUF) == []
 
 
 @pytest.mark.parametrize(
@@ -110,22 +111,24 @@ def test_the_files_fetched_per_layout_are_the_runtimes_own():
 )  # fmt: skip
 def test_a_snapshot_folder_never_leaves_the_downloads_folder(tmp_path, repo):
     with pytest.raises(ValueError):
-        rt.snapshot_folder(tmp_path, repo, "a" * 40)
+        download_files.snapshot_folder(tmp_path, repo, "a" * 40)
 
 
 def test_a_snapshot_folder_is_the_repo_at_its_commit(tmp_path):
-    folder = rt.snapshot_folder(tmp_path, "HuggingFaceTB/SmolLM2-135M-Instruct", "0" * 40)
+    folder = download_files.snapshot_folder(
+        tmp_path, "HuggingFaceTB/SmolLM2-135M-Instruct", "0" * 40
+    )
     assert folder == tmp_path / "models--HuggingFaceTB--SmolLM2-135M-Instruct/snapshots" / (
         "0" * 40
     )
     for commit in ("main", "0" * 39, "../" + "0" * 37, "G" * 40):
         with pytest.raises(ValueError):
-            rt.snapshot_folder(tmp_path, "acme/x", commit)
+            download_files.snapshot_folder(tmp_path, "acme/x", commit)
 
 
 def test_the_disk_and_memory_refusals_give_the_figures():
-    assert rt.disk_refusal(10, 10, "/d", "hf://a/b") is None
-    said = rt.disk_refusal(3 * GIB, GIB // 2, "/d", "hf://a/b")
+    assert download_files.disk_refusal(10, 10, "/d", "hf://a/b") is None
+    said = download_files.disk_refusal(3 * GIB, GIB // 2, "/d", "hf://a/b")
     assert said.startswith("hf://a/b needs 3.0 GiB of disk in the downloads folder /d")
     assert "which has 512.0 MiB free" in said and "SERVEDECK_DOWNLOADS_DIR" in said
     assert rt.memory_refusal(GIB, GIB, "hf://a/b") is None

@@ -6,7 +6,7 @@ import pytest
 from jobs.backends.base import target_answer
 from jobs.manifest import Problem
 from jobs.wizard import fields, paths, sizing, steps
-from models_catalog.check import SERVABLE, CheckResult
+from models_catalog.check_types import SERVABLE, CheckResult
 from models_catalog.service import layout_refusal
 from models_catalog.sizing import Suggestion
 

@@ -28,9 +28,9 @@ from jobs.manifest.problems import Problem
 from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
+from . import download_files, serving_plan
 from . import download_space as space
 from . import runtimes as rt
-from . import serving_plan
 from .command import (
     DEFAULT_TEMPLATE,
     EXTRA_ARGS_PATH,
@@ -143,7 +143,7 @@ def downloads_reserve(downloads: Path) -> int:
         total = shutil.disk_usage(folder).total
     except OSError:
         total = 0
-    return rt.reserve_bytes(rt.configured_text(rt.RESERVE_SETTING), total)
+    return download_files.reserve_bytes(rt.configured_text(download_files.RESERVE_SETTING), total)
 
 
 def download_refusals(chosen: serving_plan.Plan) -> list[Problem]:
@@ -155,7 +155,7 @@ def download_refusals(chosen: serving_plan.Plan) -> list[Problem]:
     if chosen.download is None:
         return []
     what = f"hf://{chosen.download.repo}"
-    too_big = rt.download_size_refusal(chosen.download.bytes, machine().memory, what)
+    too_big = download_files.download_size_refusal(chosen.download.bytes, machine().memory, what)
     if too_big is not None:
         return [target_answer(too_big, MODEL + ".uri")]
     folder = Path(chosen.model)
@@ -163,7 +163,7 @@ def download_refusals(chosen: serving_plan.Plan) -> list[Problem]:
     downloads = rt.configured_downloads_dir()
     snapshot = (chosen.download.repo, chosen.download.commit)
     held = space.held_by_others(space.live_reservations(downloads), snapshot)
-    message = rt.disk_refusal(
+    message = download_files.disk_refusal(
         needed, free_disk(downloads), downloads, what, downloads_reserve(downloads), held
     )
     return [target_answer(message)] if message and needed else []
