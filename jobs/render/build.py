@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from jobs.manifest.view import dig
+
 from .common import (
     ORGANIZATION_ANNOTATION,
     ORGANIZATION_LABEL,
     RenderError,
-    dig,
     our_labels,
     quantity_text,
     revision_annotation,
