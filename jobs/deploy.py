@@ -84,7 +84,7 @@ def apply(
             raise _already_exists(run.manifest["spec"]["name"]) from None
         applied = _save(run, membership, create_only=False)  # it exists now: update it
     if applied.revision is not None and _auto(run.manifest):
-        deploy(applied.application, applied.revision)
+        deploy(applied.application, applied.revision, run.objects or None)
     return applied
 
 
@@ -156,12 +156,16 @@ def _record(application, reason: str, message: str, kind=Event.Kind.NORMAL) -> N
     Event.objects.create(application=application, reason=reason, message=message, kind=kind)
 
 
-def deploy(application: Application, revision: Revision | None = None) -> Revision:
+def deploy(
+    application: Application, revision: Revision | None = None, objects: list | None = None
+) -> Revision:
     """Hand a revision (the latest by default) to the profile's cluster backend, then record
-    the outcome. Call it outside a transaction: the backend call can take seconds."""
+    the outcome. Call it outside a transaction: the backend call can take seconds. `objects`:
+    what the dry run of the revision's manifest rendered (DryRun.objects), so the backend
+    does not render it again; None when no dry run was made (deploy the latest)."""
     revision = revision or application.revisions.order_by("-number").first()
     try:
-        observed = backend_for(application.profile).apply(application, revision)
+        observed = backend_for(application.profile).apply(application, revision, objects=objects)
     except BackendFailed as failure:
         observed = _failed(revision, failure.reason, failure.next_step)
         _record_outcome(application, revision, Revision.Outcome.FAILED, failure.reason, observed)
@@ -254,7 +258,7 @@ def rollback(application: Application, number: int, membership) -> Applied:
             "RolledBack",
             f"Revision {revision.number} rolls back to revision {number}, by {membership.user}.",
         )
-    deploy(application, revision)
+    deploy(application, revision, run.objects or None)
     audit.record(
         application.organization,
         membership.user,
@@ -402,7 +406,8 @@ def render(doc, membership) -> Rendered:
     if not run.ok:
         raise Refused(run)
     profile = get_profile(membership, run.manifest["spec"]["profileName"])
-    return Rendered(run, profile, render_for_profile(run.manifest, profile))
+    # A Kubernetes profile's dry run rendered them already; a local profile's did not.
+    return Rendered(run, profile, run.objects or render_for_profile(run.manifest, profile))
 
 
 MAX_LOG_LINES = 1000
