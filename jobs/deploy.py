@@ -1,6 +1,9 @@
 """The verbs on applications: dry run, apply (create or update), deploy, roll back and delete.
 
 The wizard, the REST API and the command line all call these; they never touch models directly.
+Each verb that changes an application makes the deploy decision on the member it is given
+(jobs.access.as_deployer): a surface that decided it already in this request hands over the
+Deployer, and it is not made again.
 """
 
 from dataclasses import dataclass
@@ -9,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accesspolicies import audit
-from accesspolicies.access import require
+from jobs.access import as_deployer, get_profile
 from jobs.backends import backend_for
 from jobs.backends.base import BackendFailed, Observed
 from jobs.dry_run import DryRun, dry_run, manifest_context
@@ -69,8 +72,9 @@ def apply(
     cluster call can take seconds; holding the database's write lock that long fails every
     other write), then its outcome is recorded in a short transaction of its own. `checked`
     is the dry run the caller made of `doc` in this request (the wizard's Deploy): not twice.
+    `membership`: the member, or the Deployer the caller decided on.
     """
-    require(membership, "deploy", "applications")
+    membership = as_deployer(membership).membership
     run = checked or dry_run(doc, membership.organization, expect_name=expect_name)
     if not run.ok:
         raise Refused(run)
@@ -210,7 +214,7 @@ def _min_replicas(manifest: dict) -> int:
 
 
 def deploy_latest(application: Application, membership) -> Revision:
-    require(membership, "deploy", "applications")
+    membership = as_deployer(membership).membership
     revision = deploy(application)
     audit.record(
         application.organization,
@@ -225,7 +229,7 @@ def deploy_latest(application: Application, membership) -> Revision:
 
 def rollback(application: Application, number: int, membership) -> Applied:
     """Apply revision `number` again as a new revision; never automatic."""
-    require(membership, "deploy", "applications")
+    membership = as_deployer(membership).membership
     application.refresh_from_db()  # compare with what runs now, not a copy loaded earlier
     target = application.revisions.filter(number=number).first()
     if target is None:
@@ -271,7 +275,7 @@ def rollback(application: Application, number: int, membership) -> Applied:
 
 
 def _operate(verb: str, application: Application, membership) -> Observed:
-    require(membership, "deploy", "applications")
+    membership = as_deployer(membership).membership
     try:
         observed = getattr(backend_for(application.profile), verb)(application)
     except BackendFailed as failure:
@@ -332,7 +336,7 @@ def delete(application: Application, membership, *, keep_on_cluster: bool = Fals
     profile whose objects take time to go) the application stays, Deleting, until the
     reconciler sees them gone and removes it.
     """
-    require(membership, "deploy", "applications")
+    membership = as_deployer(membership).membership
     try:
         still_there = backend_for(application.profile).delete(application)
     except BackendFailed as failure:
@@ -399,9 +403,7 @@ def render(doc, membership) -> Rendered:
     """Like `helm template`: the objects a manifest renders into for its profile, on a
     Kubernetes cluster with the same machine catalog even when the profile runs on the local
     backend. A dry run, so a deployer's; raises Refused (its problems) or RenderError."""
-    from jobs.access import get_profile
-
-    Application.objects.for_member(membership, "deploy")
+    membership = as_deployer(membership).membership
     run = dry_run(doc, membership.organization)
     if not run.ok:
         raise Refused(run)

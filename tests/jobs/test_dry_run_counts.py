@@ -1,17 +1,19 @@
 """What one wizard action costs: dry runs, parses, Check model calls and renders (counted by
 spies that wrap the product's own functions and call them), and the server-side dry runs the
 Kubernetes emulator receives. One dry run per request; the cluster is asked at Review and
-Deploy only; a deploy (the wizard's, a REST API PUT) parses, checks and renders once: the
-backend applies the objects its dry run rendered."""
+Deploy only; a deploy (the wizard's, a REST API PUT) decides the deploy permission, parses,
+checks and renders once: the backend applies the objects its dry run rendered."""
 
 import json
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
 from django.urls import reverse
 
+import accesspolicies.scope
 import jobs.deploy
 import jobs.dry_run
 import jobs.manifest
@@ -25,6 +27,7 @@ QWEN = "Qwen/Qwen2.5-7B-Instruct"
 QWEN_COMMIT = "24668f3e831ec22a450368581ff8806f933c208f"
 HTMX = {"HX-Request": "true"}
 STEPS = ("model", "check", "compute", "access", "api")
+PRODUCT = ("accesspolicies", "console", "jobs", "models_catalog")
 
 
 @dataclass
@@ -40,6 +43,20 @@ class Calls:
 
         monkeypatch.setattr(module, name, counted)
 
+    def spy_decisions(self, monkeypatch, action: str, label: str) -> None:
+        """The role decision (accesspolicies.scope.require) for `action`, in every module of
+        the product that imported it."""
+        real = accesspolicies.scope.require
+
+        def counted(membership, asked, what):
+            if asked == action:
+                self.counts[label] += 1
+            return real(membership, asked, what)
+
+        for name, module in list(sys.modules.items()):
+            if name.split(".")[0] in PRODUCT and getattr(module, "require", None) is real:
+                monkeypatch.setattr(module, "require", counted)
+
     def take(self, labels=("dry runs", "parses", "check model")) -> dict:
         taken = {k: self.counts[k] for k in labels}
         self.counts.clear()
@@ -53,6 +70,7 @@ def calls(monkeypatch) -> Calls:
     calls.spy(monkeypatch, jobs.manifest, "parse", "parses")
     calls.spy(monkeypatch, jobs.dry_run, "check_for_profile", "check model")
     calls.spy(monkeypatch, jobs.render, "render", "renders")  # render_for_profile's, everywhere
+    calls.spy_decisions(monkeypatch, "deploy", "deploy decisions")
     return calls
 
 
@@ -93,8 +111,8 @@ def url(step: str, draft: Draft) -> str:
 
 
 ONE = {"dry runs": 1, "parses": 1, "check model": 1}
-DEPLOY = ("dry runs", "parses", "check model", "renders")
-ONE_DEPLOY = {"dry runs": 1, "parses": 1, "check model": 1, "renders": 1}
+DEPLOY = ("deploy decisions", "dry runs", "parses", "check model", "renders")
+ONE_DEPLOY = dict.fromkeys(DEPLOY, 1)
 
 
 # The local profile's catalog offers GPUs this machine does not have: the machine says so
