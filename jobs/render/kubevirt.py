@@ -37,6 +37,7 @@ from jobs.kube_names import (
 from jobs.machine_catalog import kubevirt_device_name
 from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
+from jobs.manifest.view import dig
 
 from .cloud_init import (
     GUEST_SERIAL,
@@ -51,7 +52,7 @@ from .cloud_init import (
     guest_files,
     user_data,
 )
-from .common import ORGANIZATION_LABEL, RenderError, dig, metadata, quantity_text
+from .common import ORGANIZATION_LABEL, RenderError, metadata, quantity_text
 from .engine import HF_TOKEN_KEY, engine_args, engine_env
 from .placement import gpu_of, node_affinity
 from .runtimes import PARAKEET_PORT

@@ -121,7 +121,7 @@ def test_a_deploy_to_a_cluster_that_is_down_records_it_without_host_paths(prod, 
 
 
 def test_an_unexpected_failure_of_the_backend_is_recorded_not_left_pending(api, monkeypatch):
-    def broken(self, application, revision):
+    def broken(self, application, revision, objects=None):
         raise RuntimeError("the backend broke half-way")
 
     monkeypatch.setattr(LocalBackend, "apply", broken)  # our own backend, not a client library

@@ -189,3 +189,21 @@ def test_refill_is_needed_only_when_the_model_changes_a_default():
         {"uri": PINNED, "serving": {"maxContextTokens": 8192}, "resources": {"memory": "5Gi"}}
     )
     assert not mf.refill_needed(mf.parse(given, context(master_context_tokens=8192)), BGE)
+
+
+def test_a_refill_is_the_parse_with_what_check_model_found_without_reading_again():
+    """The dry run reads a document once: when Check model's answer changes a default it
+    fills what it read again (refill), which answers what parsing with that answer would."""
+    docs = [on_cpu(), copy.deepcopy(SHORTEST), {**on_cpu(), "extra": 1}]
+    docs[1]["spec"]["source"]["model"]["serving"] = {"maxContextTokens": "many"}  # refused
+    for doc in docs:
+        before = context(master_context_tokens=32768)
+        first = mf.parse(doc, before)
+        read = copy.deepcopy(first.draft)
+        after = context(model=BGE, master_context_tokens=32768)
+        refilled = mf.refill(first, after)
+        parsed = mf.parse(doc, after)
+        assert refilled == parsed
+        assert refilled.problems() == parsed.problems()
+        assert first.draft == read  # the fill left what it read as it was
+    assert mf.refill(mf.parse("[1, 2]", context()), context(model=BGE)).manifest is None

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from jobs.manifest import parse
-from jobs.render import render, to_yaml, validate
+from jobs.render import render, to_yaml, validate, with_revision
 
 try:
     from .test_render import CATALOG, CTX, DOMAIN, TARGETS, document
@@ -119,3 +119,7 @@ def test_every_accepted_manifest_renders_to_valid_objects(case):
     assert validate(objects) == []
     assert manifest == before
     assert to_yaml(render(manifest, TARGETS[profile], revision=1)) == to_yaml(objects)
+    # A deploy stamps what its dry run rendered rather than render again: the same objects.
+    dry_run = render(manifest, TARGETS[profile])
+    assert to_yaml(with_revision(dry_run, 1)) == to_yaml(objects)
+    assert to_yaml(dry_run) == to_yaml(render(manifest, TARGETS[profile]))  # left unstamped

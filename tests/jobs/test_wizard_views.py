@@ -10,6 +10,7 @@ import pytest
 import yaml
 from django.urls import reverse
 
+from accesspolicies.models import Role
 from jobs import deploy as verbs
 from jobs.backends.kubernetes.backend import forget_clients
 from jobs.models import Application, Cluster, Draft, Profile
@@ -88,6 +89,18 @@ def test_a_viewer_cannot_use_the_wizard(as_viewer, name):
 def test_a_viewer_cannot_start_a_draft(as_viewer):
     assert as_viewer.post(reverse("jobs:wizard"), model_form()).status_code == 403
     assert not Draft.objects.exists()
+
+
+def test_a_deployer_made_viewer_cannot_deploy_their_draft(as_deployer, deployer):
+    """The wizard's Deploy decides the role once, before it reads the draft or dry-runs it,
+    and hands the decision to apply: a draft left from when the member could deploy is not
+    deployed."""
+    draft = start(as_deployer)
+    deployer.role = Role.VIEWER
+    deployer.save()
+    response = as_deployer.post(reverse("jobs:wizard-deploy", kwargs={"key": draft.key}))
+    assert response.status_code == 403
+    assert Draft.objects.filter(pk=draft.pk).exists() and not Application.objects.exists()
 
 
 def test_the_wizard_needs_a_login(client):
