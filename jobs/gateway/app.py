@@ -50,6 +50,7 @@ MAX_AUDIO_BODY = 32 * 1024 * 1024  # OpenAI takes audio files up to 25 MB
 # runtime's dialect (2048 texts of 1024-dimension embeddings as JSON floats are about 40 MB).
 MAX_ANSWER = 64 * 1024 * 1024
 MODELS_ROUTE = "/v1/models"
+RESPONSES_ROUTE = "/v1/responses"
 OTHER = "other"
 _JSON = b"application/json"
 _SSE_HEADERS = [
@@ -249,6 +250,8 @@ class Gateway:
         if is_json:
             model, obj = request.json_model(body)
             stream = path in STREAMING_ROUTES and request.wants_stream(obj)
+            if path == RESPONSES_ROUTE:
+                request.refuse_background(obj)
         else:
             parts = request.form(body, content_type)
             model, obj, stream = speech.field_text(parts, "model"), None, False
@@ -260,12 +263,9 @@ class Gateway:
         if grant.networks:
             request.check_network(grant, scope, target)
         if not target.running:
-            reason = f": {target.reason}" if target.reason else ""
-            raise GatewayError(
-                503,
-                f"The model '{target.name}' is not running (it is {target.phase}){reason}",
-                "model",
-            )
+            # The phase and a plain reason only: the status's own reason may quote the model
+            # server's log lines, which stay with the members who read them on its page.
+            raise request.not_running(target)
         headers = _headers_for(content_type)
         if is_json and host_route is not None and model is None:
             obj["model"] = target.name
