@@ -18,7 +18,7 @@ import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
-from . import dialects, request, speech
+from . import dialects, media, request, speech
 from .errors import UNAUTHORIZED, GatewayError, bounded
 from .limits import LocalLimiter, Refused
 from .metering import Meter, RequestRecord
@@ -86,7 +86,9 @@ class Gateway:
         timeouts: Timeouts | None = None,
         start_meter: bool = True,
         redis_max_connections: int = 100,  # redis-py's own default
+        media_urls: str = media.DATA_ONLY,
     ) -> None:
+        self.media_urls = media_urls  # which media links a body may hold (media.py)
         self.meter = meter if meter is not None else Meter()
         self.keeper = keeper if keeper is not None else SnapshotKeeper(redis_url=redis_url)
         self.redis_url = redis_url
@@ -252,6 +254,8 @@ class Gateway:
             stream = path in STREAMING_ROUTES and request.wants_stream(obj)
             if path == RESPONSES_ROUTE:
                 request.refuse_background(obj)
+            if media.may_hold_links(body):
+                await media.check(obj, self.media_urls)
         else:
             parts = request.form(body, content_type)
             model, obj, stream = speech.field_text(parts, "model"), None, False
