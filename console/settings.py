@@ -13,10 +13,12 @@ from django.core.exceptions import ImproperlyConfigured
 
 from console.env import (
     env_bool,
+    env_choice,
     env_host_port,
     env_int,
     env_list,
     env_namespaces,
+    env_networks,
     env_str,
     env_url,
 )
@@ -203,6 +205,10 @@ AUTH_PASSWORD_VALIDATORS = [
 # the cache; past either limit, logins from there wait for the window's end unhashed.
 SERVEDECK_LOGIN_FAILURES_PER_ACCOUNT = env_int("SERVEDECK_LOGIN_FAILURES_PER_ACCOUNT", 5)
 SERVEDECK_LOGIN_FAILURES_PER_ADDRESS = env_int("SERVEDECK_LOGIN_FAILURES_PER_ADDRESS", 30)
+# The proxies (addresses or CIDRs) whose X-Forwarded-For is read: the client's address is then
+# the rightmost hop that is not one of them; from anyone else the header is ignored. It is the
+# address access policies' allowedNetworks, the per-address login limit and the audit see.
+SERVEDECK_TRUSTED_PROXIES = env_networks("SERVEDECK_TRUSTED_PROXIES")
 SERVEDECK_LOGIN_FAILURE_WINDOW = env_int("SERVEDECK_LOGIN_FAILURE_WINDOW", 900)
 # An admin's password reset link works once, for a day.
 PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT", 86400)
@@ -299,6 +305,12 @@ SERVEDECK_ALLOW_IN_CLUSTER = env_bool("SERVEDECK_ALLOW_IN_CLUSTER", False)
 # stream: the longest wait between two chunks) before the client gets 504.
 SERVEDECK_GATEWAY_CONNECT_TIMEOUT = env_int("SERVEDECK_GATEWAY_CONNECT_TIMEOUT", 5)
 SERVEDECK_GATEWAY_READ_TIMEOUT = env_int("SERVEDECK_GATEWAY_READ_TIMEOUT", 600)
+# Which media links (image_url, audio_url, video_url, file_url) a request may hold: "data"
+# (only data: URLs, the default) or "public" (http(s) links to hosts that resolve to public
+# addresses only). The model server fetches a link from its own host and network.
+SERVEDECK_GATEWAY_MEDIA_URLS = env_choice(
+    "SERVEDECK_GATEWAY_MEDIA_URLS", ("data", "public"), "data"
+)
 # Domain verification asks this DNS server (host:port) for the TXT record; unset means the
 # system's resolvers. Each lookup gives up after SERVEDECK_DNS_TIMEOUT seconds.
 SERVEDECK_DNS_RESOLVER = env_host_port("SERVEDECK_DNS_RESOLVER", 53)

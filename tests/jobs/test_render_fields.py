@@ -96,7 +96,12 @@ def test_full_gpu_manifest_golden_fields():
         "--max-num-batched-tokens=8192",
     ]
     assert model["env"] == [
-        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}}}
+        {"name": "VLLM_MEDIA_URL_ALLOW_REDIRECTS", "value": "0"},
+        {"name": "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE", "value": "1"},
+        {
+            "name": "HF_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}},
+        },
     ]
     amounts = {"cpu": "6", "memory": "64Gi", "nvidia.com/gpu": "2"}
     assert model["resources"] == {"requests": amounts, "limits": amounts}
@@ -140,7 +145,11 @@ def test_cpu_vllm_sizes_the_kv_cache_by_environment_and_sets_no_gpu_flags():
     model = predictor(build({}, "bare"))["model"]
     assert model["args"] == ["--backend=vllm", "--dtype=auto", "--max-num-seqs=2"]
     # A quarter of the default 4Gi, in whole GiB; no token Secret on this profile.
-    assert model["env"] == [{"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"}]
+    assert model["env"] == [
+        {"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"},
+        {"name": "VLLM_MEDIA_URL_ALLOW_REDIRECTS", "value": "0"},
+        {"name": "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE", "value": "1"},
+    ]
     assert model["resources"]["requests"] == {"cpu": "1", "memory": "4Gi"}
     assert model["resources"]["limits"] == model["resources"]["requests"]
     assert "affinity" not in predictor(build({}, "bare"))
