@@ -190,7 +190,11 @@ class PersonalAccessToken(models.Model):
 
 
 class APIKeyQuerySet(MemberQuerySet):
+    """Keys are an admin's business, even to learn which names exist: the key, its usage and
+    the policies that name it are read through this one rule."""
+
     what = "API keys"
+    view_action = "admin"
 
     def not_found(self, membership, shown: str) -> str:
         return f"{membership.organization} has no API key named {shown}."
