@@ -1,5 +1,6 @@
-"""The audit log: who changed which key, policy, domain, member or application, when, and from
-which address. `record` is the one way in; the request's address comes from `origin`, which the
+"""The audit log: who changed which key, policy, domain, member, application, cluster or profile,
+who logged in or failed to, and who made or used a password link; when, and from which
+address. `record` is the one way in; the request's address comes from `origin`, which the
 membership middleware sets for each request and the command line sets to "cli"."""
 
 from __future__ import annotations

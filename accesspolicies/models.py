@@ -368,7 +368,8 @@ class AuditEntryQuerySet(MemberQuerySet):
 
 
 class AuditEntry(models.Model):
-    """A change to keys, policies, domains, members or applications: who, what, when, where."""
+    """A change to keys, policies, domains, members, applications, clusters or profiles, a
+    login (or a failed one) or a password link: who, what, when, where."""
 
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, related_name="audit_entries"

@@ -1,4 +1,6 @@
-"""Logging in (throttled), changing one's own password, and an admin's one-time reset link.
+"""Logging in (throttled, and audited: each login and each failed one is in the audit log of
+every organisation the account is a member of), changing one's own password, and an admin's
+one-time reset link.
 
 An admin's link may set a member's password only while that admin may reset it: the rule is
 checked when the link is made and again each time it is used (the member may have joined an
@@ -6,11 +8,12 @@ organisation the admin does not run, or the admin lost the role since). Making, 
 refused use of a link are in the audit log; the link itself never is.
 """
 
+import logging
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import authenticate
+from django.contrib.auth import authenticate, get_user_model
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import AuthenticationForm
@@ -30,6 +33,8 @@ from accesspolicies import audit, throttle
 from accesspolicies.access import require
 from accesspolicies.models import Membership, Role
 from accesspolicies.shown_once import flash_secret
+
+logger = logging.getLogger(__name__)
 
 INVALID_LOGIN = (
     "Your username and password didn't match. Try again, or ask an admin of your organisation "
@@ -56,15 +61,45 @@ class ThrottledAuthenticationForm(AuthenticationForm):
         self.user_cache = authenticate(self.request, username=username, password=password)
         if self.user_cache is None:
             throttle.failed(username, address)
+            _failed_login(username, address)
             raise self.get_invalid_login_error()
         throttle.succeeded(username)
         self.confirm_login_allowed(self.user_cache)
         return self.cleaned_data
 
 
+def _in_every_organisation(user, action: str, actor, actor_name: str | None = None) -> None:
+    for membership in Membership.objects.filter(user=user).select_related("organization"):
+        audit.record(
+            membership.organization,
+            actor,
+            action,
+            "member",
+            user.get_username(),
+            actor_name=actor_name,
+        )
+
+
+def _failed_login(username: str, address: str) -> None:
+    """A wrong password (or an inactive account) for an account is in its organisations' audit
+    logs; a name that is no account only in the process's log, without the name (people type
+    passwords into the username field). The throttle bounds how many a window writes."""
+    users = get_user_model()._default_manager
+    user = users.filter(**{users.model.USERNAME_FIELD: username}).first()
+    if user is None:
+        logger.info("a failed login for an account that does not exist, from %s", address or "?")
+        return
+    _in_every_organisation(user, "member.login-failed", None, "anonymous (a failed login)")
+
+
 class LoginView(auth_views.LoginView):
     form_class = ThrottledAuthenticationForm
     redirect_authenticated_user = True
+
+    def form_valid(self, form):
+        response = super().form_valid(form)
+        _in_every_organisation(form.get_user(), "member.login", form.get_user())
+        return response
 
     def form_invalid(self, form):
         response = super().form_invalid(form)
