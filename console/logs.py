@@ -6,10 +6,10 @@ Messages and tracebacks can carry values from a request (an exception's text quo
 could not read); each line is cut, and the record as a whole, so a log stays readable and a
 single request cannot fill the disk.
 
-A secret of the console's (an invitation link's `sdi_…`, a token's `sdp_…`, a key's `sdk_…`)
-can stand in a path: Django's request log writes the path of every refused request ("Gone:
-/access/join/sdi_…/" when a used invitation is opened again). Whatever the line, only the
-secret's prefix is written.
+A secret of the console's (an invitation link's `sdi_…`, a token's `sdp_…`, a key's `sdk_…`,
+a password link's token) can stand in a path: Django's request log writes the path of every
+refused request ("Gone: /access/join/sdi_…/" when a used invitation is opened again). Whatever
+the line, only the secret's prefix is written.
 """
 
 from __future__ import annotations
@@ -26,11 +26,16 @@ _PREFIXES = "|".join(re.escape(kind.prefix) for kind in KINDS)
 # A secret wherever it stands (a path segment, a query value, a quoted word): its prefix and
 # every character a secret is made of after it.
 SECRET = re.compile(rf"(?<![A-Za-z0-9])({_PREFIXES})[A-Za-z0-9_\-]+")
+# An admin's password link: /password/set/<user>/<token>/ (the page it redirects to says
+# set-password instead of the token, and is kept).
+PASSWORD_LINK = re.compile(r"(/password/set/[^/\s]+/)(?!set-password\b)[^/\s?#\"']+")
 
 
 def hide_secrets(text: str) -> str:
-    """`text` with every secret of the console's cut to its prefix."""
-    return SECRET.sub(lambda found: found.group(1) + HIDDEN, text)
+    """`text` with every secret of the console's cut to its prefix, and a password link's
+    token hidden."""
+    text = SECRET.sub(lambda found: found.group(1) + HIDDEN, text)
+    return PASSWORD_LINK.sub(lambda found: found.group(1) + HIDDEN, text)
 
 
 def bound(text: str, max_line: int = MAX_LINE, max_record: int = MAX_RECORD) -> str:

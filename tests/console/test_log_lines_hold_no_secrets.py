@@ -50,3 +50,13 @@ def test_any_secret_of_the_console_in_any_line_keeps_only_its_prefix(console_log
     written = console_log.getvalue()
     assert secret[4:] not in written
     assert f"could not read '{kind}…' from /x/{kind}…?y=1" in written
+
+
+def test_a_password_links_token_is_hidden_too(console_log):
+    logging.getLogger("servedeck.test").warning(
+        "Not Found: /password/set/MQ/1-cz3k2l-0123456789abcdef0123/ then "
+        "/password/set/MQ/set-password/"
+    )
+    written = console_log.getvalue()
+    assert "cz3k2l" not in written and "0123456789abcdef" not in written
+    assert "/password/set/MQ/…/ then /password/set/MQ/set-password/" in written
