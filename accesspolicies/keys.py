@@ -30,8 +30,9 @@ def _admin(org: Organization, actor: Membership) -> Membership:
 
 
 def get_key(actor: Membership, name: str) -> APIKey:
-    """The organisation's key `name`, for an admin; 404 when the organisation has none."""
-    require(actor, "admin", WHAT)  # an admin's business even to learn whether it exists
+    """The organisation's key `name`, for an admin; 404 when the organisation has none (the
+    manager refuses another role before it looks: an admin's business even to learn whether
+    it exists)."""
     return APIKey.objects.object_for_member(actor, name, "admin")
 
 

@@ -190,7 +190,11 @@ class PersonalAccessToken(models.Model):
 
 
 class APIKeyQuerySet(MemberQuerySet):
+    """Keys are an admin's business, even to learn which names exist: the key, its usage and
+    the policies that name it are read through this one rule."""
+
     what = "API keys"
+    view_action = "admin"
 
     def not_found(self, membership, shown: str) -> str:
         return f"{membership.organization} has no API key named {shown}."
@@ -364,7 +368,8 @@ class AuditEntryQuerySet(MemberQuerySet):
 
 
 class AuditEntry(models.Model):
-    """A change to keys, policies, domains, members or applications: who, what, when, where."""
+    """A change to keys, policies, domains, members, applications, clusters or profiles, a
+    login (or a failed one) or a password link: who, what, when, where."""
 
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, related_name="audit_entries"

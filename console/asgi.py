@@ -17,11 +17,11 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from console.api_errors import API_PREFIX, error_body  # noqa: E402
 from console.routing import websocket_urlpatterns  # noqa: E402
+from console.socket_origins import OwnOriginValidator  # noqa: E402
 from jobs.gateway.edge import ClientFromTrustedProxies, ClosesUnreadBody, networks  # noqa: E402
 from jobs.gateway.mount import MountGateway, make_gateway  # noqa: E402
 from jobs.reconciler.in_process import StartsReconciler  # noqa: E402
@@ -91,9 +91,8 @@ class BoundedBody:
 console_application = ProtocolTypeRouter(
     {
         "http": BoundedBody(django_asgi_app, MAX_CONSOLE_BODY),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        # Only the console's own pages (scheme, host and port) may open a live socket.
+        "websocket": OwnOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
 gateway = make_gateway()

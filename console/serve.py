@@ -13,17 +13,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
 from urllib.parse import parse_qsl, quote
 
-from accesspolicies.secrets import KINDS
+from console.logs import HIDDEN, hide_secrets
 
-HIDDEN = "…"
-# A path segment that is a secret: an invitation link's (/access/join/sdi_…/), or a token or
-# key put in a path by mistake. Only its prefix is logged.
-_PREFIXES = "|".join(kind.prefix for kind in KINDS)
-SECRET_SEGMENT = re.compile(rf"(?<=/)({_PREFIXES})[^/?]*")
 # Incoming WebSocket messages of the live pages are small; uvicorn's default is 16 MiB.
 WS_MAX_SIZE = 1024 * 1024
 DEFAULT_APP = "console.asgi:application"
@@ -33,7 +27,9 @@ def redact_path(path: str) -> str:
     """`path` with secrets in its segments and every query parameter's value replaced by '…'
     (names stay: they help debugging and carry no secret)."""
     base, sep, query = path.partition("?")
-    base = SECRET_SEGMENT.sub(lambda found: found.group(1) + HIDDEN, base)
+    # A secret in a segment (an invitation link's /access/join/sdi_…/, a password link's
+    # token, a key put in a path by mistake) keeps only its prefix: one rule with the logs'.
+    base = hide_secrets(base)
     if not sep:
         return base
     names = [name for name, _ in parse_qsl(query, keep_blank_values=True)]

@@ -330,10 +330,11 @@ KSERVE_CRD_DIR = env_str("KSERVE_CRD_DIR")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    # Bounded: a request's text that reaches a message or traceback never makes a huge line.
+    # Bounded: a request's text that reaches a message or traceback never makes a huge line;
+    # and a secret of the console's (an invitation link's in a refused path) is cut to its prefix.
     "formatters": {
         "plain": {
-            "()": "console.logs.BoundedFormatter",
+            "()": "console.logs.ConsoleFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
         }
     },

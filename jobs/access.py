@@ -54,7 +54,8 @@ def get_cluster(membership, name: str, action: str = "view") -> Cluster:
 
 
 def get_api_key(membership, name: str, action: str = "view") -> APIKey:
-    """An API key of the member's organisation by name (keys are organisation-wide)."""
+    """An API key of the member's organisation by name (keys are organisation-wide, and an
+    admin's business: another role is refused before the name is looked up)."""
     return APIKey.objects.object_for_member(membership, name, action)
 
 

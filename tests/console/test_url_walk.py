@@ -261,7 +261,7 @@ API = {
     "/api/v1/me": {"GET": "401 200 200 200 200"},
     "/api/v1/models/search": {"GET": "401 422 422 422 422"},
     "/api/v1/models/check": {"GET": "401 422 422 422 422"},
-    # the gateway's callers (admins only) and usage (every member)
+    # the gateway's callers (admins only, a key's usage too) and usage (every member)
     "/api/v1/applications/{name}/usage": {"GET": "401 200 200 200 404"},
     "/api/v1/applications/{name}/charts": {"GET": "401 200 200 200 404"},
     "/api/v1/applications/{name}/health": {"GET": "401 200 200 200 404"},
@@ -272,7 +272,7 @@ API = {
     "/api/v1/keys/{name}": {"GET": "401 200 403 403 404"},
     "/api/v1/keys/{name}/revoke": {"POST": "401 200 403 403 404"},
     "/api/v1/keys/{name}/rotate": {"POST": "401 200 403 403 404"},
-    "/api/v1/keys/{name}/usage": {"GET": "401 200 200 200 404"},
+    "/api/v1/keys/{name}/usage": {"GET": "401 200 403 403 404"},
     "/api/v1/policies": {"GET": "401 200 403 403 200", "POST": "401 400 400 400 400"},
     "/api/v1/policies/{name}": {
         "DELETE": "401 204 403 403 404",

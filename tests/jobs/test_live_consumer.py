@@ -35,6 +35,7 @@ from jobs.usage import store as usage_store
 from tests.helpers import session_cookie
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")
 LAYERS = ["memory"] + (["redis"] if os.environ.get("REDIS_URL") else [])
 
 
@@ -144,7 +145,8 @@ def make_app(org, name="chat", **fields) -> Application:
 async def connect(path, *headers, timeout: float = 5):
     from console.asgi import application
 
-    communicator = WebsocketCommunicator(application, path, headers=[*headers])
+    # Addressed to the console at 127.0.0.1 (port 80), as ORIGIN's page was served from.
+    communicator = WebsocketCommunicator(application, path, headers=[HOST, *headers])
     connected, code = await communicator.connect(timeout=timeout)
     return communicator, connected, code
 

@@ -27,7 +27,11 @@ async def test_status_changes_reach_the_page_from_the_reconciler_in_this_process
     app = (await sync_to_async(verbs.apply)(SHORTEST, deployer)).application
     from console.asgi import application
 
-    headers = [(b"origin", b"http://127.0.0.1"), await sync_to_async(session_cookie)(deployer.user)]
+    headers = [
+        (b"host", b"127.0.0.1"),
+        (b"origin", b"http://127.0.0.1"),
+        await sync_to_async(session_cookie)(deployer.user),
+    ]
     communicator = WebsocketCommunicator(application, "/ws/applications/bge-embed/", headers)
     try:
         connected, _ = await communicator.connect(timeout=5)

@@ -1,5 +1,6 @@
 """GET /api/v1/applications/<name>/usage and /api/v1/keys/<name>/usage: every member may read
-them (token or session), outsiders get 404, the span is bounded, figures come from the rows."""
+an application's, admins a key's (tests/accesspolicies/test_key_usage_is_admins.py), with a
+token or a session; outsiders get 404, the span is bounded, figures come from the rows."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -75,16 +76,16 @@ def test_the_default_span_is_an_hour(as_viewer, traffic):
     assert body["minutes"] == 60 and len(body["rows"]) == 60
 
 
-def test_key_usage_sums_its_applications(as_viewer, traffic):
-    response = as_viewer.get("/api/v1/keys/support-bot/usage?minutes=10")
+def test_key_usage_sums_its_applications(as_admin, traffic):
+    response = as_admin.get("/api/v1/keys/support-bot/usage?minutes=10")
     assert response.status_code == 200, response.content
     totals = response.json()["totals"]
     assert (totals["requests"], totals["errors4xx"], totals["promptTokens"]) == (11, 1, 95)
-    assert as_viewer.get("/api/v1/keys/batch-job/usage").json()["totals"]["errors5xx"] == 1
+    assert as_admin.get("/api/v1/keys/batch-job/usage").json()["totals"]["errors5xx"] == 1
 
 
-def test_with_a_token_too(client, viewer, traffic):
-    response = client.get("/api/v1/keys/support-bot/usage", **bearer(viewer))
+def test_with_a_token_too(client, admin, traffic):
+    response = client.get("/api/v1/keys/support-bot/usage", **bearer(admin))
     assert response.status_code == 200, response.content
 
 
@@ -100,8 +101,8 @@ def test_outsiders_get_404(as_outsider, traffic, url):
 @pytest.mark.parametrize(
     "url", ["/api/v1/applications/nothing/usage", "/api/v1/keys/nothing/usage"]
 )
-def test_unknown_names_get_404_naming_them(as_viewer, traffic, url):
-    response = as_viewer.get(url)
+def test_unknown_names_get_404_naming_them(as_admin, traffic, url):
+    response = as_admin.get(url)
     assert response.status_code == 404
     assert "'nothing'" in api_error(response)["message"]
 
