@@ -16,6 +16,7 @@ own. Tests call `relist`, `watch_round`, `follow_step` and `drain` directly.
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 from django.db import close_old_connections, transaction
 from django.utils import timezone
@@ -47,8 +48,11 @@ class ClusterFollower:
         watch_timeout: int = 60,
         max_backoff: float = 30.0,
         refused_backoff: float = 300.0,
+        acting: Callable[[], bool] = lambda: True,
     ):
         self.cluster = cluster
+        # Whether its reconciler may act (leads, when several run): checked before recording.
+        self.acting = acting
         self.client = client_for(cluster)
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
@@ -293,6 +297,8 @@ class ClusterFollower:
     def drain(self) -> int:
         """Observe each dirty application once; return how many statuses changed. A Deleting
         application whose objects are gone from the cluster is removed."""
+        if not self.acting():  # another reconciler leads now: it records, not this one
+            return 0
         with self.lock:
             keys, self.dirty = self.dirty, set()
         self.wakeup.clear()
