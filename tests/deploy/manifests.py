@@ -4,6 +4,7 @@ account, read from the rendered Roles, ClusterRoles and their bindings."""
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import subprocess
@@ -45,7 +46,7 @@ def _render(path: str) -> tuple[dict, ...]:
 
 def render(overlay: str) -> list[dict]:
     """Every object `kubectl kustomize deploy/overlays/<overlay>` prints."""
-    return [dict(doc) for doc in _render(str(DEPLOY / "overlays" / overlay))]
+    return copy.deepcopy(list(_render(str(DEPLOY / "overlays" / overlay))))
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,19 @@ CORE = (
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
     Resource("coordination.k8s.io", "v1", "leases", "Lease"),
 )
+# What installing ServeDeck itself (deploy/) applies, served by every cluster.
+PLATFORM = (
+    Resource("", "v1", "namespaces", "Namespace", False),
+    Resource("", "v1", "serviceaccounts", "ServiceAccount"),
+    Resource("apps", "v1", "deployments", "Deployment"),
+    Resource("batch", "v1", "jobs", "Job"),
+    Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
+    Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
+    Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+)
 # What installing each add-on (jobs.models.ADDONS keys) adds to the API, as its CRDs do.
 ADDONS: dict[str, tuple[Resource, ...]] = {
     "kserve": (
@@ -105,6 +118,7 @@ ADDONS: dict[str, tuple[Resource, ...]] = {
     "gatewayApi": (
         Resource("gateway.networking.k8s.io", "v1", "gateways", "Gateway"),
         Resource("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute"),
+        Resource("gateway.networking.k8s.io", "v1beta1", "referencegrants", "ReferenceGrant"),
     ),
     "certManager": (
         Resource("cert-manager.io", "v1", "certificates", "Certificate"),
@@ -360,7 +374,7 @@ class KubeEmulator:
 
     def install(self, *addons: str) -> None:
         with self._cond:
-            for res in (*CORE, *(r for a in addons for r in ADDONS[a])):
+            for res in (*CORE, *PLATFORM, *(r for a in addons for r in ADDONS[a])):
                 self._resources[(res.group, res.version, res.plural)] = res
 
     def uninstall(self, *addons: str) -> None:
@@ -1039,13 +1053,13 @@ class KubeEmulator:
                            "namespace sent on the request")  # fmt: skip
 
     def _resource_of(self, obj: dict) -> Resource:
-        for res in (*CORE, *(r for rs in ADDONS.values() for r in rs)):
+        for res in (*CORE, *PLATFORM, *(r for rs in ADDONS.values() for r in rs)):
             if (res.api_version, res.kind) == (obj.get("apiVersion"), obj.get("kind")):
                 return res
         raise ValueError(f"the emulator does not know {obj.get('apiVersion')} {obj.get('kind')}")
 
     def _resource_named(self, kind: str) -> Resource:
-        for res in (*CORE, *(r for rs in ADDONS.values() for r in rs)):
+        for res in (*CORE, *PLATFORM, *(r for rs in ADDONS.values() for r in rs)):
             if kind in (res.kind, res.plural):
                 return res
         raise ValueError(f"the emulator does not know {kind}")
