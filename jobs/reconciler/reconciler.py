@@ -44,7 +44,8 @@ class Reconciler:
         self.stopping = threading.Event()
         self.leader = leader  # a LeaderElector, or None: this is the only reconciler
         self.followers: dict[int, tuple] = {}  # cluster pk -> (connection, follower)
-        self.follower_threads: list[threading.Thread] = []
+        # Every follower's drain thread this reconciler started (the threads that record).
+        self.drainers: list[threading.Thread] = []
         self._followers_lock = threading.RLock()
         self.scraped_kubernetes_at: float | None = None
         # One each, as each keeps its own applications' order: the local servers are scraped
@@ -123,13 +124,13 @@ class Reconciler:
         for cluster in clusters:
             key = (cluster.pk, cluster.kubeconfig_path, cluster.context, cluster.in_cluster)
             if cluster.pk in self.followers and self.followers[cluster.pk][0] == key:
-                self.follower_threads += self.followers[cluster.pk][1].sync_streams()
+                self.followers[cluster.pk][1].sync_streams()
                 continue
             if cluster.pk in self.followers:  # its connection changed: follow it anew
                 self.followers[cluster.pk][1].stop()
             self._discover(cluster)
             follower = ClusterFollower(cluster, acting=self.acting)
-            self.follower_threads += follower.start()
+            self.drainers.append(follower.start()[0])
             self.followers[cluster.pk] = (key, follower)
             logger.info("following cluster %s", cluster.name)
 
@@ -154,16 +155,17 @@ class Reconciler:
         return changed
 
     def stand_down(self, timeout: float = 5.0) -> None:
-        """Stop following every cluster and wait (bounded) for the followers' threads: what a
-        leader does on losing its Lease, before another may take it."""
+        """Stop following every cluster and wait (bounded) for the drain threads, which record:
+        what a leader does on losing its Lease, before another may take it. (The watch threads
+        only read; each ends when its watch call returns.)"""
         with self._followers_lock:
             followers, self.followers = self.followers, {}
-            threads, self.follower_threads = self.follower_threads, []
         for _, follower in followers.values():
             follower.stop()
         deadline = time.monotonic() + timeout
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        for _, follower in followers.values():
+            if follower.drainer is not None:
+                follower.drainer.join(max(0.0, deadline - time.monotonic()))
 
     def run(self) -> None:
         logger.info("reconciler started; observing every %.1f s", self.interval)
