@@ -351,7 +351,7 @@ def documented_rules(text: str) -> list[str]:
         if len(cells) != 5 or cells[0] not in PLACES:
             continue
         where, group, resources, names, verbs = cells
-        group = group.strip("`") or "core"
+        group = group.strip("`").strip('"') or "core"
         names = ",".join(re.findall(r"`([^`]+)`", names))
         limited = f"[{names}]" if names else ""
         for resource in re.findall(r"`([^`]+)`", resources):
