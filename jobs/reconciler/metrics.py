@@ -1,6 +1,8 @@
 """The reconciler's own Prometheus page (`manage.py reconcile --metrics-port`): whether this
 replica leads, and every application's phase and how long its status has stood, read from the
-database at each scrape. `/healthz` on the same port answers the liveness probe.
+database at each scrape, to scrapers on loopback and private networks only (it names every
+organisation's applications), as the gateway's /metrics. `/healthz` on the same port answers
+the liveness probe from anywhere.
 
     servedeck_reconciler_leader 1
     servedeck_applications{phase="Running"} 3
@@ -18,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from django.db import close_old_connections
 from django.utils import timezone
 
+from jobs.gateway.request import from_scraper_network
 from jobs.models import Application, Phase
 
 logger = logging.getLogger(__name__)
@@ -78,6 +81,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.path != "/metrics":
             self._send(404, b"not found\n", "text/plain")
+            return
+        if not from_scraper_network({"client": self.client_address}):
+            self._send(403, b"only to scrapers on private networks\n", "text/plain")
             return
         try:
             body = render(self.server.reconciler)  # type: ignore[attr-defined]

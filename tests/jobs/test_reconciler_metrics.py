@@ -93,3 +93,18 @@ def test_the_server_answers_metrics_healthz_and_nothing_else(transactional_db):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_page_is_only_for_scrapers_on_private_networks(transactional_db, monkeypatch):
+    monkeypatch.setattr(metrics, "from_scraper_network", lambda scope: False)
+    server = metrics.serve(Reconciler(), 0, host="127.0.0.1")
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{base}/metrics", timeout=5)
+        assert refused.value.code == 403
+        with urllib.request.urlopen(f"{base}/healthz", timeout=5) as answer:
+            assert answer.status == 200  # the probe says nothing of the applications
+    finally:
+        server.shutdown()
+        server.server_close()
