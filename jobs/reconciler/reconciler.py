@@ -190,7 +190,7 @@ class Reconciler:
             self.stopping.wait(self.interval)
         self.stand_down()
         if self.leader is not None:
-            self.leader.join(self.leader.times.retry_period * 2)
+            self.leader.join(self.leader.times.retry_period * 5)  # it gives the Lease up
         self.local_scraper.close()
         self.kubernetes_scraper.close()
         # Local model servers stop with the console; resume() brings them back next time.
