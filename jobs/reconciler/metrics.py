@@ -17,7 +17,7 @@ import threading
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from django.db import close_old_connections
+from django.db import connection
 from django.utils import timezone
 
 from jobs.gateway.request import from_scraper_network
@@ -43,7 +43,6 @@ def render(reconciler) -> bytes:
         "# TYPE servedeck_reconciler_leader_transitions_total counter",
         f"servedeck_reconciler_leader_transitions_total {leader.transitions if leader else 0}",
     ]
-    close_old_connections()
     rows = list(
         Application.objects.values_list("organization__slug", "name", "phase", "updated_at")
     )
@@ -91,6 +90,8 @@ class _Handler(BaseHTTPRequestHandler):
             logger.exception("reconciler metrics failed")
             self._send(503, b"the database cannot be read\n", "text/plain")
             return
+        finally:
+            connection.close()  # each scrape is a thread of its own: no connection left open
         self._send(200, body, CONTENT_TYPE)
 
     def _send(self, status: int, body: bytes, content_type: str) -> None:
