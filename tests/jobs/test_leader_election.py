@@ -155,6 +155,24 @@ def test_on_the_embedded_defaults_no_election_runs(settings):
     assert Reconciler().acting()
 
 
+@pytest.mark.parametrize("seconds", ["2", "soon"])
+def test_a_lease_too_short_or_not_a_number_stops_start_up(tmp_path, seconds):
+    import os
+    import subprocess
+    import sys
+
+    from tests.deploy.manifests import REPO
+
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(SERVEDECK_VAR_DIR=str(tmp_path), SERVEDECK_LEADER_ELECTION_LEASE_SECONDS=seconds)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=REPO, env=env, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "SERVEDECK_LEADER_ELECTION_LEASE_SECONDS" in done.stderr.splitlines()[-1]
+
+
 def test_in_a_cluster_the_election_uses_the_pods_own_account(settings):
     settings.SERVEDECK_LEADER_ELECTION_NAMESPACE = "servedeck"
     settings.SERVEDECK_LEADER_ELECTION_LEASE_SECONDS = 30
