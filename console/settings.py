@@ -186,6 +186,17 @@ else:
 # exit), so its status announcements reach the live pages. With Redis, `manage.py reconcile`
 # runs as its own process (or several consoles would each run one).
 SERVEDECK_RECONCILER_IN_PROCESS = env_bool("SERVEDECK_RECONCILER_IN_PROCESS", not REDIS_URL)
+# Several `manage.py reconcile` replicas in a cluster: set to the namespace they run in, and
+# they elect one leader on a coordination.k8s.io Lease there (through the pod's service
+# account); only the leader acts, and another takes over within the lease's duration.
+SERVEDECK_LEADER_ELECTION_NAMESPACE = env_str("SERVEDECK_LEADER_ELECTION_NAMESPACE").strip()
+SERVEDECK_LEADER_ELECTION_LEASE = env_str("SERVEDECK_LEADER_ELECTION_LEASE", "servedeck-reconciler")
+SERVEDECK_LEADER_ELECTION_LEASE_SECONDS = env_int("SERVEDECK_LEADER_ELECTION_LEASE_SECONDS", 15)
+if SERVEDECK_LEADER_ELECTION_LEASE_SECONDS < 3:
+    raise ImproperlyConfigured(
+        f"SERVEDECK_LEADER_ELECTION_LEASE_SECONDS={SERVEDECK_LEADER_ELECTION_LEASE_SECONDS} is "
+        "below 3; set the seconds a reconciler's Lease holds without renewal, such as 15."
+    )
 # Live sockets (model pages, the dashboard) one user may hold open in one console process; past
 # it a page's socket is closed with 4429 and the page says why (jobs/live/consumers.py).
 SERVEDECK_LIVE_SOCKETS_PER_USER = env_int("SERVEDECK_LIVE_SOCKETS_PER_USER", 50)
