@@ -20,7 +20,7 @@ from jobs.wizard.first_models import first_manifest
 from models_catalog import hub_reach
 from models_catalog.recommended import FIRST_MODELS
 from tests.helpers import SHORTEST, client_for
-from tests.jobs.test_local_cpu_wiring import cpu_machine, install_fake  # noqa: F401, F811
+from tests.jobs.backends.local.test_local_cpu_wiring import cpu_machine, install_fake  # noqa: F401, F811
 
 CHAT = "smollm2-135m-instruct"
 DEPLOY_CHAT = reverse("jobs:first-model-deploy", args=[CHAT])

@@ -20,7 +20,7 @@ from models_catalog import safetensors_header as headers
 from models_catalog.check import check_model
 from tests.fakes.hub import FakeHub, disk_repo
 from tests.helpers import TINY_LLAMA_CONFIG
-from tests.jobs.test_local_cpu_wiring import cpu_machine, install_fake, manifest
+from tests.jobs.backends.local.test_local_cpu_wiring import cpu_machine, install_fake, manifest
 
 __all__ = ["cpu_machine"]  # a fixture used below
 

@@ -9,7 +9,7 @@ import pytest
 from jobs.machine_catalog import MachineReadings, machine_catalog
 from jobs.models import Profile
 from models_catalog.sizing import GiB
-from tests.jobs.test_wizard_views import M, get_path, start, text, url
+from tests.jobs.wizard.test_wizard_views import M, get_path, start, text, url
 
 # "t4" as a word, not inside a CSRF token or a draft key that happens to hold it
 T4 = re.compile(r"(?<![\w-])t4(?![\w-])")

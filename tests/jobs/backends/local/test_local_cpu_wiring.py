@@ -7,7 +7,7 @@ models folder is refused with the fix.
 The runtime here is a small stand-in installed where scripts/cpu_runtimes.sh would put
 transformers serve (a program in <runtimes>/transformers/bin with the install stamp): it
 answers only /health, as transformers serve does before /v1/models, and prints what it was
-given. tests/jobs/test_local_real_models.py runs the real runtimes.
+given. test_cpu_runtimes_real.py beside this file runs the real runtimes.
 """
 
 from __future__ import annotations
@@ -432,7 +432,7 @@ def test_the_configured_server_is_given_the_resolved_folder_not_the_path_as_type
 ):
     """The folder is checked through its links; were the typed path passed on, a link in it
     could be pointed out of the models folder between the check and the server's read."""
-    from tests.jobs.test_local_backend import stand_in
+    from tests.jobs.backends.local.test_local_backend import stand_in
 
     _, models = cpu_machine
     folder = chat_folder(models)

@@ -16,8 +16,8 @@ import pytest
 from jobs.phases import Phase
 from jobs.status import INTERNAL_ERROR, MachineFacts, derive_vm_status
 from tests.fakes.kube_objects import instance_of, launcher_pod
-from tests.jobs.test_render import gpu
-from tests.jobs.test_render_kubevirt import machines, vm_build
+from tests.jobs.render.test_render import gpu
+from tests.jobs.render.test_render_kubevirt import machines, vm_build
 
 H100 = "nvidia.com/GH100_H100_SXM5_80GB"
 SINGLE_OBJECTS = vm_build(gpu("h100", 8))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def reconcile(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ import pytest
 
 from jobs.backends.local.gpu_ledger import LEDGER_FILE, GpuLedger
 from jobs.backends.local.runner import RUNNING, LocalRefused, LocalRunner
-from tests.jobs.test_local_backend import (
+from tests.jobs.backends.local.test_local_backend import (
     fake_nvidia_smi,
     manifest,
     servers_tagged,

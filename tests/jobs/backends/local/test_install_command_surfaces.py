@@ -12,8 +12,8 @@ from django.urls import reverse
 
 from jobs.backends.local import runtimes as rt
 from tests.helpers import TINY_LLAMA_CONFIG, bearer, problems
-from tests.jobs.test_local_cpu_wiring import safetensors
-from tests.jobs.test_wizard_views import start, text, url
+from tests.jobs.backends.local.test_local_cpu_wiring import safetensors
+from tests.jobs.wizard.test_wizard_views import start, text, url
 
 API = "/api/v1/applications"
 

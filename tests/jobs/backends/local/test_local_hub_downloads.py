@@ -24,7 +24,7 @@ from jobs.machine_catalog import MachineReadings, machine_catalog
 from models_catalog.check import check_model
 from tests.fakes.hub import GOOD_TOKEN, FakeHub, disk_repo
 from tests.helpers import TINY_LLAMA_CONFIG, wait_for
-from tests.jobs.test_local_cpu_wiring import (
+from tests.jobs.backends.local.test_local_cpu_wiring import (
     cpu_machine,
     install_fake,
     manifest,

@@ -19,7 +19,12 @@ from jobs.backends.local import serving_plan
 from jobs.dry_run import check_for_profile
 from jobs.machine_catalog import GpuReading, MachineReadings, machine_catalog
 from jobs.models import Profile
-from tests.jobs.test_local_cpu_wiring import chat_folder, cpu_machine, install_fake, manifest
+from tests.jobs.backends.local.test_local_cpu_wiring import (
+    chat_folder,
+    cpu_machine,
+    install_fake,
+    manifest,
+)
 from tests.manifest_text import local_manifest
 
 __all__ = ["cpu_machine"]  # a fixture used below

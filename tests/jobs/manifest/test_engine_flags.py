@@ -9,7 +9,7 @@ import pytest
 
 from jobs.manifest import parse
 from jobs.manifest.engine_flags import check_engine_args, parse_extra_flags
-from tests.jobs.manifest_support import COMMIT, context, m
+from tests.jobs.manifest.manifest_support import COMMIT, context, m
 
 PINNED = f"hf://BAAI/bge-m3:{COMMIT}"
 ARGS = "spec.source.model.engine.extraArgs"

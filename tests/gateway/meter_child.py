@@ -1,7 +1,7 @@
 """A gateway-like process for the shutdown tests: migrate a scratch SQLite database, start a
 meter that would not flush on its own for an hour, record COUNT requests, say "ready", wait.
 
-    python tests/jobs/meter_child.py MODE COUNT
+    python tests/gateway/meter_child.py MODE COUNT
 MODE: "plain" (nothing handles SIGTERM), "own-handler" (the process exits on SIGTERM its own
 way, so the meter keeps that handler), "loop" (the meter is started inside a running asyncio
 loop, as the gateway does on its first request)."""

@@ -30,7 +30,16 @@ from jobs.render.cloud_init import (
     user_data,
 )
 from jobs.render.common import ORGANIZATION_LABEL
-from tests.jobs.test_render import CATALOG, CTX, GPU_KINDS, TARGETS, build, document, filled, gpu
+from tests.jobs.render.test_render import (
+    CATALOG,
+    CTX,
+    GPU_KINDS,
+    TARGETS,
+    build,
+    document,
+    filled,
+    gpu,
+)
 
 VM = {"runtime.isolation": "VirtualMachine"}
 PARAKEET_URI = "hf://nvidia/parakeet-tdt-0.6b-v3:0123456789abcdef0123456789abcdef01234567"

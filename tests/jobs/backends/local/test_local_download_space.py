@@ -2,8 +2,8 @@
 the console's disk through it. A free-space reserve stays free (SERVEDECK_DOWNLOADS_RESERVE,
 named in the refusal); downloads under way reserve their bytes under one lock, so replicas
 starting together account for each other; one download takes only the checkpoint's own
-weights and never more than this machine's memory (tests/jobs/test_local_hub_downloads.py);
-and a snapshot no application of this console uses any more is deleted when an application
+weights and never more than this machine's memory (test_local_hub_downloads.py beside this
+file); and a snapshot no application of this console uses any more is deleted when an application
 is deleted or moves to another one, whichever organisation's the others are.
 
 The runtime is the stand-in of test_local_cpu_wiring; the Hub is the fake Hub serving model
@@ -26,8 +26,13 @@ from jobs.backends.local import runtimes as rt
 from jobs.backends.local.download_plan import LAUNCHER
 from jobs.backends.local.runner import LocalRunner
 from tests.fakes.hub import FakeHub, disk_repo
-from tests.jobs.test_local_cpu_wiring import cpu_machine, install_fake, manifest, running
-from tests.jobs.test_local_hub_downloads import chat_repo
+from tests.jobs.backends.local.test_local_cpu_wiring import (
+    cpu_machine,
+    install_fake,
+    manifest,
+    running,
+)
+from tests.jobs.backends.local.test_local_hub_downloads import chat_repo
 
 __all__ = ["cpu_machine"]  # a fixture used below
 
@@ -202,7 +207,7 @@ def test_a_snapshot_no_application_uses_is_deleted_whoever_used_it(two_repos, tm
 def test_a_sharded_checkpoint_downloads_only_the_shards_its_index_names(tmp_path, monkeypatch):
     from models_catalog import hub
     from models_catalog.hub_facts import repo_facts
-    from tests.jobs.test_local_cpu_wiring import safetensors
+    from tests.jobs.backends.local.test_local_cpu_wiring import safetensors
 
     folder = chat_repo(tmp_path / "hub" / CHAT)
     (folder / "model.safetensors").unlink()

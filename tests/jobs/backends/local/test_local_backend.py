@@ -53,7 +53,7 @@ from jobs.manifest import ManifestContext, ProfileFacts, parse
 from jobs.manifest.engine_flags import parse_extra_flags
 from tests.helpers import STAND_IN_FLAGS
 
-FAKE_SERVER = Path(__file__).resolve().parents[1] / "fakes" / "model_server.py"
+FAKE_SERVER = Path(__file__).resolve().parents[3] / "fakes" / "model_server.py"
 COMMIT = "5617a9f61b028005a4858fdac845db406aefb181"
 CONTEXT = ManifestContext(
     profiles={"local": ProfileFacts(name="local", namespace="default", backend="local")},

@@ -17,7 +17,7 @@ from django.urls import reverse
 from jobs.models import Application
 from jobs.overview import snippets as s
 
-STAND_IN = Path(__file__).parents[1] / "fakes" / "model_server.py"
+STAND_IN = Path(__file__).parents[2] / "fakes" / "model_server.py"
 
 
 def manifest(uri="hf://Qwen/Qwen3-0.6B", name="chat", fmt="vLLM", **model):

@@ -4,7 +4,7 @@ import pytest
 
 from jobs.manifest import parse
 from jobs.manifest.view import FilledManifest, dig
-from tests.jobs.manifest_support import GPU, context, m
+from tests.jobs.manifest.manifest_support import GPU, context, m
 
 
 def test_the_accessors_read_what_parse_filled_in():

@@ -9,7 +9,7 @@ import pytest
 
 from jobs import manifest as mf
 from jobs.manifest.model_defaults import pinned_uri
-from tests.jobs.manifest_support import SHORTEST, context, existing, model_facts
+from tests.jobs.manifest.manifest_support import SHORTEST, context, existing, model_facts
 
 GIB = 2**30
 OLD = "1" * 40

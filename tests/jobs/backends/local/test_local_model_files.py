@@ -25,7 +25,7 @@ from models_catalog import hub
 from models_catalog.check import check_model
 from tests.fakes.hub import FakeHub, disk_repo
 from tests.helpers import wait_for
-from tests.jobs.test_local_cpu_wiring import (
+from tests.jobs.backends.local.test_local_cpu_wiring import (
     cpu_machine,
     install_fake,
     manifest,

@@ -13,7 +13,7 @@ from jobs.backends.local.runtimes import Choice, ModelFacts, Refusal
 ALL = frozenset(rt.CPU_RUNTIMES)
 DIR = "/srv/runtimes"
 # This console's install script, by its absolute path, as every refusal names it.
-SCRIPT = str(Path(__file__).resolve().parents[2] / "scripts" / "cpu_runtimes.sh")
+SCRIPT = str(Path(__file__).resolve().parents[4] / "scripts" / "cpu_runtimes.sh")
 
 
 @pytest.mark.parametrize(
@@ -188,7 +188,7 @@ def test_install_command_quotes_the_folder_and_works_from_any_folder(tmp_path, m
 
 
 def test_every_cpu_runtime_has_a_requirement_file_the_install_script_reads():
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[4]
     script = rt.INSTALL_SCRIPT.read_text()
     for name in rt.CPU_RUNTIMES:
         assert (root / "requirements" / "cpu" / f"{name}.txt").is_file()
