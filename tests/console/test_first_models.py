@@ -19,8 +19,8 @@ from jobs.wizard.drafts import unsaved_draft
 from jobs.wizard.first_models import first_manifest
 from models_catalog import hub_reach
 from models_catalog.recommended import FIRST_MODELS
+from tests.fakes.cpu_runtime import install_fake
 from tests.helpers import SHORTEST, client_for
-from tests.jobs.backends.local.test_local_cpu_wiring import cpu_machine, install_fake  # noqa: F401, F811
 
 CHAT = "smollm2-135m-instruct"
 DEPLOY_CHAT = reverse("jobs:first-model-deploy", args=[CHAT])
@@ -195,7 +195,7 @@ def test_a_hub_that_never_answers_is_given_up_on():
 def test_every_first_model_passes_the_dry_run_on_a_machine_with_the_cpu_runtimes(
     model,
     admin,
-    cpu_machine,  # noqa: F811 (the fixture imported above)
+    cpu_machine,
 ):
     """The Hub's repository (the fake Hub's copy) checked for the local profile: each first
     model gets a CPU runtime here, so a newcomer's click deploys it."""

@@ -13,9 +13,6 @@ import openai
 import pytest
 
 from tests.gateway.support import StandIn, caught_up, make_app, make_key
-from tests.jobs.backends.local.test_local_cpu_wiring import cpu_machine
-
-__all__ = ["cpu_machine"]  # a fixture: no vLLM, runtimes and models folders of the test's own
 
 
 @pytest.fixture(scope="module")

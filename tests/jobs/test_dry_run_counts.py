@@ -12,9 +12,7 @@ from django.urls import reverse
 import jobs.deploy
 import jobs.dry_run
 import jobs.manifest
-from jobs.backends.kubernetes.backend import forget_clients
-from jobs.models import Cluster, Draft, Profile
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
+from jobs.models import Draft
 
 QWEN = "Qwen/Qwen2.5-7B-Instruct"
 QWEN_COMMIT = "24668f3e831ec22a450368581ff8806f933c208f"
@@ -48,22 +46,6 @@ def calls(monkeypatch) -> Calls:
     calls.spy(monkeypatch, jobs.manifest, "parse", "parses")
     calls.spy(monkeypatch, jobs.dry_run, "check_for_profile", "check model")
     return calls
-
-
-@pytest.fixture
-def prod(org, kube):
-    forget_clients()
-    cluster = Cluster.objects.create(
-        organization=org,
-        name="prod",
-        backend="kubernetes",
-        kubeconfig_path=str(kube.kubeconfig_path),
-        context="emulator",
-        addons=["kserve"],
-    )
-    Profile.objects.create(organization=org, name="prod", cluster=cluster, namespace="models")
-    yield cluster
-    forget_clients()
 
 
 def server_side_dry_runs(kube) -> int:

@@ -27,8 +27,7 @@ from jobs.reconciler import Reconciler
 from jobs.usage.counters import COUNTER_FIELDS
 from jobs.usage.histogram import LATENCY_BUCKET_FIELDS
 from jobs.usage.readers import rates, verdict
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
-from tests.fakes.kube_objects import PROD_NAMESPACE, prod_fixture  # noqa: F401
+from tests.fakes.kube_objects import PROD_NAMESPACE
 from tests.helpers import bearer
 
 NOW = datetime(2026, 5, 1, 12, 0, 30, tzinfo=UTC)

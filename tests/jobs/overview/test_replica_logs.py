@@ -17,8 +17,7 @@ from jobs.backends.local import processes as proc
 from jobs.models import Application
 from jobs.overview import replica_logs
 from jobs.reconciler import Reconciler
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
-from tests.fakes.kube_objects import PROD_NAMESPACE, predictor_pod, prod_fixture  # noqa: F401
+from tests.fakes.kube_objects import PROD_NAMESPACE, predictor_pod
 from tests.helpers import SHORTEST
 
 OPERATOR_TOKEN = "hf_operatorOwnTokenAbcdefghij0123456789"

@@ -14,8 +14,7 @@ import pytest
 from jobs.models import Application
 from jobs.overview import serving_metrics
 from jobs.reconciler import Reconciler
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
-from tests.fakes.kube_objects import PROD_NAMESPACE, prod_fixture  # noqa: F401
+from tests.fakes.kube_objects import PROD_NAMESPACE
 
 FIGURES = b"vllm:num_requests_waiting 7\nvllm:kv_cache_usage_perc 0.5\n"
 # After the figures, a comment a byte at a time: each byte well within the scrape's wait for

@@ -8,13 +8,7 @@ from django.urls import reverse
 from jobs import deploy as verbs
 from jobs.models import Application, Cluster, Phase
 from jobs.reconciler.watching import KINDS, ClusterFollower
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
-from tests.fakes.kube_objects import (
-    PROD_NAMESPACE,
-    predictor_pod,
-    prod_fixture,  # noqa: F401
-    with_status,
-)
+from tests.fakes.kube_objects import PROD_NAMESPACE, predictor_pod, with_status
 from tests.helpers import SHORTEST
 
 NS = PROD_NAMESPACE

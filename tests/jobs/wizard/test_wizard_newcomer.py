@@ -18,9 +18,8 @@ from jobs.deploy import apply
 from jobs.models import Draft
 from jobs.present import local_profile_note
 from jobs.wizard.names import base_name, suggest_name
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.helpers import SHORTEST
-from tests.jobs.wizard.test_wizard_views import M, get_path, model_form, prod, start, text, url  # noqa: F401
+from tests.jobs.wizard.test_wizard_views import M, get_path, model_form, start, text, url
 
 BGE = "BAAI/bge-m3"
 

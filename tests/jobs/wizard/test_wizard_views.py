@@ -11,10 +11,8 @@ import yaml
 from django.urls import reverse
 
 from jobs import deploy as verbs
-from jobs.backends.kubernetes.backend import forget_clients
-from jobs.models import Application, Cluster, Draft, Profile
+from jobs.models import Application, Draft, Profile
 from tests.fakes.hub import GOOD_TOKEN
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.helpers import SHORTEST, bearer
 
 QWEN = "Qwen/Qwen2.5-7B-Instruct"
@@ -676,22 +674,6 @@ def test_deploy_from_yaml_keeps_working(as_deployer):
 
 
 # ---- a Kubernetes profile: rendered objects and the cluster's own dry run ----
-
-
-@pytest.fixture
-def prod(org, kube):
-    forget_clients()
-    cluster = Cluster.objects.create(
-        organization=org,
-        name="prod",
-        backend="kubernetes",
-        kubeconfig_path=str(kube.kubeconfig_path),
-        context="emulator",
-        addons=["kserve"],
-    )
-    Profile.objects.create(organization=org, name="prod", cluster=cluster, namespace="models")
-    yield cluster
-    forget_clients()
 
 
 def test_a_gpu_model_on_kubernetes_reviews_its_objects_and_deploys(as_deployer, prod, kube):

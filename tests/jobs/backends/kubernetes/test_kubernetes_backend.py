@@ -28,15 +28,7 @@ from jobs.manifest import ManifestContext, ProfileFacts, parse
 from jobs.models import ADDONS, Cluster
 from jobs.render import APP_LABEL, RenderTarget, render
 from jobs.render.common import NAMESPACE_LABEL, ORGANIZATION_LABEL
-from tests.fakes.kube import (  # noqa: F401 - fixtures
-    KSERVE,
-    KSERVE_ALPHA,
-    TOKEN,
-    USER,
-    KubeEmulator,
-    kube_emulator_fixture,
-    kube_fixture,
-)
+from tests.fakes.kube import KSERVE, KSERVE_ALPHA, TOKEN, USER, KubeEmulator
 
 NS = "models"
 ORG = "acme"

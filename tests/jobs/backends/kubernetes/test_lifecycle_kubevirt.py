@@ -15,7 +15,6 @@ from jobs.backends.kubernetes.backend import (
 )
 from jobs.models import Application, Cluster, Profile
 from jobs.reconciler.watching import KINDS, VM_KINDS, ClusterFollower
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.fakes.kube_objects import (
     PROD_NAMESPACE,
     instance_of,

@@ -10,7 +10,6 @@ from jobs.backends.kubernetes.backend import client_for, forget_clients
 from jobs.backends.kubernetes.kinds import INFERENCE_SERVICE
 from jobs.models import Application, Profile
 from jobs.render.common import APP_LABEL, ORGANIZATION_ANNOTATION, ORGANIZATION_LABEL
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 from tests.fakes.kube_objects import PROD_NAMESPACE, emulator_profile, predictor_pod, with_status
 from tests.helpers import SHORTEST, make_member
 

@@ -5,9 +5,10 @@ and stops and restarts it like any replica; a missing virtualenv or a folder out
 models folder is refused with the fix.
 
 The runtime here is a small stand-in installed where scripts/cpu_runtimes.sh would put
-transformers serve (a program in <runtimes>/transformers/bin with the install stamp): it
-answers only /health, as transformers serve does before /v1/models, and prints what it was
-given. test_cpu_runtimes_real.py beside this file runs the real runtimes.
+transformers serve (a program in <runtimes>/transformers/bin with the install stamp,
+tests/fakes/cpu_runtime.py): it answers only /health, as transformers serve does before
+/v1/models, and prints what it was given. test_cpu_runtimes_real.py beside this file runs
+the real runtimes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,33 +25,8 @@ from jobs.backends.local.command import DEFAULT_TEMPLATE
 from jobs.backends.local.runner import LocalRefused, LocalRunner
 from jobs.machine_catalog import MachineReadings, machine_catalog
 from models_catalog.check import check_model
+from tests.fakes.cpu_runtime import install_fake
 from tests.helpers import TINY_LLAMA_CONFIG, wait_for
-
-FAKE_RUNTIME = """\
-#!{python}
-import json, os, sys
-from http.server import BaseHTTPRequestHandler, HTTPServer
-argv = sys.argv[1:]
-port = int(argv[argv.index("--port") + 1])
-host = argv[argv.index("--host") + 1]
-seen = {{"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}}
-print("SEEN " + json.dumps(seen), flush=True)
-class Handler(BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/health" else 404)
-        self.end_headers()
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        print("POST " + self.path, flush=True)
-        broken = any("broken" in a for a in argv)
-        self.send_response(500 if broken else 200)
-        self.send_header("content-type", "application/json")
-        self.end_headers()
-        self.wfile.write(b'{{"text": ""}}')
-    def log_message(self, *args):
-        pass
-HTTPServer((host, port), Handler).serve_forever()
-"""
 
 
 def safetensors(path: Path, tensors: dict[str, list[int]]) -> None:
@@ -59,31 +34,6 @@ def safetensors(path: Path, tensors: dict[str, list[int]]) -> None:
               for name, shape in tensors.items()}  # fmt: skip
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw)
-
-
-@pytest.fixture
-def cpu_machine(settings, tmp_path, monkeypatch):
-    """No vLLM on the PATH, the real command (not the stand-in), a runtimes folder and a
-    models folder of this test's own."""
-    settings.SERVEDECK_LOCAL_COMMAND = ""
-    empty = tmp_path / "empty-bin"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
-    runtimes = tmp_path / "runtimes"
-    models = tmp_path / "models"
-    models.mkdir()
-    settings.SERVEDECK_RUNTIMES_DIR = str(runtimes)
-    settings.SERVEDECK_MODELS_DIR = str(models)
-    return runtimes, models
-
-
-def install_fake(runtimes: Path, name: str = "transformers") -> None:
-    spec = rt.CPU_RUNTIMES[name]
-    program = runtimes / name / "bin" / spec.program
-    program.parent.mkdir(parents=True)
-    program.write_text(FAKE_RUNTIME.format(python=sys.executable))
-    program.chmod(0o755)
-    (runtimes / name / rt.INSTALLED_STAMP).write_text("test\n")
 
 
 def chat_folder(models: Path, name: str = "SmolLM2-135M-Instruct") -> Path:

@@ -25,16 +25,10 @@ from jobs.backends.local import processes as proc
 from jobs.backends.local import runtimes as rt
 from jobs.backends.local.download_plan import LAUNCHER
 from jobs.backends.local.runner import LocalRunner
+from tests.fakes.cpu_runtime import install_fake
 from tests.fakes.hub import FakeHub, disk_repo
-from tests.jobs.backends.local.test_local_cpu_wiring import (
-    cpu_machine,
-    install_fake,
-    manifest,
-    running,
-)
+from tests.jobs.backends.local.test_local_cpu_wiring import manifest, running
 from tests.jobs.backends.local.test_local_hub_downloads import chat_repo
-
-__all__ = ["cpu_machine"]  # a fixture used below
 
 GIB = 2**30
 CHAT, OTHER = "acme/tiny-chat", "acme/other-chat"

@@ -22,19 +22,11 @@ from jobs.backends.local.runner import LocalRefused, LocalRunner
 from jobs.backends.local.state import AppState, Replica, derive_status
 from jobs.machine_catalog import MachineReadings, machine_catalog
 from models_catalog.check import check_model
+from tests.fakes.cpu_runtime import install_fake
 from tests.fakes.hub import GOOD_TOKEN, FakeHub, disk_repo
 from tests.helpers import TINY_LLAMA_CONFIG, wait_for
-from tests.jobs.backends.local.test_local_cpu_wiring import (
-    cpu_machine,
-    install_fake,
-    manifest,
-    running,
-    safetensors,
-    seen,
-)
+from tests.jobs.backends.local.test_local_cpu_wiring import manifest, running, safetensors, seen
 from tests.manifest_text import local_manifest
-
-__all__ = ["cpu_machine"]  # a fixture used below
 
 REPO = "acme/tiny-chat"
 HUB_CHAT = local_manifest("chat", f"hf://{REPO}")  # the shortest manifest of it

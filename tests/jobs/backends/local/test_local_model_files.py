@@ -23,18 +23,10 @@ from jobs.backends.local.runner import LocalRefused, LocalRunner
 from jobs.machine_catalog import MachineReadings, machine_catalog
 from models_catalog import hub
 from models_catalog.check import check_model
+from tests.fakes.cpu_runtime import install_fake
 from tests.fakes.hub import FakeHub, disk_repo
 from tests.helpers import wait_for
-from tests.jobs.backends.local.test_local_cpu_wiring import (
-    cpu_machine,
-    install_fake,
-    manifest,
-    running,
-    safetensors,
-    seen,
-)
-
-__all__ = ["cpu_machine"]  # a fixture used below
+from tests.jobs.backends.local.test_local_cpu_wiring import manifest, running, safetensors, seen
 
 CATALOG = machine_catalog(MachineReadings(cores=2, memory_bytes=16 * 2**30, gpus=()))
 BERT = {

@@ -19,15 +19,9 @@ from jobs.backends.local import serving_plan
 from jobs.dry_run import check_for_profile
 from jobs.machine_catalog import GpuReading, MachineReadings, machine_catalog
 from jobs.models import Profile
-from tests.jobs.backends.local.test_local_cpu_wiring import (
-    chat_folder,
-    cpu_machine,
-    install_fake,
-    manifest,
-)
+from tests.fakes.cpu_runtime import install_fake
+from tests.jobs.backends.local.test_local_cpu_wiring import chat_folder, manifest
 from tests.manifest_text import local_manifest
-
-__all__ = ["cpu_machine"]  # a fixture used below
 
 WHISPER = "hf://Systran/faster-whisper-tiny.en"
 L4 = {"gpu": {"model": "L4", "countPerReplica": 1}}
