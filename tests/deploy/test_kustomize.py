@@ -18,7 +18,6 @@ from jsonschema import Draft7Validator
 
 from jobs.render.validate import validate as product_checks
 from tests.deploy.manifests import DEPLOY, OVERLAYS, REPO, kubectl, render
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
 
 # The oldest Kubernetes ServeDeck supports (docs/kubernetes-install.md says so too).
 OLDEST_KUBERNETES = "1.29.0"

@@ -22,12 +22,7 @@ from jobs.render import APP_LABEL, RenderTarget, render
 from jobs.render.common import ORGANIZATION_LABEL
 from tests.deploy.manifests import REPO, Rule, granted_rules, grants
 from tests.deploy.manifests import render as render_overlay
-from tests.fakes.kube import (  # noqa: F401 - fixtures
-    KSERVE_ALPHA,
-    KubeEmulator,
-    kube_emulator_fixture,
-    kube_fixture,
-)
+from tests.fakes.kube import KSERVE_ALPHA, KubeEmulator
 
 NS = "models"
 ORG = "acme"

@@ -1414,8 +1414,8 @@ def _field_matcher(selector: str) -> Callable[[dict], bool]:
 # --- fixtures ------------------------------------------------------------------------------
 
 
-# Named through name=: a module that imports them (tests/conftest.py, or one test module)
-# then has no name that clashes with its tests' `kube` parameters.
+# Registered for every test by tests/conftest.py (pytest_plugins). Named through name=, so a
+# module that imports this one has no name that clashes with its tests' `kube` parameters.
 
 
 @pytest.fixture(scope="session", name="kube_emulator")

@@ -7,7 +7,7 @@ import json
 import urllib.error
 import urllib.request
 
-from tests.fakes.kube import Refusal, kube_emulator_fixture, kube_fixture  # noqa: F401
+from tests.fakes.kube import Refusal
 
 ISVCS = "/apis/serving.kserve.io/v1beta1/namespaces/models/inferenceservices"
 PODS = "/api/v1/namespaces/models/pods"

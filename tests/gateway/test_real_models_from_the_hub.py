@@ -19,20 +19,10 @@ import pytest
 from jobs.backends.local import download_files
 from jobs.backends.local import runtimes as rt
 from tests.fakes.hub import FakeHub, disk_repo
-from tests.gateway.test_real_models_end_to_end import (
-    IN_CI,
-    MISSING,
-    WHY_MISSING,
-    caller,
-    console_server,
-    follow,
-    real_machine,
-    the_three_answer,
-)
+from tests.gateway.support import IN_CI, MISSING, WHY_MISSING
+from tests.gateway.test_real_models_end_to_end import caller, follow, the_three_answer
 from tests.helpers import bearer
 from tests.manifest_text import local_manifest
-
-__all__ = ["console_server", "real_machine"]  # fixtures used below
 
 pytestmark = [
     pytest.mark.real_models,

@@ -11,8 +11,7 @@ from django.urls import reverse
 from jobs import deploy as verbs
 from jobs.backends.local.backend import LocalBackend
 from jobs.models import Application, Revision
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
-from tests.fakes.kube_objects import PROD_NAMESPACE, prod_fixture  # noqa: F401
+from tests.fakes.kube_objects import PROD_NAMESPACE
 from tests.helpers import SHORTEST, api_error, bearer
 
 URL = "/api/v1/applications"

@@ -18,9 +18,7 @@ import jobs.deploy
 import jobs.dry_run
 import jobs.manifest
 import jobs.render
-from jobs.backends.kubernetes.backend import forget_clients
-from jobs.models import Cluster, Draft, Profile
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
+from jobs.models import Draft
 from tests.helpers import bearer
 
 QWEN = "Qwen/Qwen2.5-7B-Instruct"
@@ -72,22 +70,6 @@ def calls(monkeypatch) -> Calls:
     calls.spy(monkeypatch, jobs.render, "render", "renders")  # render_for_profile's, everywhere
     calls.spy_decisions(monkeypatch, "deploy", "deploy decisions")
     return calls
-
-
-@pytest.fixture
-def prod(org, kube):
-    forget_clients()
-    cluster = Cluster.objects.create(
-        organization=org,
-        name="prod",
-        backend="kubernetes",
-        kubeconfig_path=str(kube.kubeconfig_path),
-        context="emulator",
-        addons=["kserve"],
-    )
-    Profile.objects.create(organization=org, name="prod", cluster=cluster, namespace="models")
-    yield cluster
-    forget_clients()
 
 
 def server_side_dry_runs(kube) -> int:
