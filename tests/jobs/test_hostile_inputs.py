@@ -658,6 +658,35 @@ def test_profile_form_answers_a_form_error_or_saves(as_admin, org, case, field):
     _memory_bounded()
 
 
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [("a: .nan", "a"), ("a: {b: [1, -.inf]}", "a.b[1]"), ("[.nan]", None)],
+)
+def test_profile_defaults_without_a_finite_number_are_a_form_error(as_admin, org, text, where):
+    # JSON, where defaults are stored, has no NaN or infinity: saving one was a 500.
+    cluster = Cluster.objects.get(organization=org, name="local")
+    data = {
+        "name": "p2",
+        "cluster": cluster.pk,
+        "namespace": "default",
+        "vllm_version": "0.13.0",
+        "machine_catalog_yaml": "",
+        "defaults_yaml": text,
+    }
+    response = as_admin.post(reverse("jobs:profile-add"), data)
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert set(errors) == {"defaults_yaml"}
+    if where is None:  # not a mapping at all: refused as such first
+        assert errors["defaults_yaml"] == ["Defaults must be a YAML mapping; a list was given."]
+    else:
+        assert errors["defaults_yaml"] == [
+            f"Defaults: {where} is not a finite number (.nan or .inf); give a number, or "
+            "leave the key out."
+        ]
+    assert not Profile.objects.filter(organization=org, name="p2").exists()
+
+
 @PROPERTY
 @given(case=hostile_cases())
 def test_cluster_form_answers_a_form_error_or_saves(as_admin, org, settings, case):
