@@ -1,4 +1,5 @@
-# ServeDeck production image: daphne serving the console, the REST API and WebSockets.
+# ServeDeck production image: uvicorn (python -m console.serve) serving the console, the REST API,
+# WebSockets and /v1.
 # Configure it with DATABASE_URL, REDIS_URL, SECRET_KEY, ALLOWED_HOSTS and HTTPS=true.
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1

@@ -1,11 +1,29 @@
-"""The member a request acts as, and the check that their role allows an action."""
+"""The member a request acts as, the check that their role allows an action, and whether a
+session (a live socket's) is still signed in."""
 
+from importlib import import_module
+
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import (
+    BACKEND_SESSION_KEY,
+    HASH_SESSION_KEY,
+    SESSION_KEY,
+    load_backend,
+)
+from django.utils.crypto import constant_time_compare
 
 from accesspolicies.models import Membership
 from accesspolicies.scope import ACTION_WORDS, Permissions, require
 
-__all__ = ["ACTION_WORDS", "Permissions", "current_membership", "membership_for", "require"]
+__all__ = [
+    "ACTION_WORDS",
+    "Permissions",
+    "current_membership",
+    "membership_for",
+    "require",
+    "signed_in",
+]
 
 ORG_SESSION_KEY = "organization"
 
@@ -42,3 +60,25 @@ def current_membership(request) -> Membership | None:
         fail_silently=True,
     )
     return membership
+
+
+def signed_in(session_key: str | None, user_pk: int) -> bool:
+    """Whether the session `session_key` is still signed in as user `user_pk`, as a request of
+    it would find: not logged out or expired, the user active, and the session made under the
+    user's current password (a password change ends the others). Read only: unlike
+    django.contrib.auth.get_user it never flushes or cycles the session it asks about."""
+    if not session_key:
+        return False
+    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    try:
+        stored_pk, backend_path = session[SESSION_KEY], session[BACKEND_SESSION_KEY]
+    except KeyError:
+        return False
+    if str(stored_pk) != str(user_pk) or backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return False
+    user = load_backend(backend_path).get_user(user_pk)  # None when inactive
+    stored_hash = session.get(HASH_SESSION_KEY)
+    if user is None or not stored_hash:
+        return False
+    hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
+    return any(constant_time_compare(stored_hash, current) for current in hashes)

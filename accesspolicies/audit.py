@@ -1,5 +1,6 @@
-"""The audit log: who changed which key, policy, domain, member or application, when, and from
-which address. `record` is the one way in; the request's address comes from `origin`, which the
+"""The audit log: who changed which key, policy, domain, member, application, cluster or profile,
+who logged in or failed to, and who made or used a password link; when, and from which
+address. `record` is the one way in; the request's address comes from `origin`, which the
 membership middleware sets for each request and the command line sets to "cli"."""
 
 from __future__ import annotations
@@ -69,12 +70,13 @@ def record(
     obj_name: str,
     detail: dict | None = None,
     address: str | None = None,
+    actor_name: str | None = None,
 ) -> AuditEntry:
-    """Write one entry. `actor` is the user acting (None for the system); `address` defaults to
-    the current request's."""
+    """Write one entry. `actor` is the user acting (None for the system, or for someone not
+    signed in, whom `actor_name` describes); `address` defaults to the current request's."""
     current = _origin.get()
     via = current.via
-    name = actor.get_username() if actor is not None else "system"
+    name = actor.get_username() if actor is not None else (actor_name or "system")
     if via == CLI:
         name = f"{name} (cli)" if actor is not None else CLI
     detail = _bounded(detail)

@@ -16,6 +16,7 @@ from accesspolicies import audit, limits
 from accesspolicies.access import require
 from accesspolicies.models import APIKey, Membership, Organization
 from accesspolicies.problems import Invalid, searchable, show
+from accesspolicies.secrets import API_KEY
 
 WHAT = "API keys"
 USAGE_WINDOW = timedelta(hours=24)
@@ -29,8 +30,9 @@ def _admin(org: Organization, actor: Membership) -> Membership:
 
 
 def get_key(actor: Membership, name: str) -> APIKey:
-    """The organisation's key `name`, for an admin; 404 when the organisation has none."""
-    require(actor, "admin", WHAT)  # an admin's business even to learn whether it exists
+    """The organisation's key `name`, for an admin; 404 when the organisation has none (the
+    manager refuses another role before it looks: an admin's business even to learn whether
+    it exists)."""
     return APIKey.objects.object_for_member(actor, name, "admin")
 
 
@@ -89,7 +91,7 @@ def create(
     apps = application_names(org, applications)
     caps = limits.caller_limits(rpm, tpm, concurrency)
     expires_at = _expiry("expiresInDays", expires_in)
-    lookup, plain, digest = APIKey.new_secret()
+    lookup, plain, digest = API_KEY.mint()
     try:
         with transaction.atomic():
             key = APIKey.objects.create(
@@ -150,7 +152,7 @@ def rotate(key: APIKey, grace_minutes: object = 60, *, actor: Membership) -> tup
         "graceMinutes", grace_minutes, 0, limits.MAX_GRACE_MINUTES, "minutes"
     )
     grace = 0 if grace is None else grace
-    lookup, plain, digest = APIKey.new_secret()
+    lookup, plain, digest = API_KEY.mint()
     now = timezone.now()
     key.previous_lookup, key.previous_secret_hash = key.lookup, key.secret_hash
     key.previous_expires_at = now + timedelta(minutes=grace)

@@ -3,8 +3,6 @@ organisation always keeps an admin. The link says nothing about who has an accou
 
 from __future__ import annotations
 
-import hmac
-import secrets
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
@@ -15,18 +13,11 @@ from django.utils import timezone
 
 from accesspolicies import audit, limits, validators
 from accesspolicies.access import require
-from accesspolicies.models import (
-    LOOKUP_LENGTH,
-    Invitation,
-    Membership,
-    Organization,
-    Role,
-    _digest,
-)
+from accesspolicies.models import SECRET_HASH, Invitation, Membership, Organization, Role
 from accesspolicies.problems import Invalid, searchable, show
+from accesspolicies.secrets import INVITATION
 
 WHAT = "members"
-INVITE_PREFIX = "sdi_"
 DEFAULT_INVITE_DAYS = 7
 MAX_INVITE_DAYS = 30
 
@@ -74,14 +65,13 @@ def invite(
     if len(note) > 200:
         raise Invalid("note", f"{len(note)} characters; accepts at most 200. Shorten it.")
     days = limits.bounded_int("expiresInDays", expires_in_days, 1, MAX_INVITE_DAYS, "days")
-    lookup = secrets.token_hex(LOOKUP_LENGTH // 2)
-    plain = f"{INVITE_PREFIX}{lookup}{secrets.token_urlsafe(32)}"
+    lookup, plain, digest = INVITATION.mint()
     invitation = Invitation.objects.create(
         organization=org,
         role=role,
         note=note,
         lookup=lookup,
-        secret_hash=_digest(plain),
+        secret_hash=digest,
         created_by=actor.user,
         expires_at=timezone.now() + timedelta(days=days or DEFAULT_INVITE_DAYS),
     )
@@ -93,16 +83,10 @@ def invite(
 
 def find_invitation(presented: str) -> Invitation | None:
     """The invitation `presented` is, whatever its state; unknown and wrong look the same."""
-    if not isinstance(presented, str) or not presented.startswith(INVITE_PREFIX):
-        return None
-    lookup = presented[len(INVITE_PREFIX) : len(INVITE_PREFIX) + LOOKUP_LENGTH]
-    found = None
-    if searchable(lookup):
-        found = Invitation.objects.select_related("organization").filter(lookup=lookup).first()
-    expected = found.secret_hash if found else _digest("no such invitation")
-    if not hmac.compare_digest(expected, _digest(presented)) or found is None:
-        return None
-    return found
+    invitations = Invitation.objects.select_related("organization")
+    return INVITATION.recognise(
+        presented, lambda lookup: invitations.filter(lookup=lookup).first(), SECRET_HASH
+    )
 
 
 def why_unusable(invitation: Invitation | None) -> str | None:

@@ -1,15 +1,15 @@
 """Who may do what: organisations, their members and roles, and personal access tokens."""
 
-import hashlib
-import hmac
-import secrets
 from datetime import timedelta
+from operator import attrgetter
+from secrets import token_hex
 
 from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
 from accesspolicies.scope import MemberQuerySet
+from accesspolicies.secrets import API_KEY, LOOKUP_LENGTH, PERSONAL_TOKEN
 
 
 class MembershipError(Exception):
@@ -96,14 +96,9 @@ class Membership(models.Model):
         return action in ROLE_ACTIONS[Role(self.role)]
 
 
-TOKEN_PREFIX = "sdp_"
-LOOKUP_LENGTH = 12
+SECRET_HASH = attrgetter("secret_hash")  # where each kind's row keeps its stored digest
 # last_used is written at most this often, so that a busy token does not write on every call.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
-
-
-def _digest(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 class PersonalAccessTokenQuerySet(MemberQuerySet):
@@ -119,18 +114,11 @@ class PersonalAccessTokenQuerySet(MemberQuerySet):
 
     def authenticate(self, presented: str) -> "PersonalAccessToken | None":
         """The live token that `presented` is, or None; unknown and wrong look the same."""
-        if not presented.startswith(TOKEN_PREFIX):
-            return None
-        lookup = presented[len(TOKEN_PREFIX) : len(TOKEN_PREFIX) + LOOKUP_LENGTH]
-        token = (
-            self.select_related("user", "organization")
-            .filter(lookup=lookup, user__is_active=True)
-            .first()
+        candidates = self.select_related("user", "organization").filter(user__is_active=True)
+        token = PERSONAL_TOKEN.recognise(
+            presented, lambda lookup: candidates.filter(lookup=lookup).first(), SECRET_HASH
         )
-        expected = token.secret_hash if token else _digest("no such token")
-        if not hmac.compare_digest(expected, _digest(presented)) or token is None:
-            return None
-        if not token.is_live():
+        if token is None or not token.is_live():
             return None
         token.touch()
         return token
@@ -166,21 +154,20 @@ class PersonalAccessToken(models.Model):
         cls, user, organization, name: str, expires_at=None
     ) -> tuple["PersonalAccessToken", str]:
         """Create a token; the plain text is returned once and never stored."""
-        lookup = secrets.token_hex(LOOKUP_LENGTH // 2)
-        plain = f"{TOKEN_PREFIX}{lookup}{secrets.token_urlsafe(32)}"
+        lookup, plain, digest = PERSONAL_TOKEN.mint()
         token = cls.objects.create(
             user=user,
             organization=organization,
             name=name,
             lookup=lookup,
-            secret_hash=_digest(plain),
+            secret_hash=digest,
             expires_at=expires_at,
         )
         return token, plain
 
     @property
     def masked(self) -> str:
-        return f"{TOKEN_PREFIX}{self.lookup}…"
+        return PERSONAL_TOKEN.masked(self.lookup)
 
     def is_live(self) -> bool:
         if self.revoked_at is not None:
@@ -201,11 +188,13 @@ class PersonalAccessToken(models.Model):
 
 # --- Callers of the gateway: API keys, access policies, verified domains -------------------
 
-API_KEY_PREFIX = "sdk_"
-
 
 class APIKeyQuerySet(MemberQuerySet):
+    """Keys are an admin's business, even to learn which names exist: the key, its usage and
+    the policies that name it are read through this one rule."""
+
     what = "API keys"
+    view_action = "admin"
 
     def not_found(self, membership, shown: str) -> str:
         return f"{membership.organization} has no API key named {shown}."
@@ -259,28 +248,9 @@ class APIKey(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.masked})"
 
-    @staticmethod
-    def new_secret() -> tuple[str, str, str]:
-        """(lookup, plain, hash) of a fresh secret; the plain text is shown once."""
-        lookup = secrets.token_hex(LOOKUP_LENGTH // 2)
-        plain = f"{API_KEY_PREFIX}{lookup}{secrets.token_urlsafe(32)}"
-        return lookup, plain, _digest(plain)
-
-    @staticmethod
-    def lookup_of(presented: str) -> str | None:
-        """The lookup part of a presented secret, or None when it is not shaped like a key."""
-        if not presented.startswith(API_KEY_PREFIX):
-            return None
-        lookup = presented[len(API_KEY_PREFIX) : len(API_KEY_PREFIX) + LOOKUP_LENGTH]
-        return lookup if len(lookup) == LOOKUP_LENGTH else None
-
-    @staticmethod
-    def digest(presented: str) -> str:
-        return _digest(presented)
-
     @property
     def masked(self) -> str:
-        return f"{API_KEY_PREFIX}{self.lookup}…"
+        return API_KEY.masked(self.lookup)
 
 
 class AccessPolicyQuerySet(MemberQuerySet):
@@ -337,7 +307,7 @@ class VerifiedDomain(models.Model):
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="domains")
     domain = models.CharField(max_length=253)
-    challenge = models.CharField(max_length=64, default=secrets.token_hex)
+    challenge = models.CharField(max_length=64, default=token_hex)
     created_at = models.DateTimeField(default=timezone.now)
     verified_at = models.DateTimeField(null=True, blank=True)
     last_checked_at = models.DateTimeField(null=True, blank=True)
@@ -398,7 +368,8 @@ class AuditEntryQuerySet(MemberQuerySet):
 
 
 class AuditEntry(models.Model):
-    """A change to keys, policies, domains, members or applications: who, what, when, where."""
+    """A change to keys, policies, domains, members, applications, clusters or profiles, a
+    login (or a failed one) or a password link: who, what, when, where."""
 
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, related_name="audit_entries"

@@ -92,20 +92,23 @@ class MemberQuerySet(models.QuerySet):
         """The object `key` in the member's organisation and what they may do with it: 404 when
         there is none (another organisation's objects are not found), 403 when their role may
         not do `action`."""
+        require(membership, self.view_action, self.what)
+        found = self.find(membership, key)
+        if action != self.view_action:  # the same question is not asked twice
+            require(membership, action, self.what)
+        return found, Permissions.of(membership)
+
+    def find(self, membership, key: str):
+        """The object `key` among the member's (`scoped`), or 404. Decides nothing about the
+        role: for a caller that has decided it (get_for_member; the deploy decision, made once
+        per request, jobs.access.as_deployer)."""
         found = None
         if isinstance(key, str) and "\x00" not in key and len(key) <= LONGEST_LOOKUP:
-            found = (
-                self.for_member(membership)
-                .filter(**self.lookup(key))
-                .select_related(*self.related)
-                .first()
-            )
-        else:
-            require(membership, self.view_action, self.what)
+            found = self.scoped(membership).filter(**self.lookup(key))
+            found = found.select_related(*self.related).first()
         if found is None:
             raise Http404(self.not_found(membership, _shown(key)))
-        require(membership, action, self.what)
-        return found, Permissions.of(membership)
+        return found
 
     def object_for_member(self, membership, key: str, action: str = "view"):
         """`get_for_member` without the permissions, for callers that only act."""

@@ -8,7 +8,8 @@ upstream directly, in one run (loopback, `wrk` from Debian):
 3. streaming: time to first chunk, direct vs gateway, and whether chunks were merged or
    delayed (the upstream sends 5 events 5 ms apart);
 4. the embedded mode as the docs run it: the gateway mounted in the console's ASGI app
-   (console.asgi, with the in-process reconciler on), under daphne and under uvicorn, at 32
+   (console.asgi, with the in-process reconciler on), served by `python -m console.serve`
+   (uvicorn) as scripts/run.sh does, and by daphne (`manage.py runserver`'s) beside it, at 32
    connections.
 
 The application is deployed through the real apply path on the local backend, whose command
@@ -327,6 +328,7 @@ def setup() -> tuple[str, str]:
 
     call_command("migrate", verbosity=0)
     from accesspolicies.models import APIKey, Membership, Role
+    from accesspolicies.secrets import API_KEY
     from jobs.deploy import apply
     from jobs.reconciler import Reconciler
     from tests.helpers import make_org
@@ -343,7 +345,7 @@ def setup() -> tuple[str, str]:
         reconciler.step_local()
         application.refresh_from_db()
         time.sleep(0.1)
-    lookup, plain, digest = APIKey.new_secret()
+    lookup, plain, digest = API_KEY.mint()
     APIKey.objects.create(
         organization=org,
         name="bench",
@@ -365,12 +367,17 @@ def model_server(slug: str) -> tuple[int, int]:
 
 
 def start(command: list[str], port: int, env: dict) -> subprocess.Popen:
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_port(port)
-    except SystemExit:
-        process.kill()
-        raise SystemExit(process.stderr.read().decode()[-2000:]) from None
+    # Its complaints go to a file, never a pipe nobody reads (a full one would stop it); the
+    # process keeps its own handle on the file after this one is closed.
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+        try:
+            wait_port(port)
+        except SystemExit:
+            process.kill()
+            process.wait(timeout=30)
+            errors.seek(0)
+            raise SystemExit(errors.read().decode(errors="replace")[-2000:]) from None
     return process
 
 
@@ -467,7 +474,19 @@ def run(args) -> None:
                     "console.asgi:application",
                 ],
             ),
-            ("uvicorn", [*uvicorn, "--port", "{port}", "console.asgi:application"]),
+            (
+                "console.serve",  # as scripts/run.sh and docs/install.md run the console
+                [
+                    sys.executable,
+                    "-m",
+                    "console.serve",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    "{port}",
+                    "console.asgi:application",
+                ],
+            ),
         ):
             port = free_port()
             process = start([c.replace("{port}", str(port)) for c in command], port, env)

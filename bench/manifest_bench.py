@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import yaml  # noqa: E402
 
 from jobs.manifest import ManifestContext, ProfileFacts, load_document, parse  # noqa: E402
-from tests.jobs.manifest_support import FULL_YAML, SHORTEST_YAML  # noqa: E402
+from tests.jobs.manifest.manifest_support import FULL_YAML, SHORTEST_YAML  # noqa: E402
 
 CATALOG = (
     {"name": "l4", "vendor": "nvidia", "gpuMemory": "23034Mi", "gpusPerNode": 8,

@@ -1,5 +1,6 @@
 """Typed readers for settings from the environment; a bad value stops start-up, naming it."""
 
+import ipaddress
 import os
 import re
 from urllib.parse import urlsplit
@@ -43,6 +44,30 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str) -> list[str]:
+    """Addresses or networks (CIDR), comma-separated; none by default."""
+    items = env_list(name, [])
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name} holds {item[:60]!r}, which is not an address or a network; list "
+                "addresses or CIDRs, comma-separated (e.g. 10.0.0.0/8,192.0.2.7)."
+            ) from None
+    return items
+
+
+def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={raw[:40]!r} is not one of {', '.join(choices)}.")
+    return value
 
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")

@@ -1,6 +1,8 @@
 """Form pieces every app's forms share: an organisation's object with a unique name, and a
 bounded YAML field. Here, not in one app's forms, so no app imports another app's forms."""
 
+import math
+
 from django import forms
 
 from jobs.manifest.bounded import DocumentError, Limits, load_bounded
@@ -56,4 +58,32 @@ def load_yaml_field(text: str, field: str, expect: type, limits: Limits = FORM_Y
     if not isinstance(value, expect):
         noun = "mapping" if expect is dict else "list"
         raise forms.ValidationError(f"{field} must be a YAML {noun}; {kind_of(value)} was given.")
+    where = not_finite(value)
+    if where is not None:
+        # JSON, where the value is stored, has no NaN or infinity.
+        raise forms.ValidationError(
+            f"{field}: {where or 'the value'} is not a finite number (.nan or .inf); "
+            "give a number, or leave the key out."
+        )
     return value
+
+
+def not_finite(value, path: str = "") -> str | None:
+    """The path of the first NaN or infinity in a loaded document, or None. The loader bounds
+    depth and size, so the walk is bounded too."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        label = (
+            f"{path}[{key}]" if isinstance(key, int) else (f"{path}.{key}" if path else str(key))
+        )
+        found = not_finite(item, label[:200])
+        if found is not None:
+            return found
+    return None

@@ -1,17 +1,41 @@
 """What the console's logs keep: records bounded in size (no input, however large, becomes a
-huge log line), and a refused request (4xx) as one line, not a traceback.
+huge log line) and without the secrets the console hands out, and a refused request (4xx) as
+one line, not a traceback.
 
 Messages and tracebacks can carry values from a request (an exception's text quotes what it
 could not read); each line is cut, and the record as a whole, so a log stays readable and a
 single request cannot fill the disk.
+
+A secret of the console's (an invitation link's `sdi_…`, a token's `sdp_…`, a key's `sdk_…`,
+a password link's token) can stand in a path: Django's request log writes the path of every
+refused request ("Gone: /access/join/sdi_…/" when a used invitation is opened again). Whatever
+the line, only the secret's prefix is written.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+
+from accesspolicies.secrets import KINDS
 
 MAX_LINE = 2000  # characters kept of any one line of a record
 MAX_RECORD = 20_000  # characters kept of a whole record (message and traceback)
+HIDDEN = "…"
+_PREFIXES = "|".join(re.escape(kind.prefix) for kind in KINDS)
+# A secret wherever it stands (a path segment, a query value, a quoted word): its prefix and
+# every character a secret is made of after it.
+SECRET = re.compile(rf"(?<![A-Za-z0-9])({_PREFIXES})[A-Za-z0-9_\-]+")
+# An admin's password link: /password/set/<user>/<token>/ (the page it redirects to says
+# set-password instead of the token, and is kept).
+PASSWORD_LINK = re.compile(r"(/password/set/[^/\s]+/)(?!set-password\b)[^/\s?#\"']+")
+
+
+def hide_secrets(text: str) -> str:
+    """`text` with every secret of the console's cut to its prefix, and a password link's
+    token hidden."""
+    text = SECRET.sub(lambda found: found.group(1) + HIDDEN, text)
+    return PASSWORD_LINK.sub(lambda found: found.group(1) + HIDDEN, text)
 
 
 def bound(text: str, max_line: int = MAX_LINE, max_record: int = MAX_RECORD) -> str:
@@ -27,11 +51,12 @@ def bound(text: str, max_line: int = MAX_LINE, max_record: int = MAX_RECORD) -> 
     return out
 
 
-class BoundedFormatter(logging.Formatter):
-    """logging.Formatter whose output is bounded (see `bound`)."""
+class ConsoleFormatter(logging.Formatter):
+    """logging.Formatter whose output holds no secret of the console's (`hide_secrets`) and is
+    bounded (`bound`): every line the console writes goes through it."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return bound(super().format(record))
+        return bound(hide_secrets(super().format(record)))
 
 
 class OneLineClientErrors(logging.Filter):

@@ -1,11 +1,13 @@
 """The console's request guards: every page needs login (the REST API answers 401 itself
-instead of redirecting), probes get /healthz first, every response carries the
+instead of redirecting), probes get /healthz and /readyz first, every response carries the
 Content-Security-Policy, and no credential travels in a query string."""
 
 from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware as DjangoLoginRequired
 from django.http import HttpResponse, JsonResponse
 
+from accesspolicies.secrets import API_KEY, PERSONAL_TOKEN
+from console import health
 from console.api_errors import error_body
 
 # Paths that authenticate on their own (tokens) or must be reachable without a session.
@@ -20,7 +22,8 @@ class LoginRequiredMiddleware(DjangoLoginRequired):
 
 
 class HealthCheckMiddleware:
-    """Answer /healthz before host checks and the HTTPS redirect: probes come from any address."""
+    """Answer /healthz (alive) and /readyz (the database and Redis answer; 503 naming what does
+    not) before host checks and the HTTPS redirect: probes come from any address."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -28,6 +31,11 @@ class HealthCheckMiddleware:
     def __call__(self, request):
         if request.path == "/healthz":
             return HttpResponse("ok", content_type="text/plain")
+        if request.path == "/readyz":
+            problems = health.readiness_problems()
+            if problems:
+                return HttpResponse("; ".join(problems), content_type="text/plain", status=503)
+            return HttpResponse("ready", content_type="text/plain")
         return self.get_response(request)
 
 
@@ -51,7 +59,7 @@ class ContentSecurityPolicyMiddleware:
 CREDENTIAL_PARAMETERS = frozenset(
     {"token", "access_token", "api_key", "apikey", "key", "password", "secret", "bearer", "auth"}
 )
-TOKEN_PREFIXES = ("sdp_", "sdk_")  # personal access tokens, API keys
+TOKEN_PREFIXES = (PERSONAL_TOKEN.prefix, API_KEY.prefix)
 
 
 class QueryStringCredentialsMiddleware:

@@ -13,10 +13,12 @@ from django.core.exceptions import ImproperlyConfigured
 
 from console.env import (
     env_bool,
+    env_choice,
     env_host_port,
     env_int,
     env_list,
     env_namespaces,
+    env_networks,
     env_str,
     env_url,
 )
@@ -184,6 +186,17 @@ else:
 # exit), so its status announcements reach the live pages. With Redis, `manage.py reconcile`
 # runs as its own process (or several consoles would each run one).
 SERVEDECK_RECONCILER_IN_PROCESS = env_bool("SERVEDECK_RECONCILER_IN_PROCESS", not REDIS_URL)
+# Several `manage.py reconcile` replicas in a cluster: set to the namespace they run in, and
+# they elect one leader on a coordination.k8s.io Lease there (through the pod's service
+# account); only the leader acts, and another takes over within the lease's duration.
+SERVEDECK_LEADER_ELECTION_NAMESPACE = env_str("SERVEDECK_LEADER_ELECTION_NAMESPACE").strip()
+SERVEDECK_LEADER_ELECTION_LEASE = env_str("SERVEDECK_LEADER_ELECTION_LEASE", "servedeck-reconciler")
+SERVEDECK_LEADER_ELECTION_LEASE_SECONDS = env_int("SERVEDECK_LEADER_ELECTION_LEASE_SECONDS", 15)
+if SERVEDECK_LEADER_ELECTION_LEASE_SECONDS < 3:
+    raise ImproperlyConfigured(
+        f"SERVEDECK_LEADER_ELECTION_LEASE_SECONDS={SERVEDECK_LEADER_ELECTION_LEASE_SECONDS} is "
+        "below 3; set the seconds a reconciler's Lease holds without renewal, such as 15."
+    )
 # Live sockets (model pages, the dashboard) one user may hold open in one console process; past
 # it a page's socket is closed with 4429 and the page says why (jobs/live/consumers.py).
 SERVEDECK_LIVE_SOCKETS_PER_USER = env_int("SERVEDECK_LIVE_SOCKETS_PER_USER", 50)
@@ -203,6 +216,10 @@ AUTH_PASSWORD_VALIDATORS = [
 # the cache; past either limit, logins from there wait for the window's end unhashed.
 SERVEDECK_LOGIN_FAILURES_PER_ACCOUNT = env_int("SERVEDECK_LOGIN_FAILURES_PER_ACCOUNT", 5)
 SERVEDECK_LOGIN_FAILURES_PER_ADDRESS = env_int("SERVEDECK_LOGIN_FAILURES_PER_ADDRESS", 30)
+# The proxies (addresses or CIDRs) whose X-Forwarded-For is read: the client's address is then
+# the rightmost hop that is not one of them; from anyone else the header is ignored. It is the
+# address access policies' allowedNetworks, the per-address login limit and the audit see.
+SERVEDECK_TRUSTED_PROXIES = env_networks("SERVEDECK_TRUSTED_PROXIES")
 SERVEDECK_LOGIN_FAILURE_WINDOW = env_int("SERVEDECK_LOGIN_FAILURE_WINDOW", 900)
 # An admin's password reset link works once, for a day.
 PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT", 86400)
@@ -299,6 +316,12 @@ SERVEDECK_ALLOW_IN_CLUSTER = env_bool("SERVEDECK_ALLOW_IN_CLUSTER", False)
 # stream: the longest wait between two chunks) before the client gets 504.
 SERVEDECK_GATEWAY_CONNECT_TIMEOUT = env_int("SERVEDECK_GATEWAY_CONNECT_TIMEOUT", 5)
 SERVEDECK_GATEWAY_READ_TIMEOUT = env_int("SERVEDECK_GATEWAY_READ_TIMEOUT", 600)
+# Which media links (image_url, audio_url, video_url, file_url) a request may hold: "data"
+# (only data: URLs, the default) or "public" (http(s) links to hosts that resolve to public
+# addresses only). The model server fetches a link from its own host and network.
+SERVEDECK_GATEWAY_MEDIA_URLS = env_choice(
+    "SERVEDECK_GATEWAY_MEDIA_URLS", ("data", "public"), "data"
+)
 # Domain verification asks this DNS server (host:port) for the TXT record; unset means the
 # system's resolvers. Each lookup gives up after SERVEDECK_DNS_TIMEOUT seconds.
 SERVEDECK_DNS_RESOLVER = env_host_port("SERVEDECK_DNS_RESOLVER", 53)
@@ -318,10 +341,11 @@ KSERVE_CRD_DIR = env_str("KSERVE_CRD_DIR")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    # Bounded: a request's text that reaches a message or traceback never makes a huge line.
+    # Bounded: a request's text that reaches a message or traceback never makes a huge line;
+    # and a secret of the console's (an invitation link's in a refused path) is cut to its prefix.
     "formatters": {
         "plain": {
-            "()": "console.logs.BoundedFormatter",
+            "()": "console.logs.ConsoleFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
         }
     },

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from console.api_errors import errors
 from jobs import deploy as verbs
-from jobs.access import get_application
+from jobs.access import application_to_change, as_deployer, get_application
 from jobs.manifest.json_schema import manifest_json_schema
 from jobs.models import Application, Phase
 from jobs.present import described, dry_run_body, local_profile_note, summary
@@ -104,16 +104,16 @@ class RollbackIn(Schema):
 
 
 def _apply(request, dry_run: bool, expect_name=None, create_only=False):
-    membership = request.auth
-    # the decision `app apply [--dry-run]` makes too: applying or dry-running is a deployer's
-    Application.objects.for_member(membership, "deploy")
+    # The decision `app apply [--dry-run]` makes too: applying or dry-running is a deployer's.
+    # Made here, before the body is read, and once: apply takes the Deployer.
+    deployer = as_deployer(request.auth)
     body = request.body
     if dry_run:
-        run = verbs.dry_run(body, membership.organization, expect_name=expect_name)
+        run = verbs.dry_run(body, deployer.membership.organization, expect_name=expect_name)
         if not run.ok:
             raise verbs.Refused(run)
         return Status(200, dry_run_body(run))
-    applied = verbs.apply(body, membership, expect_name=expect_name, create_only=create_only)
+    applied = verbs.apply(body, deployer, expect_name=expect_name, create_only=create_only)
     body = {
         "action": applied.action,
         "revision": applied.revision.number if applied.revision else None,
@@ -181,7 +181,7 @@ def get(request, name: str):
     summary="Update an application (or dry-run the change)",
 )
 def update_application(request, name: str, dryRun: bool = False):  # noqa: N803
-    get_application(request.auth, name, "deploy")
+    get_application(request.auth, name)  # 404 before 403, as for every named application
     return _apply(request, dryRun, expect_name=name)
 
 
@@ -195,8 +195,8 @@ def update_application(request, name: str, dryRun: bool = False):  # noqa: N803
     "still run on the cluster).",
 )
 def delete_application(request, name: str, keepOnCluster: bool = False):  # noqa: N803
-    application = get_application(request.auth, name, "deploy")
-    left = verbs.delete(application, request.auth, keep_on_cluster=keepOnCluster)
+    application, deployer = application_to_change(request.auth, name)
+    left = verbs.delete(application, deployer, keep_on_cluster=keepOnCluster)
     if left:
         return Status(200, {"name": name, "leftOnCluster": left})
     if application.phase == Phase.DELETING and application.pk is not None:
@@ -216,8 +216,8 @@ def history(request, name: str):
     summary="Apply an earlier revision again, as a new revision",
 )
 def rollback(request, name: str, body: RollbackIn):
-    application = get_application(request.auth, name, "deploy")
-    applied = verbs.rollback(application, body.revision, request.auth)
+    application, deployer = application_to_change(request.auth, name)
+    applied = verbs.rollback(application, body.revision, deployer)
     return {
         "action": "updated",
         "revision": applied.revision.number,
@@ -234,8 +234,8 @@ def _operation(verb: str, summary: str):
         operation_id=verb,
     )
     def operate(request, name: str):
-        application = get_application(request.auth, name, "deploy")
-        getattr(verbs, verb)(application, request.auth)
+        application, deployer = application_to_change(request.auth, name)
+        getattr(verbs, verb)(application, deployer)
         return described(application)
 
     return operate
@@ -248,8 +248,8 @@ _operation("start", "Start a stopped application again")
 
 @router.post("/{name}/deploy", response=ApplicationOut, summary="Deploy the latest revision")
 def deploy(request, name: str):
-    application = get_application(request.auth, name, "deploy")
-    verbs.deploy_latest(application, request.auth)
+    application, deployer = application_to_change(request.auth, name)
+    verbs.deploy_latest(application, deployer)
     return described(application)
 
 

@@ -1,6 +1,9 @@
 """The verbs on applications: dry run, apply (create or update), deploy, roll back and delete.
 
 The wizard, the REST API and the command line all call these; they never touch models directly.
+Each verb that changes an application makes the deploy decision on the member it is given
+(jobs.access.as_deployer): a surface that decided it already in this request hands over the
+Deployer, and it is not made again.
 """
 
 from dataclasses import dataclass
@@ -9,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accesspolicies import audit
-from accesspolicies.access import require
+from jobs.access import as_deployer, get_profile
 from jobs.backends import backend_for
 from jobs.backends.base import BackendFailed, Observed
 from jobs.dry_run import DryRun, dry_run, manifest_context
@@ -69,8 +72,9 @@ def apply(
     cluster call can take seconds; holding the database's write lock that long fails every
     other write), then its outcome is recorded in a short transaction of its own. `checked`
     is the dry run the caller made of `doc` in this request (the wizard's Deploy): not twice.
+    `membership`: the member, or the Deployer the caller decided on.
     """
-    require(membership, "deploy", "applications")
+    membership = as_deployer(membership).membership
     run = checked or dry_run(doc, membership.organization, expect_name=expect_name)
     if not run.ok:
         raise Refused(run)
@@ -84,7 +88,7 @@ def apply(
             raise _already_exists(run.manifest["spec"]["name"]) from None
         applied = _save(run, membership, create_only=False)  # it exists now: update it
     if applied.revision is not None and _auto(run.manifest):
-        deploy(applied.application, applied.revision)
+        deploy(applied.application, applied.revision, run.objects or None)
     return applied
 
 
@@ -156,12 +160,16 @@ def _record(application, reason: str, message: str, kind=Event.Kind.NORMAL) -> N
     Event.objects.create(application=application, reason=reason, message=message, kind=kind)
 
 
-def deploy(application: Application, revision: Revision | None = None) -> Revision:
+def deploy(
+    application: Application, revision: Revision | None = None, objects: list | None = None
+) -> Revision:
     """Hand a revision (the latest by default) to the profile's cluster backend, then record
-    the outcome. Call it outside a transaction: the backend call can take seconds."""
+    the outcome. Call it outside a transaction: the backend call can take seconds. `objects`:
+    what the dry run of the revision's manifest rendered (DryRun.objects), so the backend
+    does not render it again; None when no dry run was made (deploy the latest)."""
     revision = revision or application.revisions.order_by("-number").first()
     try:
-        observed = backend_for(application.profile).apply(application, revision)
+        observed = backend_for(application.profile).apply(application, revision, objects=objects)
     except BackendFailed as failure:
         observed = _failed(revision, failure.reason, failure.next_step)
         _record_outcome(application, revision, Revision.Outcome.FAILED, failure.reason, observed)
@@ -206,7 +214,7 @@ def _min_replicas(manifest: dict) -> int:
 
 
 def deploy_latest(application: Application, membership) -> Revision:
-    require(membership, "deploy", "applications")
+    membership = as_deployer(membership).membership
     revision = deploy(application)
     audit.record(
         application.organization,
@@ -221,7 +229,7 @@ def deploy_latest(application: Application, membership) -> Revision:
 
 def rollback(application: Application, number: int, membership) -> Applied:
     """Apply revision `number` again as a new revision; never automatic."""
-    require(membership, "deploy", "applications")
+    membership = as_deployer(membership).membership
     application.refresh_from_db()  # compare with what runs now, not a copy loaded earlier
     target = application.revisions.filter(number=number).first()
     if target is None:
@@ -254,7 +262,7 @@ def rollback(application: Application, number: int, membership) -> Applied:
             "RolledBack",
             f"Revision {revision.number} rolls back to revision {number}, by {membership.user}.",
         )
-    deploy(application, revision)
+    deploy(application, revision, run.objects or None)
     audit.record(
         application.organization,
         membership.user,
@@ -267,7 +275,7 @@ def rollback(application: Application, number: int, membership) -> Applied:
 
 
 def _operate(verb: str, application: Application, membership) -> Observed:
-    require(membership, "deploy", "applications")
+    membership = as_deployer(membership).membership
     try:
         observed = getattr(backend_for(application.profile), verb)(application)
     except BackendFailed as failure:
@@ -328,7 +336,7 @@ def delete(application: Application, membership, *, keep_on_cluster: bool = Fals
     profile whose objects take time to go) the application stays, Deleting, until the
     reconciler sees them gone and removes it.
     """
-    require(membership, "deploy", "applications")
+    membership = as_deployer(membership).membership
     try:
         still_there = backend_for(application.profile).delete(application)
     except BackendFailed as failure:
@@ -395,14 +403,13 @@ def render(doc, membership) -> Rendered:
     """Like `helm template`: the objects a manifest renders into for its profile, on a
     Kubernetes cluster with the same machine catalog even when the profile runs on the local
     backend. A dry run, so a deployer's; raises Refused (its problems) or RenderError."""
-    from jobs.access import get_profile
-
-    Application.objects.for_member(membership, "deploy")
+    membership = as_deployer(membership).membership
     run = dry_run(doc, membership.organization)
     if not run.ok:
         raise Refused(run)
     profile = get_profile(membership, run.manifest["spec"]["profileName"])
-    return Rendered(run, profile, render_for_profile(run.manifest, profile))
+    # A Kubernetes profile's dry run rendered them already; a local profile's did not.
+    return Rendered(run, profile, run.objects or render_for_profile(run.manifest, profile))
 
 
 MAX_LOG_LINES = 1000

@@ -1,7 +1,8 @@
 """The dry run: what applying a manifest would do, in one pass that saves nothing.
 
 Parse once; run Check model once (answers are kept for the pass, so the wizard's sizing asks
-it once per request); apply the rules that depend on what it found to the same facts; then
+it once per request); apply the rules that depend on what it found to the same facts; render
+once for a Kubernetes profile (DryRun.objects, which the deploy hands to the backend); then
 the target's preflight (the cluster's server-side dry run, or what this machine lacks). Every
 problem says where it came from (`Problem.origin`), so the wizard routes by path and origin.
 """
@@ -24,7 +25,8 @@ from jobs.models import Application, Cluster, Profile
 from jobs.render import RenderError, render_for_profile
 from jobs.token_refs import profile_token
 from models_catalog.architectures import default_gpu_memory_utilization
-from models_catalog.check import CheckResult, check_model
+from models_catalog.check import check_model
+from models_catalog.check_types import CheckResult
 from models_catalog.models import ModelMaster
 from models_catalog.service import layout_refusal, model_facts
 
@@ -47,7 +49,9 @@ class DryRun:
     exists: bool = False
     changed: bool = True
     check: CheckResult | None = None
-    objects: list = field(default_factory=list)  # what a Kubernetes profile's cluster gets
+    # What a Kubernetes profile's cluster gets, rendered once: the deploy applies these
+    # (stamped with the revision) rather than render the manifest again.
+    objects: list = field(default_factory=list)
     server_side: bool = False  # the cluster's server-side dry run was asked
     # The defaults the model itself decided (mf.model_defaults), which the wizard pre-fills.
     model_defaults: mf.ModelDefaults = field(default_factory=mf.ModelDefaults)
@@ -200,9 +204,10 @@ def dry_run(
     if facts is not None and facts != ctx.model:
         if ctx.model is not None or mf.refill_needed(result, facts):
             # What Check model found changes a default (the context window, the memory that
-            # holds the model, its pinned commit): fill them from it, and size for them.
+            # holds the model, its pinned commit): fill them from it, and size for them. The
+            # document was read once; only the fill and its rules run again.
             ctx = replace(ctx, model=facts)
-            result = mf.parse(doc, ctx)
+            result = mf.refill(result, ctx)
             # Sized again for a context window it capped; about the uri as it was asked (the
             # commit it is now pinned to is the one that answer resolved).
             checked = _check_model(result, organization, checks, uri=checked.uri) or checked

@@ -5,6 +5,7 @@ from django import forms
 from django.conf import settings
 
 from console.form_fields import OrganizationScopedForm, load_yaml_field
+from jobs import cluster_audit
 from jobs.backends.kubernetes.kubeconfig import KubeconfigRefused, resolve_kubeconfig
 from jobs.machine_catalog import is_default_catalog, newest_known_vllm_version
 from jobs.manifest.problems import listing, show
@@ -41,7 +42,24 @@ KUBERNETES_ONLY = (
 )
 
 
-class ClusterForm(OrganizationScopedForm):
+class AuditedForm(OrganizationScopedForm):
+    """A cluster's or profile's form whose save `actor` makes is in the audit log (which
+    settings changed: cluster_audit), from a page or the command line alike."""
+
+    def __init__(self, *args, actor=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.actor = actor
+        # Before any data is bound to it: validation writes into the instance.
+        self.before = cluster_audit.snapshot(self.instance) if self.instance.pk else None
+
+    def save(self, commit=True):
+        saved = super().save(commit)
+        if commit:
+            cluster_audit.record_saved(saved, self.before, self.actor)
+        return saved
+
+
+class ClusterForm(AuditedForm):
     addons = forms.MultipleChoiceField(
         label="Add-ons",
         choices=list(ADDONS.items()),
@@ -185,7 +203,7 @@ def validate_catalog(catalog: list) -> list:
     return catalog
 
 
-class ProfileForm(OrganizationScopedForm):
+class ProfileForm(AuditedForm):
     machine_catalog_yaml = _yaml_field(
         "Machine catalog",
         "The machines this profile offers, as YAML: GPU kinds with name, gpuMemory, gpusPerNode, "

@@ -167,6 +167,9 @@ class Profile(models.Model):
             extra_namespaces=tuple(
                 n for n in (self.extra_namespaces or []) if isinstance(n, str) and n
             ),
+            kubevirt_devices=(
+                None if cluster.kubevirt_devices is None else tuple(cluster.kubevirt_devices)
+            ),
         )
 
 

@@ -1,11 +1,14 @@
 """Check model: whether the platform can serve a model, answered before anything runs from
 metadata alone (the Hub's model info, config.json, safetensors headers), with the runtime,
-task, memory, the machines that hold it and, when it cannot serve, why and what to do."""
+task, memory, the machines that hold it and, when it cannot serve, why and what to do.
+
+Here: the steps to a verdict. The question and the answer are check_types.py's, the figures
+of a model it can serve check_sizing.py's, the reasons it cannot refusals.py's."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import jobs.backends.local.runtimes as runtimes
@@ -13,9 +16,11 @@ from jobs.machine_catalog import gpu_kinds
 from jobs.manifest import FORMAT_ENGINE, UriInfo, parse_uri
 from jobs.manifest.model_defaults import cpu_replica_bytes
 from jobs.manifest.uri import UriError
-from models_catalog import architectures, hub
+from models_catalog import architectures, hub, hub_weights
 from models_catalog import folders as model_folder
 from models_catalog.architectures import Unsupported
+from models_catalog.check_sizing import servable, size_parakeet, size_vllm
+from models_catalog.check_types import CheckResult, HubRequest
 from models_catalog.hub_facts import RepoFacts, repo_facts
 from models_catalog.refusals import (
     gguf_only,
@@ -23,26 +28,10 @@ from models_catalog.refusals import (
     no_config,
     no_weights,
     refuse,
-    too_large,
     unsupported,
 )
-from models_catalog.sizing import (
-    Demand,
-    Suggestion,
-    Weights,
-    cache_size,
-    human_bytes,
-    kv_bytes_per_token,
-    kv_cache_bytes,
-    max_context,
-    model_shape,
-    parse_bytes,
-    size_on_catalog,
-    weights_from_file_bytes,
-    weights_from_safetensors,
-)
+from models_catalog.sizing import Demand, Suggestion, parse_bytes, size_on_catalog
 
-SERVABLE = "The platform can serve this model."
 DEFAULT_VLLM_VERSION = "0.13.0"
 
 GPU_ONLY_FORMATS = frozenset({"TensorRT"})  # TensorRT engines run on NVIDIA GPUs only
@@ -54,88 +43,7 @@ STORAGE = {
     "oci": "an OCI image",
     "https": "Azure Blob Storage",  # the only https:// the platform reads
 }
-PARAKEET_ARCHITECTURE = "ParakeetForTDT"
 CTRANSLATE2_WHISPER = "Whisper (CTranslate2)"
-
-
-@dataclass
-class CheckResult:
-    """The answer to Check model. `verdict` is SERVABLE exactly when `can_serve`."""
-
-    uri: str
-    can_serve: bool
-    verdict: str
-    next_step: str
-    inconclusive: bool = False  # the Hub could not be asked: try again
-    runtime: str | None = None  # "vllm", "parakeet", or a predictive runtime
-    task: str | None = None  # generate | embed | score | transcribe | predict
-    architecture: str | None = None
-    revision: str | None = None  # the pinned commit
-    parameters: int | None = None
-    weight_dtype: str | None = None
-    weight_bytes: int | None = None  # as stored
-    # "hub" summary, safetensors "headers", the safetensors "index" total, or "file sizes"
-    weight_source: str | None = None
-    max_context_tokens: int | None = None
-    context_tokens: int | None = None  # the context the memory is sized for
-    concurrency: int = 1
-    kv_bytes_per_token: int | None = None
-    memory_needed_bytes: int | None = None  # on one GPU, over gpuMemoryUtilization
-    cpu_memory_bytes: int | None = None  # a replica on the CPU (sizing.cpu_replica_bytes)
-    suggestion: Suggestion | None = None
-    options: list[Suggestion] = field(default_factory=list)  # each GPU kind's smallest fit
-    unfit: list[tuple[str, str]] = field(default_factory=list)  # (GPU kind, reason)
-    cache_size: str | None = None  # weight cache to reserve, e.g. "17Gi"
-    modalities: list[str] = field(default_factory=list)  # inputs besides text
-    warnings: list[str] = field(default_factory=list)
-    # Which of `warnings` says the hf:// revision is not pinned: the dry run leaves it to the
-    # manifest rule that decides the same thing (at the uri), so it is said once.
-    pin_warning: str | None = None
-    custom_code: bool = False
-    # The refusal is the profile's Hugging Face token's (none, no access, rejected): pages
-    # link to the profile, where the token is set.
-    about_token: bool = False
-    vllm_version: str | None = None
-    gpu_memory_utilization: float | None = None
-
-    def memory_text(self) -> str | None:
-        """What the model needs where it is suggested to run, per GPU on GPUs (with the sum
-        over them), or on the CPU against the machine's memory; None when not sized."""
-        at = f"at {self.context_tokens} tokens" if self.context_tokens else ""
-        if self.concurrency > 1:
-            at += f" × {self.concurrency} requests at once"
-        suggestion = self.suggestion
-        if suggestion is not None and suggestion.accelerator == "cpu":
-            if not self.cpu_memory_bytes:
-                return None
-            text = f"{human_bytes(self.cpu_memory_bytes)} of memory on the CPU {at}".rstrip()
-            if suggestion.machine_memory_bytes:
-                text += f"; the machine has {human_bytes(suggestion.machine_memory_bytes)}"
-            return text
-        if suggestion is not None and suggestion.needed_per_gpu_bytes:
-            per_gpu = suggestion.needed_per_gpu_bytes
-            text = f"{human_bytes(per_gpu)} per GPU on {suggestion.describe()} {at}".rstrip()
-            if suggestion.total_gpus > 1:
-                text += f", {human_bytes(per_gpu * suggestion.total_gpus)} in all"
-            return text
-        if self.memory_needed_bytes:
-            return f"{human_bytes(self.memory_needed_bytes)} on one GPU {at}".rstrip()
-        return None
-
-    def as_dict(self) -> dict:
-        data = asdict(self)
-        data["suggestion"] = self.suggestion.as_dict() if self.suggestion else None
-        data["options"] = [option.as_dict() for option in self.options]
-        data["unfit"] = [{"gpu_kind": kind, "reason": reason} for kind, reason in self.unfit]
-        # The sizing core's words for its figures, so a terminal prints them as the pages do.
-        data["weights_text"] = (
-            f"{human_bytes(self.weight_bytes)} ({self.weight_dtype})" if self.weight_bytes else None
-        )
-        data["kv_cache_text"] = (
-            f"{human_bytes(self.kv_bytes_per_token)} per token" if self.kv_bytes_per_token else None
-        )
-        data["memory_text"] = self.memory_text()
-        return data
 
 
 def check_model(
@@ -248,7 +156,7 @@ def _check_by_format(
     result = replace(base, runtime=FORMAT_ENGINE[format], warnings=[unread])
     if format == "vLLM":
         step = "Set resources.accelerator.gpu (model and countPerReplica) for the model's size "
-        return _serve(replace(result, task="generate"), step + "yourself; Check model could not.")
+        return servable(replace(result, task="generate"), step + "yourself; Check model could not.")
     suggestion = PREDICTIVE_DEFAULT
     if format in GPU_ONLY_FORMATS:
         gpus = [kind for kind in gpu_kinds(catalog) if kind.get("vendor", "nvidia") == "nvidia"]
@@ -267,43 +175,12 @@ def _check_by_format(
             node_labels=dict(smallest.get("nodeLabels") or {}),
         )
     result = replace(result, task="predict", suggestion=suggestion, options=[suggestion])
-    return _serve(
+    return servable(
         result, f"Deploy it on {suggestion.describe()}; raise resources.memory if it needs more."
     )
 
 
-def _serve(result: CheckResult, next_step: str | None = None) -> CheckResult:
-    step = next_step or _deploy_step(result)
-    return replace(result, can_serve=True, verdict=SERVABLE, next_step=step)
-
-
-# ---- hf:// ----
-
-
-@dataclass(frozen=True)
-class HubRequest:
-    """One hf:// check: the model, the token and Hub to ask, and what to size it for."""
-
-    uri: UriInfo
-    token: str | None
-    endpoint: str
-    catalog: Sequence[Mapping]
-    vllm_version: str
-    context_tokens: int | None
-    gpu_memory_utilization: float
-
-    @property
-    def repo(self) -> str:
-        return self.uri.hf_repo or ""
-
-    def read(self, filename: str, sha: str) -> dict | list | None:
-        revision = sha or self.uri.hf_revision  # a mirror may not send the commit
-        return hub.read_json(self.repo, filename, revision, self.token, endpoint=self.endpoint)
-
-    def safetensors(self) -> hub.SafetensorsSummary | None:
-        return hub.safetensors_summary(
-            self.repo, self.uri.hf_revision, self.token, endpoint=self.endpoint
-        )
+# ---- a model's files: a folder on this machine, or an hf:// repository ----
 
 
 @dataclass(frozen=True)
@@ -319,13 +196,13 @@ class FolderRequest(HubRequest):
     def read(self, filename: str, sha: str) -> dict | list | None:
         return model_folder.read_json(self.folder / filename)
 
-    def safetensors(self) -> hub.SafetensorsSummary | None:
+    def safetensors(self) -> hub_weights.SafetensorsSummary | None:
         counts = model_folder.safetensors_parameters(self.folder)
         files = sorted(p.name for p in self.folder.glob("*.safetensors") if p.is_file())
         if not counts:
             return None
         size = sum((self.folder / name).stat().st_size for name in files)
-        return hub.SafetensorsSummary(counts, size, size, tuple(files), "headers")
+        return hub_weights.SafetensorsSummary(counts, size, size, tuple(files), "headers")
 
 
 def _folder_request(
@@ -376,7 +253,7 @@ def _ctranslate2(base: CheckResult, facts: runtimes.ModelFacts, size: int) -> Ch
         weight_source="file sizes",
         cpu_memory_bytes=cpu_replica_bytes(size),
     )
-    return _serve(result, "Deploy it on the local profile.")
+    return servable(result, "Deploy it on the local profile.")
 
 
 @dataclass(frozen=True)
@@ -460,7 +337,7 @@ def _check_hf(base: CheckResult, request: HubRequest, here: RepoFacts | None = N
 def _check_files(base: CheckResult, request: HubRequest, info: hub.HubModelInfo) -> CheckResult:
     """The check of a model's files, whether on the Hub or in a folder (`request` reads)."""
     if _is_parakeet(request.repo, info.file_names):
-        return _parakeet(base, request, info)
+        return size_parakeet(base, request, info)
     config = request.read("config.json", info.sha)
     if not isinstance(config, dict):
         return no_config(base, request, info)
@@ -479,12 +356,12 @@ def _check_files(base: CheckResult, request: HubRequest, info: hub.HubModelInfo)
     found = architectures.lookup(arch, request.vllm_version)
     if isinstance(found, Unsupported):
         return unsupported(base, request, found, config)
-    weight_format, files = hub.weight_files(info.file_names)
+    weight_format, files = hub_weights.weight_files(info.file_names)
     if weight_format is None:
         return no_weights(base, request, info)
     if weight_format == "gguf":
         return gguf_only(base, request)
-    return _size(base, request, info, found, config, tokenizer_config, weight_format, files)
+    return size_vllm(base, request, info, found, config, tokenizer_config, weight_format, files)
 
 
 def _pin_warnings(request: HubRequest, info: hub.HubModelInfo) -> list[str]:
@@ -498,164 +375,5 @@ def _pin_warnings(request: HubRequest, info: hub.HubModelInfo) -> list[str]:
     ]
 
 
-def _size(
-    base: CheckResult,
-    request: HubRequest,
-    info: hub.HubModelInfo,
-    found: architectures.ArchInfo,
-    config: dict,
-    tokenizer_config: dict | None,
-    weight_format: str,
-    files: list[str] | None,
-) -> CheckResult:
-    task, encoder_config = found.task, None
-    modules = request.read("modules.json", info.sha)
-    pooling = [m for m in modules if isinstance(m, dict)] if isinstance(modules, list) else []
-    if any("Pooling" in str(m.get("type")) for m in pooling):
-        # A Sentence-Transformers pooling config makes it a pooling model.
-        task = "embed" if task == "generate" else task
-        encoder = request.read("sentence_bert_config.json", info.sha)
-        encoder_config = encoder if isinstance(encoder, dict) else None
-    weights, disk_bytes, source = _weights(request, info, config, weight_format, files)
-    shape = model_shape(config)
-    limit = max_context(config, tokenizer_config, encoder_config)
-    result = replace(
-        base,
-        runtime="vllm",
-        task=task,
-        parameters=weights.parameters,
-        weight_dtype=weights.dtype,
-        weight_bytes=weights.stored_bytes,
-        weight_source=source,
-        max_context_tokens=limit,
-        kv_bytes_per_token=kv_bytes_per_token(shape),
-        cache_size=cache_size(disk_bytes) if disk_bytes else None,
-        modalities=list(found.modalities),
-        warnings=base.warnings + _arch_warnings(found, base.custom_code, weight_format),
-    )
-    wanted = request.context_tokens
-    if wanted is not None and wanted > limit:
-        return refuse(
-            result,
-            f"serving.maxContextTokens {wanted} is above the model's own limit of {limit} tokens; "
-            "the runtime would not start.",
-            f"Set serving.maxContextTokens to {limit} or less.",
-        )
-    context = wanted or limit
-    kv = kv_cache_bytes(shape, context, base.concurrency)
-    demand = Demand(weights.gpu_bytes, kv, shape, request.gpu_memory_utilization)
-    sizing = size_on_catalog(demand, request.catalog, nvidia_only=True)
-    result = replace(
-        result,
-        context_tokens=context,
-        memory_needed_bytes=sizing.memory_needed_bytes,
-        cpu_memory_bytes=sizing.cpu_memory_bytes,
-        suggestion=sizing.suggestion,
-        options=sizing.options,
-        unfit=sizing.unfit,
-    )
-    if sizing.suggestion is None:
-        return too_large(result, request, demand, sizing, context)
-    return _serve(result)
-
-
-def _weights(
-    request: HubRequest,
-    info: hub.HubModelInfo,
-    config: dict,
-    weight_format: str,
-    files: list[str] | None,
-) -> tuple[Weights, int | None, str]:
-    if weight_format == "safetensors":
-        summary = request.safetensors()
-        if summary is not None:
-            weights = weights_from_safetensors(summary.parameters_by_dtype, config)
-            return weights, summary.file_bytes, summary.source
-    size = info.size_of(files or [])
-    if not size:
-        raise hub.BadFile(
-            f"the Hub gave no sizes for the weights of {request.repo}",
-            endpoint=request.endpoint,
-            repo=request.repo,
-        )
-    return weights_from_file_bytes(size, config), size, "file sizes"
-
-
-def _arch_warnings(
-    found: architectures.ArchInfo, custom_code: bool, weight_format: str
-) -> list[str]:
-    warnings = []
-    if found.via == "transformers":
-        warnings.append(
-            f"vLLM {found.vllm_version} serves {found.name} through its Transformers backend, "
-            "not a native implementation: expect lower throughput, and some features may be "
-            "missing."
-        )
-    if custom_code:
-        warnings.append(
-            f"The repository ships custom code (auto_map in its config); vLLM uses its own "
-            f"implementation of {found.name}, so that code is not run."
-        )
-    if weight_format == "bin":
-        warnings.append(
-            "The weights are PyTorch .bin (pickle) files: vLLM loads them, but safetensors loads "
-            "faster and cannot carry code."
-        )
-    if found.data_version != found.vllm_version:
-        warnings.append(
-            f"No architecture list for vLLM {found.vllm_version} is on file; answered with "
-            f"vLLM {found.data_version}'s. Regenerate it with manage.py vllm_architectures."
-        )
-    return warnings
-
-
-def _deploy_step(result: CheckResult) -> str:
-    suggestion = result.suggestion
-    assert suggestion is not None
-    step = f"Deploy it on {suggestion.describe()}"
-    if result.cache_size:
-        step += f"; reserve a {result.cache_size} weight cache if caching is on"
-    return step + "."
-
-
-# ---- Parakeet ----
-
-
 def _is_parakeet(repo: str, names: Sequence[str]) -> bool:
     return "parakeet" in repo.lower() and any(name.endswith(".nemo") for name in names)
-
-
-def _parakeet(base: CheckResult, request: HubRequest, info: hub.HubModelInfo) -> CheckResult:
-    """NeMo Parakeet speech recognition: the parakeet runtime, sized from the .nemo archive
-    (float32 weights, so parameters are its size over 4)."""
-    archives = [name for name in info.file_names if name.endswith(".nemo")]
-    size = info.size_of(archives) or 0
-    weights = weights_from_file_bytes(size, {"torch_dtype": "float32"})
-    demand = Demand(size, 0, None, request.gpu_memory_utilization)
-    sizing = size_on_catalog(demand, request.catalog, nvidia_only=True)
-    result = replace(
-        base,
-        runtime="parakeet",
-        task="transcribe",
-        architecture=PARAKEET_ARCHITECTURE,
-        parameters=weights.parameters,
-        weight_dtype="float32",
-        weight_bytes=size,
-        weight_source="file sizes",
-        memory_needed_bytes=sizing.memory_needed_bytes,
-        cpu_memory_bytes=sizing.cpu_memory_bytes,
-        suggestion=sizing.suggestion,
-        options=sizing.options,
-        unfit=sizing.unfit,
-        cache_size=cache_size(size),
-        modalities=["audio"],
-    )
-    if sizing.suggestion is None:
-        return refuse(
-            result,
-            "No machine of the profile's catalog holds this speech model"
-            + "".join(f"; {kind} {why}" for kind, why in sizing.unfit)
-            + ".",
-            "Add a GPU kind to the profile's machine catalog, or use a profile with GPUs.",
-        )
-    return _serve(result)

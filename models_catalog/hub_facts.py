@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jobs.backends.local.download_files as download_files
 import jobs.backends.local.model_files as model_files
 import jobs.backends.local.runtimes as rt
-from models_catalog import folders, hub
+from models_catalog import folders, hub, hub_weights
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,12 @@ def repo_facts(
         names = info.file_names
         files_refusal = _files_refusal(repo, commit, token, endpoint, names)
         index_files = None
-        if rt.checkpoint_safetensors(names) is None:  # the index names the weights
-            index_files, _ = hub.index_files(repo, commit, token, endpoint)
+        if download_files.checkpoint_safetensors(names) is None:  # the index names the weights
+            index_files, _ = hub_weights.index_files(repo, commit, token, endpoint)
     parameters = sum(info.safetensors.values()) if info.safetensors else None
     facts = folders.model_facts(names, config, parameters, wants_gpu, files_refusal)
     sizes = {file.name: file.size or 0 for file in info.siblings}
-    wanted = rt.files_to_download(names, facts.layout, index_files)
+    wanted = download_files.files_to_download(names, facts.layout, index_files)
     return RepoFacts(repo, commit, facts, tuple((name, sizes[name]) for name in wanted))
 
 

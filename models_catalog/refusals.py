@@ -4,11 +4,11 @@ from what the Hub, the architecture lists and the sizing found."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from jobs.machine_catalog import is_gpu_kind
 from models_catalog import hub
 from models_catalog.architectures import Unsupported
+from models_catalog.check_types import CheckResult, HubRequest
 from models_catalog.sizing import (
     MAX_GPUS,
     Demand,
@@ -20,9 +20,6 @@ from models_catalog.sizing import (
     machine_memory,
     max_context_that_fits,
 )
-
-if TYPE_CHECKING:
-    from models_catalog.check import CheckResult, HubRequest
 
 OTHER_WEIGHT_SUFFIXES = (".onnx", ".h5", ".msgpack", ".pt", ".pth", ".ckpt", ".nemo", ".tflite")
 

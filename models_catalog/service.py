@@ -1,9 +1,9 @@
 """What the manifest rules learn from Check model's answer. Check model itself takes plain
 inputs (catalog, token, vLLM version); jobs.dry_run builds them from a profile."""
 
-from jobs.manifest import ModelFacts, Problem
-from models_catalog.check import CheckResult
-from models_catalog.sizing import human_bytes
+from jobs.manifest import GpuFit, ModelFacts, Problem
+from models_catalog.check_types import CheckResult
+from models_catalog.sizing import human_bytes, preference
 
 GENERATIVE_TASKS = {"generate", "embed", "score", "transcribe"}
 GPU = "spec.source.model.resources.accelerator.gpu"
@@ -14,12 +14,16 @@ def model_facts(result: CheckResult) -> ModelFacts | None:
     if result.inconclusive or result.architecture is None:
         return None
     generative = None if result.task is None else result.task in GENERATIVE_TASKS
+    fits = sorted((o for o in result.options if o.accelerator == "gpu"), key=preference)
     return ModelFacts(
         generative=generative,
         modalities=frozenset(result.modalities),
         max_context_tokens=result.max_context_tokens,
         weight_bytes=result.weight_bytes,
         commit=result.revision,
+        gpu_fits=tuple(
+            GpuFit(o.gpu_kind, o.gpus_per_replica, o.nodes_per_replica) for o in fits if o.gpu_kind
+        ),
     )
 
 

@@ -554,6 +554,12 @@ def _gi(n: int) -> str:
     return f"{math.ceil(n / GiB)}Gi"
 
 
+def preference(option: Suggestion) -> tuple[int, int, int]:
+    """How Check model ranks the GPU kinds that hold a model: fewest nodes, then fewest GPUs,
+    then the smallest GPU."""
+    return (option.nodes_per_replica, option.total_gpus, option.gpu_memory_bytes)
+
+
 def size_on_catalog(demand: Demand, catalog: Sequence[Mapping], *, nvidia_only: bool) -> Sizing:
     """The smallest fitting choice: fewest nodes, then fewest GPUs, then the smallest GPU; the
     CPU of a machine without GPUs only when no GPU kind of the catalog holds the model (a
@@ -569,11 +575,7 @@ def size_on_catalog(demand: Demand, catalog: Sequence[Mapping], *, nvidia_only: 
             options.append(fit)
         else:
             unfit.append((kind["name"], fit))
-    best = min(
-        options,
-        key=lambda s: (s.nodes_per_replica, s.total_gpus, s.gpu_memory_bytes),
-        default=None,
-    )
+    best = min(options, key=preference, default=None)
     on_cpu: Suggestion | None = None
     for machine in cpu_machines(catalog):
         fit = fit_cpu(demand, machine)

@@ -35,6 +35,7 @@ PURE_CORES = (
     "jobs.phases",
     "models_catalog.sizing",
     "jobs.backends.local.runtimes",
+    "jobs.backends.local.download_files",
     "jobs.backends.local.model_files",
     "models_catalog.recommended",
     "jobs.gateway.dialects",
@@ -46,6 +47,7 @@ PURE_CORES = (
     "jobs.usage.cost",
     "jobs.backends.redaction",
     "jobs.token_refs",
+    "accesspolicies.secrets",
 )
 # The wiring: modules that compose every app into the product's surfaces (REST API, URLs,
 # pages, the command line). They may import any app; the apps' own layers may not loop.
@@ -57,7 +59,6 @@ WIRING = (
     "urls",
     "console_urls",
     "views",
-    "gateway_views",
     "management",
     "admin",
     "apps",

@@ -17,6 +17,11 @@ from models_catalog import hub
 from tests.fakes.hub import FakeHub
 from tests.helpers import STAND_IN_FLAGS, client_for, make_member, make_org
 
+# Fixtures every folder may use, registered once here (pytest reads pytest_plugins only in the
+# root conftest): the Kubernetes API emulator (`kube_emulator`, `kube`), the cluster and profile
+# "prod" on it (`prod`), and a machine without vLLM for the CPU runtimes (`cpu_machine`).
+pytest_plugins = ["tests.fakes.kube", "tests.fakes.kube_objects", "tests.fakes.cpu_runtime"]
+
 
 def pytest_collection_modifyitems(config, items):
     """Give SQLite a database file when a test writes from several threads at once

@@ -13,6 +13,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
+from accesspolicies.secrets import KINDS
+
 # Variable names that say their value is a secret (the model servers' environment too).
 SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "AUTH")
 MAX_LINE_CHARS = 4000
@@ -20,8 +22,12 @@ REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 6  # shorter values ("1", "true") would blank out ordinary words
 # Settings of the console that hold credentials though their names do not say so.
 CREDENTIAL_NAMES = frozenset({"DATABASE_URL", "REDIS_URL", "CHANNEL_REDIS_URL"})
+# Hugging Face tokens, ServeDeck's own secrets (every kind: keys, tokens, invitations), and
+# Bearer credentials.
+OUR_PREFIXES = "|".join(re.escape(kind.prefix) for kind in KINDS)
 TOKEN_SHAPES = re.compile(
-    r"\bhf_[A-Za-z0-9]{20,}|\bsd[kp]_[A-Za-z0-9_\-]{16,}|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*"
+    rf"\bhf_[A-Za-z0-9]{{20,}}|\b(?:{OUR_PREFIXES})[A-Za-z0-9_\-]{{16,}}"
+    r"|(?i:bearer)\s+[A-Za-z0-9._~+/\-]{12,}=*"
 )
 # The longest token shape looked at whole; a longer one is still taken out, its tail left.
 TOKEN_SHAPE_CHARS = 512

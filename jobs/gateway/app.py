@@ -20,7 +20,7 @@ import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
-from . import dialects, prompt, request, speech
+from . import dialects, media, prompt, request, speech
 from .errors import UNAUTHORIZED, GatewayError, bounded
 from .limits import LocalLimiter, Refused
 from .metering import Meter, RequestRecord
@@ -59,6 +59,9 @@ MAX_AUDIO_BODY = 32 * 1024 * 1024  # OpenAI takes audio files up to 25 MB
 # The most of a plain (not streamed) answer the gateway reads, passed through or rebuilt from a
 # runtime's dialect (2048 texts of 1024-dimension embeddings as JSON floats are about 40 MB).
 MAX_ANSWER = 64 * 1024 * 1024
+MODELS_ROUTE = "/v1/models"
+RESPONSES_ROUTE = "/v1/responses"
+OTHER = "other"
 _JSON = b"application/json"
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -94,7 +97,9 @@ class Gateway:
         timeouts: Timeouts | None = None,
         start_meter: bool = True,
         redis_max_connections: int = 100,  # redis-py's own default
+        media_urls: str = media.DATA_ONLY,
     ) -> None:
+        self.media_urls = media_urls  # which media links a body may hold (media.py)
         self.meter = meter if meter is not None else Meter()
         self.keeper = keeper if keeper is not None else SnapshotKeeper(redis_url=redis_url)
         self.redis_url = redis_url
@@ -172,7 +177,7 @@ class Gateway:
             await self.lifespan(receive, send)
 
     async def handle(self, scope, receive, send) -> None:
-        ex = Exchange(time.perf_counter(), scope["path"])
+        ex = Exchange(time.perf_counter(), route_of(scope["path"]))
         self.answering += 1
         try:
             await self.serve(ex, scope, receive, send)
@@ -213,7 +218,7 @@ class Gateway:
         )
 
     async def serve(self, ex: Exchange, scope, receive, send) -> None:
-        path, method = ex.route, scope["method"]
+        path, method = scope["path"], scope["method"]
         is_json = path in JSON_ROUTES
         if path == "/metrics" and method == "GET":
             # Prometheus text from the meter (rendered by the metering side), when it has one.
@@ -223,8 +228,8 @@ class Gateway:
                 ex.status = 200
                 await _send_whole(send, 200, render().encode(), b"text/plain; version=0.0.4")
                 return
-        if not is_json and path not in AUDIO_ROUTES and not path.startswith("/v1/models"):
-            ex.route = "other"  # the client's path is not kept
+        if ex.route in (OTHER, "/metrics"):
+            ex.route = OTHER
             raise GatewayError(
                 404,
                 f"Unknown path {bounded(path, 60)}: the gateway serves "
@@ -259,8 +264,7 @@ class Gateway:
             raise UNAUTHORIZED
         ex.key = key
         self.keeper.touch(key.id, now)
-        if path.startswith("/v1/models"):
-            ex.route = "/v1/models"  # one route for metering, whichever model was asked about
+        if ex.route == MODELS_ROUTE:
             await self.models(ex, snapshot, key, path, method, send)
             return
         if method != "POST":
@@ -273,6 +277,10 @@ class Gateway:
         if is_json:
             model, obj = request.json_model(body)
             stream = path in STREAMING_ROUTES and request.wants_stream(obj)
+            if path == RESPONSES_ROUTE:
+                request.refuse_background(obj)
+            if media.may_hold_links(body):
+                await media.check(obj, self.media_urls)
         else:
             parts = request.form(body, content_type)
             model, obj, stream = speech.field_text(parts, "model"), None, False
@@ -294,12 +302,9 @@ class Gateway:
         if grant.networks:
             request.check_network(grant, scope, target)
         if not target.running:
-            reason = f": {target.reason}" if target.reason else ""
-            raise GatewayError(
-                503,
-                f"The model '{target.name}' is not running (it is {target.phase}){reason}",
-                "model",
-            )
+            # The phase and a plain reason only: the status's own reason may quote the model
+            # server's log lines, which stay with the members who read them on its page.
+            raise request.not_running(target)
         headers = _headers_for(content_type)
         if is_json and host_route is not None and model is None:
             obj["model"] = target.name
@@ -529,6 +534,17 @@ class Gateway:
 
 
 # --- small pieces ------------------------------------------------------------------------------
+
+
+def route_of(path: str) -> str:
+    """The route a request is metered under: a public route, /v1/models whichever model was
+    asked about, /metrics, or "other". Never the client's own path: the meter keeps every
+    route it saw for the life of the process (/metrics lists them), key or no key."""
+    if path in JSON_ROUTES or path in AUDIO_ROUTES or path == "/metrics":
+        return path
+    if path == MODELS_ROUTE or path.startswith(MODELS_ROUTE + "/"):
+        return MODELS_ROUTE
+    return OTHER
 
 
 _URLS: dict[tuple[str, str], URL] = {}

@@ -23,6 +23,7 @@ def make_gateway(meter: Meter | None = None) -> Gateway:
         redis_url=redis_url,
         timeouts=timeouts,
         redis_max_connections=settings.SERVEDECK_REDIS_MAX_CONNECTIONS,
+        media_urls=settings.SERVEDECK_GATEWAY_MEDIA_URLS,
     )
 
 

@@ -94,6 +94,40 @@ def unknown_model(model: str | None) -> GatewayError:
     )
 
 
+# What a caller is told of a model that is not running, by phase: plain words, never the
+# status's own reason (a Failed one quotes the model server's last log lines).
+NOT_RUNNING = {
+    "Pending": "it is waiting to be scheduled; try again once it runs",
+    "Scheduling": "it is waiting to be scheduled; try again once it runs",
+    "Downloading": "it is downloading its model; try again in a few minutes",
+    "Loading": "its model is loading; try again in a minute",
+    "Updating": "a new revision is loading; try again in a minute",
+    "Failed": "it failed; a member of its organisation can read why on its page in the console",
+    "Stopped": "it was stopped; a deployer of its organisation can start it again",
+    "Deleting": "it is being deleted",
+}
+
+
+def not_running(route: Route) -> GatewayError:
+    plain = NOT_RUNNING.get(route.phase, "it has no address to call yet; try again in a moment")
+    return GatewayError(
+        503, f"The model '{route.name}' is not running (it is {route.phase}): {plain}.", "model"
+    )
+
+
+def refuse_background(obj: dict) -> None:
+    """`background` other than false or null: the gateway would start work whose result it
+    does not serve (GET /v1/responses/{id}) and whose usage it cannot meter."""
+    if obj.get("background") not in (None, False):
+        raise GatewayError(
+            400,
+            "background: background responses are not served by this gateway (their result "
+            "could not be retrieved); send background: false or leave it out, and read the "
+            "answer in the same request (stream: true for long ones).",
+            "background",
+        )
+
+
 def target(snapshot, key: Key, model: str | None, host_route: Route | None) -> Route:
     if host_route is not None:
         if host_route.organization_id != key.organization_id:

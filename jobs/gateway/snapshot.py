@@ -13,8 +13,6 @@ without locks. `Snapshot.grant` caches per (key, application) what the rules dec
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import ipaddress
 import logging
 import threading
@@ -23,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from accesspolicies.models import API_KEY_PREFIX, LOOKUP_LENGTH
+from accesspolicies.secrets import API_KEY
 from jobs.kube_names import predictor_url
 from jobs.manifest.view import dig
 
@@ -35,12 +33,8 @@ RUNNING = "Running"
 # A call the snapshot would refuse looks for a change at most this often (per process): it
 # reads the change counter, one small query, and reloads only when the counter moved.
 LOOK_GAP_SECONDS = 0.1
-# The hash an unknown lookup is compared against, so unknown and wrong cost the same.
-_NO_SUCH_KEY = hashlib.sha256(b"no such key").hexdigest()
 # last_used_at is written at most this often per key.
 TOUCH_SECONDS = 60.0
-_PREFIX_END = len(API_KEY_PREFIX)
-_LOOKUP_END = _PREFIX_END + LOOKUP_LENGTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +123,8 @@ class Snapshot:
 
     def authenticate(self, presented: str, now: float) -> Key | None:
         """The live key `presented` is, or None; unknown, wrong, revoked and expired look alike."""
-        lookup = presented[_PREFIX_END:_LOOKUP_END] if presented.startswith(API_KEY_PREFIX) else ""
-        secret = self.secrets.get(lookup)
-        expected = secret.digest if secret is not None else _NO_SUCH_KEY
-        matches = hmac.compare_digest(expected, hashlib.sha256(presented.encode()).hexdigest())
-        if not matches or secret is None:
+        secret = API_KEY.recognise(presented, self.secrets.get, lambda found: found.digest)
+        if secret is None:
             return None
         key = secret.key
         if secret.until is not None and secret.until <= now:

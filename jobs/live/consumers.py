@@ -14,7 +14,10 @@ organisation, as on the pages). Others are accepted and closed at once with a cl
           already: close some pages and reload this one (the page says so)
 
 A member removed from the organisation (or a user deleted) while listening is closed with
-4403 at the next send, never sent another fragment: membership is checked again each send.
+4403 at the next send, never sent another fragment: membership is checked again each send. A
+session that logged out, or whose user changed password or was deactivated, is closed with 4401:
+at once through the user's group (jobs.live.members), and at the latest at the next send, where
+the session is checked again with the membership.
 
 Coalescing: each message marks the fragments it changes; a page gets at most one send every
 MIN_SEND_INTERVAL seconds, each fragment rendered from the latest state when sent, so however
@@ -55,8 +58,8 @@ from django.utils import timezone
 from accesspolicies.access import ORG_SESSION_KEY, membership_for
 from jobs.live import fragments
 from jobs.live.fragments import EACH_MINUTE, EACH_REFRESH, Rendering
-from jobs.live.groups import application_group, dashboard_group, note_server_loop
-from jobs.live.members import members
+from jobs.live.groups import application_group, dashboard_group, note_server_loop, user_group
+from jobs.live.members import CONFIRMED, SIGNED_OUT, Listener, members
 from jobs.models import Application
 
 logger = logging.getLogger(__name__)
@@ -97,6 +100,7 @@ clock = Clock()
 
 
 def _membership(scope):
+    """(The membership the socket listens as, None) or (None, the close code that refuses it)."""
     user = scope.get("user")
     if user is None or not user.is_authenticated:
         return None, CLOSE_NOT_SIGNED_IN
@@ -106,6 +110,12 @@ def _membership(scope):
     if membership is None:
         return None, CLOSE_NOT_A_MEMBER
     return membership, None
+
+
+def _listener(scope, membership) -> Listener:
+    session = scope.get("session")
+    key = session.session_key if session is not None else None
+    return Listener(membership.pk, membership.user_id, key)
 
 
 def _moment(at: float) -> datetime:
@@ -166,8 +176,9 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
     and marks again every REFRESH_SECONDS what time alone changes."""
 
     group: str = ""
-    membership_pk: int | None = None  # whose socket: checked again before every send
+    listener: Listener | None = None  # whose socket: checked again before every send
     user_pk: int | None = None  # counted in open_sockets while it is open
+    session_group: str = ""  # the user's group, told when their sessions end
 
     async def __call__(self, scope, receive, send):
         try:
@@ -203,7 +214,19 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
             open_sockets.release(self.user_pk, self)
             self.counted = False
 
+    async def listen_for_session_end(self) -> None:
+        """Join the user's group (after accept): a logout or a new password closes the page."""
+        self.session_group = user_group(self.user_pk)
+        await self.channel_layer.group_add(self.session_group, self.channel_name)
+
+    async def end(self, code: int) -> None:
+        """Close the socket; nothing more is sent to it."""
+        self.ended = True
+        self.dirty = {}
+        await self.close(code=code)
+
     def start_coalescing(self) -> None:
+        self.ended = False
         self.dirty: dict[str, object] = {}  # fragment -> the version (message) that dirtied it
         self.flusher: asyncio.Task | None = None
         self.last_sent = clock.monotonic()  # the catch-up that follows counts as a send
@@ -217,7 +240,7 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
 
     async def _flush_soon(self) -> None:
         try:
-            while self.dirty:
+            while self.dirty and not self.ended:
                 wait = self.last_sent + MIN_SEND_INTERVAL - clock.monotonic()
                 if wait > 0:
                     await clock.sleep(wait)
@@ -225,8 +248,10 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
                 html = self._render_on_loop(batch)
                 if html is None:
                     html = await database_sync_to_async(self._render_for_member)(batch)
-                if html is None:
-                    await self.close(code=CLOSE_NOT_A_MEMBER)
+                if self.ended:
+                    return
+                if isinstance(html, int):
+                    await self.end(html)
                     return
                 if html:
                     await self.send(text_data=html)
@@ -238,16 +263,17 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
         """The batch as _render_for_member gives it, without a thread or a query, when the
         membership was confirmed within the last second and the renderings are shared ones
         (hundreds of pages of one application under steady traffic); else None."""
-        if not members.fresh(self.membership_pk):
+        if not members.fresh(self.listener):
             return None
         renderings = self.render_shared(batch, clock.wall())
         return None if renderings is None else self.changed(renderings)
 
-    def _render_for_member(self, batch: dict) -> str | None:
-        """What of the batch differs from what the page has; None once the listener is no
-        longer a member (nothing rendered)."""
-        if not members.confirm(self.membership_pk):
-            return None
+    def _render_for_member(self, batch: dict) -> str | int:
+        """What of the batch differs from what the page has; once the listener is no longer a
+        member, or its session no longer signed in, the code to close with (nothing rendered)."""
+        verdict = members.confirm(self.listener)
+        if verdict != CONFIRMED:
+            return _close_code(verdict)
         return self.changed(self.render_batch(batch, clock.wall()))
 
     def changed(self, renderings: Iterator[tuple[str, str]]) -> str:
@@ -273,8 +299,26 @@ class CoalescingConsumer(AsyncWebsocketConsumer):
         self.uncounted()
         if getattr(self, "flusher", None) is not None:
             self.flusher.cancel()
-        if self.group:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        for group in (self.group, self.session_group):
+            if group:
+                await self.channel_layer.group_discard(group, self.channel_name)
+
+    # -- the user's group (jobs.live.members) ---------------------------------------------
+
+    async def session_ended(self, event: dict) -> None:
+        """A logout: the page of that session is closed (others of the user stay)."""
+        if self.listener is not None and event.get("session") == self.listener.session_key:
+            await self.end(CLOSE_NOT_SIGNED_IN)
+
+    async def session_check(self, event: dict) -> None:
+        """The user changed (a new password, deactivated): is this session still signed in?"""
+        verdict = await database_sync_to_async(members.confirm)(self.listener, recheck=True)
+        if verdict != CONFIRMED and not getattr(self, "ended", False):
+            await self.end(_close_code(verdict))
+
+
+def _close_code(verdict: str) -> int:
+    return CLOSE_NOT_SIGNED_IN if verdict == SIGNED_OUT else CLOSE_NOT_A_MEMBER
 
 
 class ApplicationConsumer(CoalescingConsumer):
@@ -298,6 +342,7 @@ class ApplicationConsumer(CoalescingConsumer):
         self.start_coalescing()
         await self.accept()
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.listen_for_session_end()
         # Joined first, then the current state: nothing announced between is missed.
         html = await database_sync_to_async(self._catch_up)()
         await self.send(text_data=html)
@@ -306,7 +351,7 @@ class ApplicationConsumer(CoalescingConsumer):
         membership, code = _membership(self.scope)
         if membership is None:
             return None, code
-        self.membership_pk, self.user_pk = membership.pk, membership.user_id
+        self.listener, self.user_pk = _listener(self.scope, membership), membership.user_id
         name = self.scope["url_route"]["kwargs"]["name"]
         try:
             return Application.objects.object_for_member(membership, name), None
@@ -444,6 +489,7 @@ class DashboardConsumer(CoalescingConsumer):
         await self.accept()
         for group in (self.group, *self.usage_groups):
             await self.channel_layer.group_add(group, self.channel_name)
+        await self.listen_for_session_end()
         if applications:
             phases = [(a.name, fragments.dashboard_phase(a)) for a in applications]
             await self.send(text_data=self.changed(iter(phases)))
@@ -462,7 +508,7 @@ class DashboardConsumer(CoalescingConsumer):
         membership, code = _membership(self.scope)
         if membership is None:
             return None, code
-        self.membership_pk, self.user_pk = membership.pk, membership.user_id
+        self.listener, self.user_pk = _listener(self.scope, membership), membership.user_id
         applications = list(
             Application.objects.for_member(membership)
             .filter(name__in=shown)

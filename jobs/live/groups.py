@@ -48,6 +48,11 @@ def dashboard_group(organization_pk: int) -> str:
     return f"dashboard.{organization_pk}"
 
 
+def user_group(user_pk: int) -> str:
+    """Every live page of one user, whatever it shows: told when the user's sessions end."""
+    return f"user.{user_pk}"
+
+
 def note_server_loop(loop: asyncio.AbstractEventLoop | None = None) -> None:
     """Remember the loop this process's ASGI server runs on (the running one when not given)."""
     global _server_loop

@@ -1,6 +1,7 @@
 """The Application manifest: parse, fill defaults, validate (pure; no Django here).
 
-`parse(doc, ctx)` is the one entry point; see docs/manifest.md for every field and rule.
+`parse(doc, ctx)` is the one entry point (`refill(result, ctx)` fills what it read again with
+what Check model found); see docs/manifest.md for every field and rule.
 """
 
 from .bounded import MANIFEST_LIMITS, Limits, load_bounded, nul_problems
@@ -8,6 +9,7 @@ from .context import (
     ADDONS,
     MODALITIES,
     ExistingApplication,
+    GpuFit,
     ManifestContext,
     ModelFacts,
     ProfileFacts,
@@ -28,6 +30,7 @@ from .parse import (
     load_document,
     model_problems,
     parse,
+    refill,
     refill_needed,
 )
 from .problems import Problem
@@ -87,6 +90,7 @@ __all__ = [
     "DefaultsAsked",
     "DocumentError",
     "ExistingApplication",
+    "GpuFit",
     "Limits",
     "ManifestContext",
     "ModelDefaults",
@@ -108,6 +112,7 @@ __all__ = [
     "load_document",
     "model_defaults",
     "model_problems",
+    "refill",
     "refill_needed",
     "parse",
     "parse_bytes",

@@ -37,6 +37,9 @@ class ProfileFacts:
     vllm_version: str = ""
     # Namespaces besides `namespace` that spec.namespace may name (an admin allows them).
     extra_namespaces: tuple[str, ...] = ()
+    # The device names KubeVirt passes through to a virtual machine, as discovered; None when
+    # unknown (not discovered, or not readable).
+    kubevirt_devices: tuple[str, ...] | None = None
 
     @property
     def allowed_namespaces(self) -> tuple[str, ...]:
@@ -54,6 +57,16 @@ class ExistingApplication:
 
 
 @dataclass(frozen=True)
+class GpuFit:
+    """A GPU kind of the profile's catalog that holds the model (Check model's sizing), with
+    the fewest GPUs per node and nodes a replica needs of it."""
+
+    kind: str
+    gpus: int
+    nodes: int = 1
+
+
+@dataclass(frozen=True)
 class ModelFacts:
     """What Check model learned about the artifact; None fields are unknown."""
 
@@ -62,6 +75,9 @@ class ModelFacts:
     max_context_tokens: int | None = None
     weight_bytes: int | None = None  # the weights as stored: what memory on CPU must hold
     commit: str | None = None  # the commit an hf:// uri's revision (or main) resolved to
+    # The profile's GPU kinds that hold the model, in Check model's order of preference (fewest
+    # nodes, then fewest GPUs, then the smallest GPU).
+    gpu_fits: tuple[GpuFit, ...] = ()
 
 
 @dataclass(frozen=True)

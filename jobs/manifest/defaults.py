@@ -14,7 +14,14 @@ from typing import Any
 
 from .checks import Bad, Qty, Reject
 from .context import ManifestContext, ProfileFacts
-from .model_defaults import BUILT_IN_CPU_MEMORY, DefaultsAsked, ModelDefaults, model_defaults
+from .model_defaults import (
+    BUILT_IN_CPU_MEMORY,
+    DefaultsAsked,
+    ModelDefaults,
+    VmGpus,
+    model_defaults,
+    vm_kinds,
+)
 from .problems import Problem
 from .quantity import format_bytes
 from .schema import (
@@ -246,7 +253,14 @@ def _model(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> dict[st
     nodes = 1 if nodes is None else nodes
     facts.nodes = nodes if ok(nodes) else None
 
-    filled = _model_defaults(model, ctx, facts)
+    # A virtual machine's GPUs of no kind: model_defaults chooses the kind Check model sized.
+    vm_gpus = None
+    kindless = facts.on_gpu and gpu.get("model") is None and facts.isolation == "VirtualMachine"
+    if kindless and facts.count is not None and facts.nodes is not None:
+        vm_gpus = VmGpus(facts.count, facts.nodes, vm_kinds(facts.profile, facts.vendor))
+    filled = _model_defaults(model, ctx, facts, vm_gpus)
+    if filled.gpu_model is not None:
+        facts.gpu_model = filled.gpu_model
     if filled.uri is not None:
         uri = _pinned(filled.uri, uri)
         facts.uri = uri if isinstance(uri, UriInfo) else None
@@ -289,7 +303,9 @@ def _model(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> dict[st
     return out
 
 
-def _model_defaults(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> ModelDefaults:
+def _model_defaults(
+    model: dict[str, Any], ctx: ManifestContext, facts: Facts, vm_gpus: VmGpus | None = None
+) -> ModelDefaults:
     """The defaults that depend on the model (its context window, the memory that holds it,
     its pinned commit), decided in model_defaults on what Check model found (ctx.model)."""
     resources = model["resources"]
@@ -305,6 +321,7 @@ def _model_defaults(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -
         master_context=ctx.master_context_tokens,
         existing=existing.manifest if existing is not None else None,
         served=existing is not None and existing.served_at is not None,
+        vm_gpus=vm_gpus,
     )
     facts.model_asked = asked
     facts.model_filled = model_defaults(asked, ctx.model)
@@ -459,7 +476,8 @@ def _resources(resources: Any, facts: Facts, memory_for_model: int | None = None
         out["accelerator"] = {
             "gpu": {
                 "vendor": plain(gpu["vendor"]) if gpu["vendor"] is not None else "nvidia",
-                "model": plain(gpu["model"]),
+                # Given, else a virtual machine's kind Check model chose (model_defaults).
+                "model": plain(gpu["model"]) if gpu["model"] is not None else facts.gpu_model,
                 "countPerReplica": plain(gpu["countPerReplica"]),
                 "capacityType": (
                     plain(gpu["capacityType"]) if gpu["capacityType"] is not None else "Any"

@@ -1,10 +1,14 @@
 """The defaults that depend on the model itself (pure): its context window, the memory that
-holds it on CPU, and the commit its hf:// revision is pinned to. The one place they are
-decided, for every surface: the manifest's fill (YAML, REST API, CLI) calls `model_defaults`,
-and the wizard pre-fills its draft with what that fill decided, so `get` shows what Review did.
+holds it on CPU, the commit its hf:// revision is pinned to, and a virtual machine's GPU kind.
+The one place they are decided, for every surface: the manifest's fill (YAML, REST API, CLI)
+calls `model_defaults`, and the wizard pre-fills its draft with what that fill decided, so
+`get` shows what Review did.
 
-The GPU a model is put on is not decided here: without resources.accelerator a manifest runs
-on CPU, and the wizard's Compute step offers Check model's choice of GPU (jobs/wizard/sizing).
+The GPU a model is put on is otherwise not decided here: without resources.accelerator a
+manifest runs on CPU, a container asking for GPUs of no kind gets any GPU, and the wizard's
+Compute step offers Check model's choice of GPU (jobs/wizard/sizing). A virtual machine needs a
+kind (its GPUs are passed through by device name): when it asks for GPUs of no kind, it gets
+the one Check model's sizing prefers among those it may have (`vm_gpu_kind`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .context import ModelFacts
+from jobs.machine_catalog import gpu_kinds, kubevirt_device_name
+
+from .context import ModelFacts, ProfileFacts
 from .quantity import parse_bytes
 from .uri import UriInfo
 from .view import dig
@@ -25,6 +31,16 @@ GIB = 2**30
 BUILT_IN_CPU_MEMORY = 4 * GIB
 RUNTIME_BYTES = GIB  # the runtime itself, beside the weights
 CPU_KV_SHARE = 4  # on CPU the KV cache defaults to a quarter of the replica's memory
+
+
+@dataclass(frozen=True)
+class VmGpus:
+    """A virtual machine's GPUs asked for without a kind: GPUs per node, nodes, and the kinds
+    of the profile's catalog it may have."""
+
+    count: int
+    nodes: int
+    kinds: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -40,6 +56,7 @@ class DefaultsAsked:
     # The application being changed: its filled manifest, and whether it has served.
     existing: Mapping[str, Any] | None = None
     served: bool = False
+    vm_gpus: VmGpus | None = None  # a virtual machine's GPUs of no kind
 
 
 @dataclass(frozen=True)
@@ -50,10 +67,12 @@ class ModelDefaults:
     context_tokens: int | None = None  # serving.maxContextTokens
     memory: int | None = None  # resources.memory, bytes
     uri: str | None = None  # spec.source.model.uri pinned to a commit
+    gpu_model: str | None = None  # resources.accelerator.gpu.model of a virtual machine
 
     @property
     def any(self) -> bool:
-        return any(value is not None for value in (self.context_tokens, self.memory, self.uri))
+        filled = (self.context_tokens, self.memory, self.uri, self.gpu_model)
+        return any(value is not None for value in filled)
 
 
 def context_over_limit(tokens: object, limit: int | None) -> bool:
@@ -126,7 +145,37 @@ def model_defaults(asked: DefaultsAsked, model: ModelFacts | None) -> ModelDefau
     uri = pinned_uri(
         asked.uri, model.commit if model is not None else None, asked.existing, asked.served
     )
-    return ModelDefaults(context_tokens=context, memory=memory, uri=uri)
+    gpu = vm_gpu_kind(asked.vm_gpus, model)
+    return ModelDefaults(context_tokens=context, memory=memory, uri=uri, gpu_model=gpu)
+
+
+def vm_kinds(profile: ProfileFacts | None, vendor: str | None) -> tuple[str, ...]:
+    """The catalog's GPU kinds a virtual machine on `profile` may have: of `vendor`, with a
+    device name, and that device permitted by KubeVirt when the profile knows which are."""
+    if profile is None:
+        return ()
+    permitted = profile.kubevirt_devices
+    found = []
+    for kind in gpu_kinds(profile.machine_catalog):
+        device = kubevirt_device_name(kind)
+        if kind.get("vendor", "nvidia") != (vendor or "nvidia") or device is None:
+            continue
+        if permitted is None or device in permitted:
+            found.append(kind["name"])
+    return tuple(found)
+
+
+def vm_gpu_kind(asked: VmGpus | None, model: ModelFacts | None) -> str | None:
+    """The GPU kind of a virtual machine that asks for GPUs of no kind: the first of Check
+    model's choices (fewest nodes, fewest GPUs, smallest GPU) that holds the model on the GPUs
+    and nodes asked and that the machine may have; None when Check model could not size the
+    model or no kind does."""
+    if asked is None or model is None:
+        return None
+    for fit in model.gpu_fits:
+        if fit.kind in asked.kinds and fit.gpus <= asked.count and fit.nodes <= asked.nodes:
+            return fit.kind
+    return None
 
 
 def _kept_memory(asked: DefaultsAsked) -> int | None:

@@ -30,10 +30,13 @@ class ParseResult:
     refusals: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
     # The well-typed document and its effective values, for the rules that run once Check
-    # model has read the model (model_problems): the same facts, and a second parse only when
-    # what it found changes a default (refill_needed).
+    # model has read the model (model_problems): the same facts, and a second fill (refill,
+    # the document is not read again) only when what it found changes a default
+    # (refill_needed).
     draft: dict[str, Any] | None = field(default=None, repr=False, compare=False)
     facts: Facts | None = field(default=None, repr=False, compare=False)
+    # The problems of reading the document's shape, which a refill keeps.
+    shape: list[Problem] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -61,11 +64,24 @@ def model_problems(result: ParseResult, model: ModelFacts) -> list[Problem]:
 
 def refill_needed(result: ParseResult, model: ModelFacts) -> bool:
     """Whether what Check model found changes a default `result` was filled with (the context
-    window, the memory that holds the model, the pinned commit): then the manifest is parsed
-    again with it (ctx.model), so every rule sees the values that will run."""
+    window, the memory that holds the model, the pinned commit): then the manifest is filled
+    again with it (refill with ctx.model), so every rule sees the values that will run."""
     if result.facts is None or result.facts.model_asked is None:
         return False
     return model_defaults(result.facts.model_asked, model) != result.facts.model_filled
+
+
+def refill(result: ParseResult, ctx: ManifestContext) -> ParseResult:
+    """`result` filled and checked again with `ctx` (ctx.model: what Check model found), from
+    the document it read: the document is read once, whatever Check model changes. Never
+    raises, as parse."""
+    if result.draft is None:
+        return result
+    try:
+        return _fill(result.draft, result.shape, ctx)
+    except Exception:  # noqa: BLE001 - the contract is "never raises"; the log keeps the bug
+        logger.exception("manifest.refill failed on its input")
+        return _internal_error()
 
 
 def load_document(text: str | bytes) -> Any:
@@ -83,10 +99,13 @@ def parse(doc: str | bytes | Mapping[str, Any], ctx: ManifestContext) -> ParseRe
         return _parse(doc, ctx if ctx is not None else ManifestContext(profiles={}))
     except Exception:  # noqa: BLE001 - the contract is "never raises"; the log keeps the bug
         logger.exception("manifest.parse failed on its input")
-        return ParseResult(
-            None,
-            [Problem(DOCUMENT_PATH, f"{INTERNAL_ERROR}; the input was not changed. Report it.")],
-        )
+        return _internal_error()
+
+
+def _internal_error() -> ParseResult:
+    return ParseResult(
+        None, [Problem(DOCUMENT_PATH, f"{INTERNAL_ERROR}; the input was not changed. Report it.")]
+    )
 
 
 def _parse(doc: Any, ctx: ManifestContext) -> ParseResult:
@@ -120,7 +139,13 @@ def _parse(doc: Any, ctx: ManifestContext) -> ParseResult:
         )
     shape: list[Problem] = []
     draft = read(DOCUMENT, data, "", shape)
-    problems = _schema(shape)
+    return _fill(draft, _schema(shape), ctx)
+
+
+def _fill(draft: Any, shape: list[Problem], ctx: ManifestContext) -> ParseResult:
+    """Fill the defaults of a document read into `draft`, then check it (`shape`: the problems
+    the read found)."""
+    problems = list(shape)
     manifest, facts = fill(draft, ctx)
     problems.extend(facts.master_problems)
     if manifest is not None:
@@ -133,6 +158,7 @@ def _parse(doc: Any, ctx: ManifestContext) -> ParseResult:
         [p for p in problems if p.level == "warning"],
         draft=draft if manifest is not None else None,
         facts=facts if manifest is not None else None,
+        shape=shape,
     )
 
 

@@ -15,7 +15,10 @@ MODEL_PATH = "spec.source.model"
 
 
 def dig(doc: Any, *keys: str) -> Any:
-    """The value under `keys`, or None when any part of the way is missing or not a mapping."""
+    """The value under `keys`, or None when any part of the way is missing or not a mapping.
+
+    The one `dig`: manifests, the objects jobs.render makes, what the cluster answers
+    (jobs.status) and the local backend's checks all read nested mappings through it."""
     for key in keys:
         if not isinstance(doc, Mapping):
             return None

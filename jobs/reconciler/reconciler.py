@@ -3,6 +3,10 @@
 Local applications are observed by polling their processes; Kubernetes clusters are followed by
 watches (one thread per cluster, see jobs/reconciler/watching.py). Each change goes through
 lifecycle.record_status: saved, an Event, a message to the live page.
+
+With a leader elector (jobs/reconciler/leader.py: several replicas in a cluster) it acts only
+while it leads: on losing the Lease its followers stop at once and their threads are awaited;
+it campaigns on and follows again if it leads again.
 """
 
 import logging
@@ -34,10 +38,15 @@ class Reconciler:
         interval: float = 2.0,
         scrape_workers: int = SCRAPE_WORKERS,
         scrape_budget: float = SCRAPE_BUDGET_SECONDS,
+        leader=None,
     ):
         self.interval = interval
         self.stopping = threading.Event()
+        self.leader = leader  # a LeaderElector, or None: this is the only reconciler
         self.followers: dict[int, tuple] = {}  # cluster pk -> (connection, follower)
+        # Every follower's drain thread this reconciler started (the threads that record).
+        self.drainers: list[threading.Thread] = []
+        self._followers_lock = threading.RLock()
         self.scraped_kubernetes_at: float | None = None
         # One each, as each keeps its own applications' order: the local servers are scraped
         # every step, Kubernetes applications every KUBERNETES_SCRAPE_SECONDS.
@@ -88,14 +97,25 @@ class Reconciler:
         )
         return done
 
+    def acting(self) -> bool:
+        """Whether this reconciler may act now: always without an elector, else while it
+        leads."""
+        return self.leader is None or self.leader.leading()
+
     def follow_clusters(self) -> None:
         """A follower (watch threads) for every Kubernetes cluster not yet followed; the
         followers of deleted clusters stop, and each follower watches the namespaces its
         cluster's profiles use now."""
+        with self._followers_lock:
+            self._follow_clusters()
+
+    def _follow_clusters(self) -> None:
         from jobs.reconciler.watching import (
             ClusterFollower,  # loads the Kubernetes client only when needed
         )
 
+        if not self.acting():  # the Lease was lost meanwhile: stand_down has run or will
+            return
         clusters = list(Cluster.objects.filter(backend=Cluster.Backend.KUBERNETES))
         for pk in set(self.followers) - {cluster.pk for cluster in clusters}:
             _, follower = self.followers.pop(pk)
@@ -109,8 +129,8 @@ class Reconciler:
             if cluster.pk in self.followers:  # its connection changed: follow it anew
                 self.followers[cluster.pk][1].stop()
             self._discover(cluster)
-            follower = ClusterFollower(cluster)
-            follower.start()
+            follower = ClusterFollower(cluster, acting=self.acting)
+            self.drainers.append(follower.start()[0])
             self.followers[cluster.pk] = (key, follower)
             logger.info("following cluster %s", cluster.name)
 
@@ -134,13 +154,33 @@ class Reconciler:
             self.scrape_kubernetes()
         return changed
 
+    def stand_down(self, timeout: float = 5.0) -> None:
+        """Stop following every cluster and wait (bounded) for the drain threads, which record:
+        what a leader does on losing its Lease, before another may take it. (The watch threads
+        only read; each ends when its watch call returns.)"""
+        with self._followers_lock:
+            followers, self.followers = self.followers, {}
+        for _, follower in followers.values():
+            follower.stop()
+        deadline = time.monotonic() + timeout
+        for _, follower in followers.values():
+            if follower.drainer is not None:
+                follower.drainer.join(max(0.0, deadline - time.monotonic()))
+
     def run(self) -> None:
         logger.info("reconciler started; observing every %.1f s", self.interval)
-        for runner in local_runners_on_disk():
-            resumed = runner.resume()
-            if resumed:
-                logger.info("started again the local model servers of %s", ", ".join(resumed))
+        if self.leader is not None:
+            self.leader.on_stopped = self.stand_down
+            self.leader.start(self.stopping)
+        resumed = False
         while not self.stopping.is_set():
+            if not self.acting():  # another replica leads: follow nothing, campaign on
+                self.stand_down()
+                self.stopping.wait(min(self.interval, self.leader.times.retry_period))
+                continue
+            if not resumed:
+                self._resume_local()
+                resumed = True
             try:
                 self.follow_clusters()
                 self.step()
@@ -148,13 +188,20 @@ class Reconciler:
                 logger.exception("reconciler step failed; retrying")
                 self.stopping.wait(min(self.interval * 5, 30))
             self.stopping.wait(self.interval)
-        for _, follower in self.followers.values():
-            follower.stop()
+        self.stand_down()
+        if self.leader is not None:
+            self.leader.join(self.leader.times.retry_period * 5)  # it gives the Lease up
         self.local_scraper.close()
         self.kubernetes_scraper.close()
         # Local model servers stop with the console; resume() brings them back next time.
         forget_local_runner()
         logger.info("reconciler stopped")
+
+    def _resume_local(self) -> None:
+        for runner in local_runners_on_disk():
+            resumed = runner.resume()
+            if resumed:
+                logger.info("started again the local model servers of %s", ", ".join(resumed))
 
     def stop(self, *_):
         self.stopping.set()

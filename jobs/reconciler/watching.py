@@ -16,6 +16,7 @@ own. Tests call `relist`, `watch_round`, `follow_step` and `drain` directly.
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 from django.db import close_old_connections, transaction
 from django.utils import timezone
@@ -47,8 +48,11 @@ class ClusterFollower:
         watch_timeout: int = 60,
         max_backoff: float = 30.0,
         refused_backoff: float = 300.0,
+        acting: Callable[[], bool] = lambda: True,
     ):
         self.cluster = cluster
+        # Whether its reconciler may act (leads, when several run): checked before recording.
+        self.acting = acting
         self.client = client_for(cluster)
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
@@ -69,6 +73,8 @@ class ClusterFollower:
         self.wakeup = threading.Event()
         self.stopping = threading.Event()
         self.streams: dict[Stream, threading.Event] = {}  # running streams and their stop
+        self.drainer: threading.Thread | None = None  # the thread that records (start)
+        self.listed: set[Stream] = set()  # streams listed at least once
         self.counts: Counter = Counter()
 
     # --- what changed ---------------------------------------------------------------------
@@ -190,6 +196,7 @@ class ClusterFollower:
                 for obj in listing.items:
                     self._put(kind, _key(obj), obj)
             self.versions[(kind, ns)] = listing.resource_version
+            self.listed.add((kind, ns))
         self.mark_all()
 
     def watch_round(self, kind: str, namespace: str | None = None) -> int:
@@ -293,6 +300,12 @@ class ClusterFollower:
     def drain(self) -> int:
         """Observe each dirty application once; return how many statuses changed. A Deleting
         application whose objects are gone from the cluster is removed."""
+        if not self.acting() or not self._synced():
+            # Another reconciler leads now (it records, not this one); or a part of the copy
+            # is missing, and statuses would be wrong: the dirty stay for the next wake-up
+            # (the list that completes the copy marks every application).
+            self.wakeup.clear()
+            return 0
         with self.lock:
             keys, self.dirty = self.dirty, set()
         self.wakeup.clear()
@@ -318,6 +331,13 @@ class ClusterFollower:
                 changed += record_status(application, Observed.of(status))
         self.counts["drained"] += len(keys)
         return changed
+
+    def _synced(self) -> bool:
+        """Whether every running stream has listed once (or failed, and says so on the
+        cluster's row): a follower that starts, on a reconciler's start or a new leader's,
+        records nothing from an InferenceService whose pods are not listed yet."""
+        streams = self.streams.copy()  # one C call: safe beside sync_streams' changes
+        return all(s in self.listed or s in self.errors for s in streams)
 
     def machines_of(self, namespace: str, app: str, organization: str) -> tuple[list, ...]:
         """The VirtualMachines, instances and weight volumes of one application, from the
@@ -382,6 +402,7 @@ class ClusterFollower:
     def start(self) -> list[threading.Thread]:
         """The drain thread and a thread per stream; returns them (for a caller to join)."""
         drainer = threading.Thread(target=self._in_thread, args=(self.keep_draining,), daemon=True)
+        self.drainer = drainer
         drainer.start()
         return [drainer, *self.sync_streams()]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .build import render
+from .build import render, with_revision
 from .common import APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, REVISION_ANNOTATION, RenderError
 from .output import to_json, to_yaml
 from .schemas import CRD_DIR_SETTING, CrdDirError, crd_dir
@@ -47,4 +47,5 @@ __all__ = [
     "to_json",
     "to_yaml",
     "validate",
+    "with_revision",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from .common import dig
+from jobs.manifest.view import dig
 
 ISVC_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")

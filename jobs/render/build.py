@@ -7,14 +7,16 @@ uses them, the route last).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
+
+from jobs.manifest.view import dig
 
 from .common import (
     ORGANIZATION_ANNOTATION,
     ORGANIZATION_LABEL,
     RenderError,
-    dig,
     our_labels,
     quantity_text,
     revision_annotation,
@@ -41,17 +43,31 @@ def render(
             f"the manifest is not filled in ({type(exc).__name__}: {exc}); parse it with "
             "jobs.manifest.parse and render only a manifest without refusals"
         ) from exc
-    if stamp:
-        # Every object says which deploy revision it came from, not only the InferenceService.
-        for obj in objects:
-            obj["metadata"].setdefault("annotations", {}).update(stamp)
     if target.organization:
-        # Last, so that labels from a raw InferenceService cannot claim another organisation.
+        # After the objects are made, so that labels from a raw InferenceService cannot claim
+        # another organisation.
         for obj in objects:
             obj["metadata"]["labels"][ORGANIZATION_LABEL] = target.organization
             annotations = obj["metadata"].setdefault("annotations", {})
             annotations[ORGANIZATION_ANNOTATION] = target.organization_name or target.organization
+    _stamp(objects, stamp)
     return objects
+
+
+def with_revision(objects: list[dict[str, Any]], revision: int) -> list[dict[str, Any]]:
+    """Objects render() made without a revision (the dry run's), as render() makes them for
+    `revision`: copies, each stamped servedeck.io/revision. So a deploy hands the backend what
+    its dry run rendered instead of rendering the same manifest again."""
+    stamp = revision_annotation(revision)
+    stamped = copy.deepcopy(objects)
+    _stamp(stamped, stamp)
+    return stamped
+
+
+def _stamp(objects: list[dict[str, Any]], stamp: dict[str, str]) -> None:
+    # Every object says which deploy revision it came from, not only the InferenceService.
+    for obj in objects if stamp else ():
+        obj["metadata"].setdefault("annotations", {}).update(stamp)
 
 
 def _render(manifest: Mapping[str, Any], target: RenderTarget) -> list[dict[str, Any]]:

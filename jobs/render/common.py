@@ -59,15 +59,6 @@ def revision_annotation(revision: int | None) -> dict[str, str]:
     return {REVISION_ANNOTATION: str(revision)}
 
 
-def dig(data: Any, *keys: str) -> Any:
-    """data[k1][k2]…, or None where a level is missing or not a mapping."""
-    for key in keys:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data
-
-
 def quantity_text(value: Any) -> str:
     """A manifest quantity as Kubernetes text: strings stay as the user wrote them (already
     checked by manifest.parse); numbers from YAML become their exact decimal."""

@@ -21,6 +21,10 @@ from .runtimes import Runtime
 GIB = 2**30
 HF_TOKEN_KEY = "HF_TOKEN"
 CPU_KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
+# vLLM fetches a request's media links itself: never following a redirect (a public link the
+# gateway checked must not lead inward) and, in the versions that know the variable, refusing
+# loopback, private and link-local addresses on every fetch (jobs/gateway/media.py).
+VLLM_MEDIA_ENV = {"VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0", "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE": "1"}
 # vLLM's --limit-mm-per-prompt keys, in a fixed order so equal manifests give equal text.
 MODALITY_KEYS = (
     ("maxImagesPerPrompt", "image"),
@@ -48,6 +52,8 @@ def engine_env(model: Mapping[str, Any], engine: str, on_gpu: bool) -> dict[str,
     if engine == "vllm" and not on_gpu and kv is not None:
         # vLLM on CPU sizes its KV cache from this variable, in whole GiB (at least 1).
         env[CPU_KV_CACHE_ENV] = str(max(1, parse_bytes(kv) // GIB))
+    if engine == "vllm":
+        env.update(VLLM_MEDIA_ENV)
     return env
 
 

@@ -34,9 +34,11 @@ from jobs.kube_names import (
     vm_name,
     weights_claim_name,
 )
-from jobs.machine_catalog import kubevirt_device_name
+from jobs.machine_catalog import gpu_kinds, kubevirt_device_name
+from jobs.manifest.problems import show
 from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
+from jobs.manifest.view import dig
 
 from .cloud_init import (
     GUEST_SERIAL,
@@ -51,7 +53,7 @@ from .cloud_init import (
     guest_files,
     user_data,
 )
-from .common import ORGANIZATION_LABEL, RenderError, dig, metadata, quantity_text
+from .common import ORGANIZATION_LABEL, RenderError, metadata, quantity_text
 from .engine import HF_TOKEN_KEY, engine_args, engine_env
 from .placement import gpu_of, node_affinity
 from .runtimes import PARAKEET_PORT
@@ -124,7 +126,7 @@ class _Layout:
         self.engine = dig(model, "runtime", "engine")
         if self.engine not in ENGINES:
             raise RenderError(
-                f"{M}.runtime.engine: {self.engine!r} with isolation VirtualMachine; a virtual "
+                f"{M}.runtime.engine: {show(self.engine)} with isolation VirtualMachine; a virtual "
                 f"machine runs {' or '.join(ENGINES)}. Set isolation to Container for that runtime."
             )
         self.resources = model["resources"]
@@ -166,11 +168,7 @@ class _Layout:
         if self.gpu is not None:
             kind = target.gpu_kind(self.gpu.get("model"))
             if kind is None:
-                raise RenderError(
-                    f"{M}.resources.accelerator.gpu.model: {self.gpu.get('model')!r}; a GPU is "
-                    "passed through to a virtual machine by its device name, so it needs a GPU "
-                    "model of the profile's machine catalog. Set gpu.model."
-                )
+                raise RenderError(self._no_gpu_kind(self.gpu.get("model")))
             self.device = kubevirt_device_name(kind)
             if self.device is None:
                 raise RenderError(
@@ -180,6 +178,26 @@ class _Layout:
                 )
         self.port = VLLM_PORT if self.engine == "vllm" else PARAKEET_PORT
         self.affinity = node_affinity(self.resources, target)
+
+    def _no_gpu_kind(self, model: object) -> str:
+        """Why a virtual machine's GPUs cannot be given it: no kind named, or one the catalog
+        lacks (the value shown as written, never as Python's None)."""
+        kinds = [kind["name"] for kind in gpu_kinds(self.target.machine_catalog)]
+        offered = f"one of {', '.join(kinds)}" if kinds else "a GPU kind added to it first"
+        field = f"{M}.resources.accelerator.gpu.model"
+        why = (
+            "a GPU is passed through to a virtual machine by its device name, so it needs a "
+            "GPU kind of the profile's machine catalog"
+        )
+        if model is None:
+            return (
+                f"{field}: not set, and no GPU kind of the profile's machine catalog is known to "
+                f"hold the model on the GPUs asked (Check model could not size it, or none "
+                f"does); {why}. Set gpu.model to {offered}."
+            )
+        return f"{field}: {show(model)} is not in the profile's machine catalog; {why}. " + (
+            f"Set gpu.model to {offered}."
+        )
 
     # --- labels and selectors ---------------------------------------------------------------
 

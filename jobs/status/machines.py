@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from jobs.kube_names import predictor_url, vm_name, weights_claim_name
+from jobs.manifest.view import dig
 from jobs.phases import Phase
 from jobs.render.guest_launcher import DOWNLOADING, VOLUME_MISSING
 from jobs.status.derive import INTERNAL_ERROR, NOTHING, PULL_ERRORS, Status, _pull_trouble
@@ -33,7 +34,6 @@ from jobs.status.readers import (
     as_list,
     as_str,
     aware,
-    dig,
     duration,
     explain_quota,
     last_line,

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from jobs.manifest.view import dig
+
 STORAGE_INITIALIZER = "storage-initializer"
 MAIN_CONTAINER = "kserve-container"
 # Containers riding along with the model server; they do not tell whether the model serves.
@@ -42,12 +44,6 @@ def as_str(value: Any) -> str:
 
 def as_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def dig(value: Any, *keys: str) -> Any:
-    for key in keys:
-        value = as_dict(value).get(key)
-    return value
 
 
 def aware(value: Any) -> datetime | None:

@@ -1,7 +1,8 @@
 """REST endpoints for usage: an application's or an API key's requests per minute over the last
 N minutes (errors by status class, tokens, latency p50/p95) with totals, and an application's
-health (the health page's figures). Any member may read them; the objects come through the
-access helpers, so outsiders get 404."""
+health (the health page's figures). Any member may read an application's; a key's usage is an
+admin's, as the key itself is (APIKeyQuerySet). The objects come through the access helpers,
+so outsiders get 404."""
 
 from datetime import datetime
 
@@ -95,7 +96,9 @@ def application_usage(request, name: str, span: Query[Span]):
     return _usage(application.name, rows, span.minutes)
 
 
-@router.get("/keys/{name}/usage", response=UsageOut, summary="An API key's usage per minute")
+@router.get(
+    "/keys/{name}/usage", response=UsageOut, summary="An API key's usage per minute (admins)"
+)
 def key_usage(request, name: str, span: Query[Span]):
     key = get_api_key(request.auth, name)
     rows = UsageMinute.objects.filter(api_key=key)

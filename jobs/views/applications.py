@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from accesspolicies.access import require
 from jobs import deploy as verbs
-from jobs.access import get_application
+from jobs.access import application_to_change, as_deployer, get_application
 from jobs.live.fragments import overview_context, shown
 from jobs.models import Profile
 from jobs.overview import snippets
@@ -69,10 +69,10 @@ def call_from_code(request, application) -> dict:
 
 @require_POST
 def rollback(request, name):
-    application = get_application(request.membership, name, "deploy")
+    application, deployer = application_to_change(request.membership, name)
     try:
         number = int(request.POST.get("revision", ""))
-        applied = verbs.rollback(application, number, request.membership)
+        applied = verbs.rollback(application, number, deployer)
     except ValueError:
         messages.error(request, "revision: pick a revision number from the deploy history.")
     except verbs.ActionError as error:
@@ -89,8 +89,8 @@ def rollback(request, name):
 
 @require_POST
 def deploy(request, name):
-    application = get_application(request.membership, name, "deploy")
-    revision = verbs.deploy_latest(application, request.membership)
+    application, deployer = application_to_change(request.membership, name)
+    revision = verbs.deploy_latest(application, deployer)
     messages.success(request, f"Revision {revision.number} handed to the cluster backend.")
     return redirect("jobs:application-detail", name=name)
 
@@ -101,10 +101,10 @@ STARTING = "starting: its replicas start again with the same settings."
 def _operation(verb: str, done: str):
     @require_POST
     def operate(request, name):
-        application = get_application(request.membership, name, "deploy")
+        application, deployer = application_to_change(request.membership, name)
         was_stopped = application.phase == Phase.STOPPED
         try:
-            getattr(verbs, verb)(application, request.membership)
+            getattr(verbs, verb)(application, deployer)
         except verbs.ActionError as error:
             messages.error(request, str(error))
         else:
@@ -139,7 +139,7 @@ def confirmation_error(typed: str, name: str) -> str | None:
 
 @require_POST
 def delete(request, name):
-    application = get_application(request.membership, name, "deploy")
+    application, deployer = application_to_change(request.membership, name)
     keep_on_cluster = request.POST.get("keep_on_cluster") == "1"
     error = confirmation_error(request.POST.get(CONFIRM_FIELD, ""), application.name)
     if error is not None:
@@ -152,7 +152,7 @@ def delete(request, name):
             offer_delete_from_console=keep_on_cluster,
         )
     try:
-        left = verbs.delete(application, request.membership, keep_on_cluster=keep_on_cluster)
+        left = verbs.delete(application, deployer, keep_on_cluster=keep_on_cluster)
     except verbs.ActionError as error:
         messages.error(request, str(error))
         detail_url = reverse("jobs:application-detail", args=[name])
@@ -218,12 +218,13 @@ def deploy_from_yaml_dry_run(request):
 
 @require_POST
 def deploy_from_yaml_apply(request):
-    membership = require(request.membership, "deploy", "applications")
+    deployer = as_deployer(request.membership)  # before the form is read; apply takes it
+    membership = deployer.membership
     text = request.POST.get("manifest", "")
     if not text.strip():
         return _yaml_page(request, membership, {"manifest_text": text, "empty": True}, 400)
     try:
-        applied = verbs.apply(text, membership)
+        applied = verbs.apply(text, deployer)
     except verbs.Refused as refused:
         context = {"manifest_text": text, "run": refused.dry_run}
         return _yaml_page(request, membership, context, 400)

@@ -5,6 +5,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from accesspolicies.access import require
+from jobs import cluster_audit
 from jobs.access import get_cluster, get_profile
 from jobs.forms import ClusterForm, ProfileForm
 from jobs.models import Cluster, Profile
@@ -40,7 +41,12 @@ def index(request):
 
 def _edit(request, form_class, instance, noun):
     membership = require(request.membership, "admin", WHAT)
-    form = form_class(request.POST or None, instance=instance, organization=membership.organization)
+    form = form_class(
+        request.POST or None,
+        instance=instance,
+        organization=membership.organization,
+        actor=request.user,
+    )
     if request.method == "POST" and form.is_valid():
         saved = form.save()
         messages.success(request, f"{noun.capitalize()} {saved.name} is saved.")
@@ -66,11 +72,13 @@ def cluster_discover(request, name):
     from jobs.backends.kubernetes.backend import describe_addons, discover, discovery_warnings
     from jobs.backends.kubernetes.errors import BackendError
 
+    before = cluster_audit.snapshot(cluster)
     try:
         discover(cluster)
     except BackendError as error:
         messages.error(request, f"{name}: {error.reason} {error.next_step}")
     else:
+        cluster_audit.record_saved(cluster, before, request.user, "discover")
         messages.success(request, f"{name}: {describe_addons(cluster)}.")
         for said in discovery_warnings(cluster):
             messages.warning(request, said)
@@ -100,7 +108,9 @@ def profile_discover(request, name):
     from jobs.usage.cost import keep_prices
 
     catalog, read = discovered_catalog()
+    before = cluster_audit.snapshot(profile)
     profile.machine_catalog = keep_prices(profile.machine_catalog, catalog)
     profile.save(update_fields=["machine_catalog"])
+    cluster_audit.record_saved(profile, before, request.user, "discover")
     messages.success(request, f"{name}: the machine catalog is this machine, {read}.")
     return redirect("jobs:profile-edit", name=name)

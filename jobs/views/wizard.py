@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, push_url
 
 from jobs import deploy as verbs
-from jobs.access import get_application
+from jobs.access import as_deployer, get_application
 from jobs.wizard import drafts, flow, present, steps
 from jobs.wizard.fields import LABELS, STEP_INPUTS
 from jobs.wizard.paths import MODEL, get
@@ -243,9 +243,10 @@ def edit(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 def deploy(request: HttpRequest, key: str) -> HttpResponse:
     """Apply what Review showed; then the model's page, where its phase shows."""
-    draft = drafts.get_draft(request.membership, key)
+    deployer = as_deployer(request.membership)  # the request's one deploy decision
+    draft = drafts.get_draft(deployer, key)
     try:
-        applied = flow.deploy(draft, request.membership, request.POST.get("reviewed", ""))
+        applied = flow.deploy(draft, deployer, request.POST.get("reviewed", ""))
     except flow.Blocked as blocked:
         return _go(request, blocked.state, blocked.state.blocked)
     except flow.Stale as stale:

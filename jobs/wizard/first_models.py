@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accesspolicies.scope import require
 from jobs import deploy as verbs
 from jobs import manifest as mf
+from jobs.access import as_deployer
 from jobs.models import Cluster, Profile
 from jobs.wizard import drafts
 from jobs.wizard.names import suggest_name
@@ -51,7 +51,7 @@ def first_manifest(model: FirstModel, name: str, profile: str) -> dict:
 def deploy_first_model(membership, key: str) -> verbs.Applied:
     """Deploy the first model `key` under a free name (its repository's, else -2, -3 ...).
     Raises UnknownFirstModel, verbs.Refused (the dry run's refusals) or verbs.ActionError."""
-    require(membership, "deploy", "applications")  # a viewer's click: 403 whatever the key
+    deployer = as_deployer(membership)  # a viewer's click: 403 whatever the key
     model = FIRST_MODELS_BY_KEY.get(key)
     if model is None:
         raise UnknownFirstModel(key)
@@ -67,7 +67,7 @@ def deploy_first_model(membership, key: str) -> verbs.Applied:
         name = suggest_name(repo, drafts.taken_names(membership.organization))
         doc = first_manifest(model, name, profile.name)
         try:
-            return verbs.apply(doc, membership, create_only=True)
+            return verbs.apply(doc, deployer, create_only=True)  # not decided again
         except verbs.ActionError as error:
             # Another click took the name between the look and the insert: the next is free.
             if error.status != 409 or attempt == NAME_TRIES - 1:

@@ -36,7 +36,7 @@ from jobs.wizard.names import suggest_name
 from jobs.wizard.paths import MODEL, copied, get, put
 from jobs.wizard.sizing import chosen_size
 from models_catalog import hub
-from models_catalog.check import CheckResult
+from models_catalog.check_types import CheckResult
 from models_catalog.models import ModelMaster
 
 CONTEXT = f"{MODEL}.serving.maxContextTokens"
@@ -405,7 +405,8 @@ class Blocked(Exception):
 
 def deploy(draft: Draft, membership, reviewed: str) -> verbs.Applied:
     """Apply exactly the manifest Review showed: a new application, or a new revision of the
-    one the draft edits; the draft is done with then."""
+    one the draft edits; the draft is done with then. `membership`: the member, or the
+    Deployer the view decided on (apply decides on a member itself)."""
     state = look(draft, server_side=True)
     if state.blocked:
         raise Blocked(state)

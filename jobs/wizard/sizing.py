@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from jobs import manifest as mf
 from jobs.machine_catalog import cpu_machines, gpu_kinds
 from jobs.wizard.fields import CPU_KIND
-from models_catalog.check import CheckResult
+from models_catalog.check_types import CheckResult
 from models_catalog.sizing import (
     Suggestion,
     human_bytes,

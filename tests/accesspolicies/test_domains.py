@@ -242,7 +242,7 @@ def test_the_wizard_offers_the_domain_once_verified_with_a_policy(as_deployer, o
 
     from django.utils import timezone
 
-    from tests.jobs.test_wizard_views import start, text, url
+    from tests.jobs.wizard.test_wizard_views import start, text, url
 
     draft = start(as_deployer)
     assert re.search(r'value="Domain" disabled', text(as_deployer.get(url("access", draft))))

@@ -14,6 +14,7 @@ from servedeck import present
 from accesspolicies import keys
 from accesspolicies.models import APIKey, AuditEntry, ChangeCounter
 from accesspolicies.problems import Invalid
+from accesspolicies.secrets import API_KEY, digest
 from tests.accesspolicies.conftest import make_application, run
 from tests.helpers import bearer, problems
 
@@ -24,7 +25,7 @@ def test_a_key_is_stored_only_as_its_hash(org, admin):
     key, plain = keys.create(org, "support-bot", actor=admin)
     assert plain.startswith("sdk_") and len(plain) > 40
     stored = APIKey.objects.get(pk=key.pk)
-    assert APIKey.lookup_of(plain) == stored.lookup
+    assert API_KEY.lookup_of(plain) == stored.lookup
     assert stored.secret_hash == hashlib.sha256(plain.encode()).hexdigest()
     every_value = [str(v) for v in APIKey.objects.filter(pk=key.pk).values().get().values()]
     assert not any(plain in value for value in every_value)
@@ -97,9 +98,9 @@ def test_rotate_keeps_the_old_secret_for_the_grace_period(org, admin):
     key, new = keys.rotate(key, 15, actor=admin)
     key.refresh_from_db()
     assert new != old
-    assert key.lookup == APIKey.lookup_of(new) and key.secret_hash == APIKey.digest(new)
-    assert key.previous_lookup == APIKey.lookup_of(old)
-    assert key.previous_secret_hash == APIKey.digest(old)
+    assert key.lookup == API_KEY.lookup_of(new) and key.secret_hash == digest(new)
+    assert key.previous_lookup == API_KEY.lookup_of(old)
+    assert key.previous_secret_hash == digest(old)
     left = key.previous_expires_at - timezone.now()
     assert timedelta(minutes=14) < left <= timedelta(minutes=15)
     assert keys.state(key) == "rotating"
@@ -140,7 +141,7 @@ def test_create_shows_the_secret_once_after_the_redirect(as_admin, admin):
     text = page.content.decode()
     plain = text.split('id="shown-once">')[1].split("<")[0]
     key = APIKey.objects.get(name="bot")
-    assert key.secret_hash == APIKey.digest(plain)
+    assert key.secret_hash == digest(plain)
     assert "shown once" in text and page["Cache-Control"].startswith("max-age=0")
     again = as_admin.get(reverse("accesspolicies:keys")).content.decode()
     assert plain not in again and key.masked in again
@@ -196,7 +197,7 @@ def test_revoke_and_rotate_from_the_page(as_admin, org, admin):
     assert response.status_code == 302
     page = as_admin.get(response["Location"]).content.decode()
     new = page.split('id="shown-once">')[1].split("<")[0]
-    assert APIKey.objects.get(pk=key.pk).secret_hash == APIKey.digest(new)
+    assert APIKey.objects.get(pk=key.pk).secret_hash == digest(new)
     as_admin.post(reverse("accesspolicies:key-revoke", args=["bot"]))
     assert APIKey.objects.get(pk=key.pk).revoked_at is not None
 
@@ -226,7 +227,7 @@ def test_deployers_and_viewers_get_403_outsiders_404(
     status = getattr(as_outsider, method)(url, {"name": "x"}).status_code
     assert status == (404 if args else 200 if method == "get" else 302)
     key.refresh_from_db()
-    assert key.revoked_at is None and key.secret_hash == APIKey.digest(plain)
+    assert key.revoked_at is None and key.secret_hash == digest(plain)
     assert not APIKey.objects.filter(organization=org, name="x").exists()
 
 
@@ -240,7 +241,7 @@ def test_api_create_shows_the_key_once_then_list_and_get(api, org):
     assert response.status_code == 201
     created = response.json()
     assert created["key"].startswith("sdk_") and created["applications"] == ["chat"]
-    assert APIKey.objects.get(name="bot").secret_hash == APIKey.digest(created["key"])
+    assert APIKey.objects.get(name="bot").secret_hash == digest(created["key"])
     listed = api.get("/api/v1/keys").json()
     assert [k["name"] for k in listed] == ["bot"] and "key" not in listed[0]
     got = api.get("/api/v1/keys/bot").json()
@@ -300,13 +301,13 @@ def test_cli_create_prints_the_secret_once_and_json_has_name_and_key(admin, org)
     out, err = run("apikey", "create", "bot", "--app", "chat", "--rpm", "60", "--expires-in", "7")
     plain = out.splitlines()[-1]
     key = APIKey.objects.get(name="bot")
-    assert key.secret_hash == APIKey.digest(plain) and "shown once" in err
+    assert key.secret_hash == digest(plain) and "shown once" in err
     assert key.applications == ["chat"] and key.requests_per_minute == 60
     out, _ = run("apikey", "create", "other", "--json")
     data = json.loads(out)
     assert (
         data["name"] == "other"
-        and APIKey.digest(data["key"]) == APIKey.objects.get(name="other").secret_hash
+        and digest(data["key"]) == APIKey.objects.get(name="other").secret_hash
     )
     entry = AuditEntry.objects.filter(action="apikey.create").first()
     assert entry.actor_name == "ada (cli)" and entry.address is None

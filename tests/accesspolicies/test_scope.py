@@ -64,7 +64,7 @@ def test_an_outsider_does_not_find_it(objects, outsider, kind):
 @pytest.mark.parametrize("kind", TYPES)
 def test_the_member_gets_it_with_what_they_may_do(objects, deployer, kind):
     model, key = objects[kind]
-    if kind in ("policy", "domain"):  # an admin's business even to see
+    if kind in ("policy", "domain", "key"):  # an admin's business even to see
         with pytest.raises(PermissionDenied, match="is deployer, which may not administer"):
             model.objects.get_for_member(deployer, key)
         return

@@ -20,6 +20,8 @@ from types import SimpleNamespace
 import pytest
 from playwright.sync_api import Browser, BrowserType, Page, Playwright, sync_playwright
 
+from tests.live_server import console_process
+
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",  # the tests run as root
@@ -78,33 +80,8 @@ def channels_live_server(transactional_db, django_db_blocker):
     hasher, the local backend's stand-in model server and its state folder per test. The
     server reads the test database; rows reach it once committed, hence `transactional_db`.
     """
-    from channels.testing.live import make_application
-    from daphne.testing import DaphneProcess
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-    from django.db import connections
-
-    with django_db_blocker.unblock():
-        if connections["default"].vendor == "sqlite":
-            assert not connections["default"].is_in_memory_db(), (
-                "the live server needs a SQLite file; tests/browser/conftest.py sets one"
-            )
-        connections.close_all()  # never share a database handle across fork
-        server = DaphneProcess(
-            host="127.0.0.1",
-            get_application=partial(make_application, static_wrapper=ASGIStaticFilesHandler),
-        )
-        server.start()
-    if not server.ready.wait(timeout=30):
-        server.terminate()
-        error = "" if server.errors.empty() else server.errors.get(False)[1]
-        raise RuntimeError(f"Daphne did not start: {error}")
-    port = server.port.value
-    yield SimpleNamespace(url=f"http://127.0.0.1:{port}", ws_url=f"ws://127.0.0.1:{port}")
-    server.terminate()
-    server.join(10)
-    if server.is_alive():  # seen once in CI: stopped serving, never exited (SIGTERM handled)
-        server.kill()
-        server.join(5)
+    with console_process(django_db_blocker) as url:
+        yield SimpleNamespace(url=url, ws_url="ws" + url.removeprefix("http"))
 
 
 # pytest-playwright's own fixtures, narrowed from session to module scope (see the docstring);

@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import STAND_IN
 from tests.helpers import STAND_IN_FLAGS, make_member, make_org
+from tests.live_server import console_process
 
 
 @dataclass
@@ -99,10 +100,7 @@ def _follow(stop: threading.Event) -> None:
 
 @pytest.fixture(scope="module")
 def live(django_db_setup, django_db_blocker, tmp_path_factory):
-    from channels.testing.live import make_application
-    from daphne.testing import DaphneProcess
     from django.contrib.auth import get_user_model
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
     from django.core.management import call_command
     from django.db import connections
     from django.test import override_settings
@@ -125,7 +123,7 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory):
     overrides.enable()
     forget_local_runner()
     speech = StandIn("speech", "--runtime", "parakeet")
-    server = own_databases = None
+    own_databases = None
     with django_db_blocker.unblock():
         try:
             default = connections["default"]
@@ -144,30 +142,17 @@ def live(django_db_setup, django_db_blocker, tmp_path_factory):
             globex = make_org("globex")
             Membership.objects.create(organization=globex, user=admin.user, role=Role.ADMIN)
             _, other_org_token = PersonalAccessToken.issue(admin.user, globex, "laptop")
-            connections.close_all()  # never share a database handle across fork
-            server = DaphneProcess(
-                host="127.0.0.1",
-                get_application=partial(make_application, static_wrapper=ASGIStaticFilesHandler),
-            )
-            server.start()
-            if not server.ready.wait(timeout=30):
-                raise RuntimeError("Daphne did not start")
-            home = tmp_path_factory.mktemp("home")
-            yield Live(
-                f"http://127.0.0.1:{server.port.value}",
-                home,
-                admin_token,
-                viewer_token,
-                other_org_token,
-                partial(make_app, org, "speech", speech.url, runtime="parakeet"),
-            )
+            with console_process(django_db_blocker) as url:
+                home = tmp_path_factory.mktemp("home")
+                yield Live(
+                    url,
+                    home,
+                    admin_token,
+                    viewer_token,
+                    other_org_token,
+                    partial(make_app, org, "speech", speech.url, runtime="parakeet"),
+                )
         finally:
-            if server is not None:
-                server.terminate()
-                server.join(10)
-                if server.is_alive():
-                    server.kill()
-                    server.join(10)
             speech.stop()
             local_runners_on_disk()  # the servers the console started, from their state folder
             forget_local_runner()

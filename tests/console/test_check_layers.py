@@ -1,5 +1,6 @@
-"""scripts/check_layers.py on small made-up trees: it exits non-zero on a cycle between apps
-(lazy imports count), an ORM or models import in a pure core, and another app's forms."""
+"""scripts/check_layers.py on small made-up trees: it exits non-zero on a cycle between apps or
+between modules (lazy imports count, imports for type checking do not), an import up the layers,
+an ORM or models import in a pure core, and another app's forms; and on the product itself."""
 
 import importlib.util
 from pathlib import Path
@@ -32,6 +33,7 @@ CLEAN = {
     "jobs/manifest/__init__.py": "from .rules import check\n",
     "jobs/manifest/rules.py": "import re\n",
     "jobs/models.py": "from django.db import models\nfrom accesspolicies.models import Org\n",
+    "accesspolicies/models.py": "from django.db import models\n",
     "jobs/deploy.py": "from models_catalog.check import check_model\n",
     "models_catalog/check.py": "from jobs.manifest import check\n",  # a pure core: no edge
     "console/urls.py": "from jobs import views\nfrom models_catalog import views as v\n",
@@ -65,3 +67,36 @@ def test_another_apps_forms_fail(layers, tmp_path, capsys):
     forms = {**CLEAN, "models_catalog/forms.py": "from jobs.forms import ScopedForm\n"}
     assert layers.main(tree(tmp_path, forms)) == 1
     assert "another app's forms" in capsys.readouterr().err
+
+
+def test_a_cycle_between_modules_of_one_app_fails(layers, tmp_path, capsys):
+    loop = {
+        **CLEAN,
+        "jobs/usage.py": "from jobs.charts import chart\n",
+        "jobs/charts.py": "def chart():\n    from jobs import usage\n",
+    }
+    assert layers.main(tree(tmp_path, loop)) == 1
+    err = capsys.readouterr().err
+    assert "a cycle between modules: jobs.charts, jobs.usage" in err
+    assert "jobs/charts.py:2 jobs.charts -> jobs.usage" in err
+
+
+def test_an_import_for_type_checking_only_closes_no_cycle(layers, tmp_path, capsys):
+    typed = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from jobs.usage import Meter\n"
+    )
+    loop = {**CLEAN, "jobs/usage.py": "from jobs.charts import chart\n", "jobs/charts.py": typed}
+    assert layers.main(tree(tmp_path, loop)) == 0
+    assert "modules in a cycle: 0 in 0 cycle(s)" in capsys.readouterr().out
+
+
+def test_an_import_up_the_layers_fails(layers, tmp_path, capsys):
+    upward = {**CLEAN, "jobs/manifest/rules.py": "def f():\n    from jobs import deploy\n"}
+    assert layers.main(tree(tmp_path, upward)) == 1
+    err = capsys.readouterr().err
+    assert "jobs.manifest.rules (pure cores) imports jobs.deploy (services)" in err
+
+
+def test_the_product_itself_is_clean(layers, capsys):
+    assert layers.main() == 0, capsys.readouterr().err
+    assert "modules in a cycle: 0 in 0 cycle(s)" in capsys.readouterr().out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -19,9 +20,10 @@ from jobs.wizard.drafts import unsaved_draft
 from jobs.wizard.first_models import first_manifest
 from models_catalog import hub_reach
 from models_catalog.recommended import FIRST_MODELS
+from tests.fakes.cpu_runtime import install_fake
 from tests.helpers import SHORTEST, client_for
-from tests.jobs.test_local_cpu_wiring import cpu_machine, install_fake  # noqa: F401, F811
 
+ROOT = Path(__file__).resolve().parents[2]
 CHAT = "smollm2-135m-instruct"
 DEPLOY_CHAT = reverse("jobs:first-model-deploy", args=[CHAT])
 
@@ -133,15 +135,20 @@ def no_model_server(settings, tmp_path, monkeypatch):
 
 
 def test_a_refused_first_model_goes_back_to_the_dashboard_with_every_reason(
-    admin, as_admin, no_model_server
+    as_admin, no_model_server, tmp_path
 ):
-    expected = dry_run(first_manifest(FIRST_MODELS[0], CHAT, "local"), admin.organization)
-    assert expected.refusals, "the machine serves the model: this test shows nothing"
     response = as_admin.post(DEPLOY_CHAT, follow=True)
     assert response.redirect_chain == [(reverse("console:home"), 302)]
     text = html.unescape(response.content.decode())
     assert "The model was not deployed:" in text
-    assert all(problem.message in text for problem in expected.refusals), expected.refusals
+    # Its one reason, Check model's: the chat model needs transformers serve, not installed in
+    # this machine's runtimes folder, and the command that installs it there.
+    runtimes = tmp_path / "runtimes"
+    assert (
+        "Chat and completions on this machine needs the CPU runtime transformers serve, which "
+        f"is not installed in {runtimes}. Install it with: "
+        f"SERVEDECK_RUNTIMES_DIR={runtimes} {ROOT / 'scripts' / 'cpu_runtimes.sh'} transformers"
+    ) in text
     assert not Application.objects.exists()
 
 
@@ -191,11 +198,29 @@ def test_a_hub_that_never_answers_is_given_up_on():
     assert reach.why == f"no answer within {hub_reach.TIMEOUT:g} s"
 
 
+# Each first model on this machine without vLLM: the fake Hub's commit of its repository (the
+# sha1 of its id), the CPU runtime that serves it and what that server does.
+ON_THE_CPU = {
+    "smollm2-135m-instruct": (
+        "bed3655d44736098fa59a0661d724a73da7c5654",
+        "transformers: transformers serve serves chat and completions",
+    ),
+    "all-minilm-l6-v2": (
+        "d46f7701826b96cba8ae31f4b54fd066f8059af4",
+        "infinity: infinity-emb serves embeddings",
+    ),
+    "faster-whisper-tiny-en": (
+        "c09e422e95e7984228506c968e76edb65a6267ef",
+        "faster-whisper: faster-whisper-server serves transcription",
+    ),
+}
+
+
 @pytest.mark.parametrize("model", FIRST_MODELS, ids=lambda m: m.key)
 def test_every_first_model_passes_the_dry_run_on_a_machine_with_the_cpu_runtimes(
     model,
     admin,
-    cpu_machine,  # noqa: F811 (the fixture imported above)
+    cpu_machine,
 ):
     """The Hub's repository (the fake Hub's copy) checked for the local profile: each first
     model gets a CPU runtime here, so a newcomer's click deploys it."""
@@ -204,3 +229,16 @@ def test_every_first_model_passes_the_dry_run_on_a_machine_with_the_cpu_runtimes
         install_fake(runtimes, name)
     checked = dry_run(first_manifest(model, model.key, "local"), admin.organization)
     assert not checked.refusals, checked.refusals
+    commit, served_by = ON_THE_CPU[model.key]
+    assert checked.action == "create"
+    assert checked.check.verdict == "The platform can serve this model."
+    spec = checked.manifest["spec"]
+    assert (spec["name"], spec["profileName"]) == (model.key, "local")
+    source = spec["source"]["model"]
+    assert source["uri"] == f"{model.uri}:{commit}"  # pinned to the commit the Hub answered
+    assert source["resources"] == {"cpu": "1", "memory": "4Gi", "nodesPerReplica": 1}
+    assert (source["scaling"]["minReplicas"], source["scaling"]["maxReplicas"]) == (1, 1)
+    (said,) = checked.warnings  # where it runs, said once, on the model's uri
+    assert said.path == "spec.source.model.uri" and said.level == "warning"
+    assert said.message.startswith(f"On this machine it runs on {served_by}; ")
+    assert "vLLM is not installed on this machine" in said.message

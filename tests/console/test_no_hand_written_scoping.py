@@ -9,7 +9,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SURFACES = [
     *ROOT.glob("*/views.py"),
     *ROOT.glob("*/views/*.py"),
-    *ROOT.glob("*/gateway_views.py"),
     *ROOT.glob("*/api*.py"),
     *ROOT.glob("*/management/commands/*.py"),
 ]

@@ -1,5 +1,5 @@
 """Low item: a token sent in a query string was written to daphne's access log. The console
-refuses credentials in query strings, and its daphne launcher logs no query values at all."""
+refuses credentials in query strings, and its server (console.serve) logs no query values."""
 
 import socket
 import subprocess
@@ -62,7 +62,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def test_daphne_through_console_serve_logs_no_token(tmp_path):
+def test_the_server_through_console_serve_logs_no_token(tmp_path):
     port = free_port()
     env = {"SERVEDECK_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     server = subprocess.Popen(
@@ -91,12 +91,12 @@ def test_daphne_through_console_serve_logs_no_token(tmp_path):
                 break
             except httpx.TransportError:
                 if time.monotonic() > deadline:  # a wait with a limit, not a timing
-                    pytest.fail("daphne did not start")
+                    pytest.fail("the console did not start")
                 assert server.poll() is None, server.stdout.read().decode()
                 time.sleep(0.2)
         assert answer.status_code == 200
     finally:
         server.terminate()
         output = server.communicate(timeout=20)[0].decode()
-    assert '"GET /healthz?token=…"' in output  # the access log line is there ...
+    assert '"GET /healthz?token=… HTTP/1.1" 200' in output  # the access log line is there ...
     assert "sdp_topsecret" not in output  # ... without the token

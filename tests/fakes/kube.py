@@ -5,8 +5,10 @@ It keeps objects in memory and speaks the subset ServeDeck uses: discovery (/ver
 /apis and resource lists) of the add-on groups a test installs; get, list and watch with label
 and field selectors and resourceVersions; create (201), replace, merge patch, server-side apply
 (field managers kept in metadata.managedFields, conflicts, force) and delete, each honouring
-dryRun=All. Tests put objects, emit watch events, inject failures (403, 409, 422, quota, slow
-answers), compact the watch history (410 Gone), or take the server down. GET on a Service's
+dryRun=All; Leases for leader election (a replace with a stale resourceVersion is 409). Tests
+put objects, emit watch events, inject failures (403, 409, 422, quota, slow answers), grant
+exact RBAC rules (`rbac`: every request checked by verb, group, resource, namespace and name),
+compact the watch history (410 Gone), or take the server down. GET on a Service's
 proxy subresource (`.../services/<name>[:<port>]/proxy/<path>`) reaches the URL a test gave
 with `serve_service`, as the API server's service proxy reaches the Service's pods, and passes
 its answer on piece by piece as it comes (a Service that drips its answer drips through it).
@@ -32,7 +34,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -73,6 +75,20 @@ CORE = (
     Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
     Resource("", "v1", "configmaps", "ConfigMap"),
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease"),
+)
+# What installing ServeDeck itself (deploy/) applies, served by every cluster.
+PLATFORM = (
+    Resource("", "v1", "namespaces", "Namespace", False),
+    Resource("", "v1", "serviceaccounts", "ServiceAccount"),
+    Resource("apps", "v1", "deployments", "Deployment"),
+    Resource("batch", "v1", "jobs", "Job"),
+    Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
+    Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
+    Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    Resource("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
 )
 # What installing each add-on (jobs.models.ADDONS keys) adds to the API, as its CRDs do.
 ADDONS: dict[str, tuple[Resource, ...]] = {
@@ -102,6 +118,7 @@ ADDONS: dict[str, tuple[Resource, ...]] = {
     "gatewayApi": (
         Resource("gateway.networking.k8s.io", "v1", "gateways", "Gateway"),
         Resource("gateway.networking.k8s.io", "v1", "httproutes", "HTTPRoute"),
+        Resource("gateway.networking.k8s.io", "v1beta1", "referencegrants", "ReferenceGrant"),
     ),
     "certManager": (
         Resource("cert-manager.io", "v1", "certificates", "Certificate"),
@@ -174,6 +191,44 @@ class Failure:
             and (self.resource is None or self.resource in (res.plural, res.kind))
             and (self.name is None or self.name == name)
         )
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request as RBAC sees it (and one the rules refused)."""
+
+    verb: str
+    group: str
+    resource: str  # with its subresource: pods/log, services/proxy
+    namespace: str | None
+    name: str | None
+
+
+@dataclass(frozen=True)
+class Grants:
+    """The rules of the Roles bound in each namespace and of the ClusterRoles bound
+    cluster-wide (which also grant in every namespace)."""
+
+    roles: dict[str, tuple[dict, ...]]
+    cluster: tuple[dict, ...]
+
+    def allow(self, request: Refusal) -> bool:
+        rules = [*self.cluster, *(self.roles.get(request.namespace or "", ()))]
+        return any(_rule_allows(rule, request) for rule in rules)
+
+
+def _rule_allows(rule: Mapping[str, Any], request: Refusal) -> bool:
+    def has(field: str, value: str) -> bool:
+        values = rule.get(field) or []
+        return "*" in values or value in values
+
+    names = rule.get("resourceNames") or []
+    return (
+        has("verbs", request.verb)
+        and has("apiGroups", request.group)
+        and has("resources", request.resource)
+        and (not names or request.name in names)
+    )
 
 
 @dataclass(frozen=True)
@@ -304,6 +359,8 @@ class KubeEmulator:
             self._failures: list[Failure] = []
             self._requests: list[Request] = []
             self._rbac_namespaces: frozenset[str] | None = None
+            self._grants: Grants | None = None
+            self._refusals: list[Refusal] = []
             # (namespace, pod, container) -> (when written in ns, the line with its newline)
             self._pod_logs: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
             self._service_urls: dict[tuple[str, str], str] = {}
@@ -317,7 +374,7 @@ class KubeEmulator:
 
     def install(self, *addons: str) -> None:
         with self._cond:
-            for res in (*CORE, *(r for a in addons for r in ADDONS[a])):
+            for res in (*CORE, *PLATFORM, *(r for a in addons for r in ADDONS[a])):
                 self._resources[(res.group, res.version, res.plural)] = res
 
     def uninstall(self, *addons: str) -> None:
@@ -410,6 +467,34 @@ class KubeEmulator:
         request is allowed again (the default)."""
         with self._cond:
             self._rbac_namespaces = frozenset(namespaces) if namespaces else None
+
+    def rbac(
+        self,
+        roles: Mapping[str, Iterable[Mapping[str, Any]]] | None = None,
+        cluster: Iterable[Mapping[str, Any]] = (),
+    ) -> None:
+        """Grant exactly these RBAC rules ({apiGroups, resources, verbs, resourceNames?}, as a
+        Role or ClusterRole holds them): `roles` maps a namespace to the rules of the Roles
+        bound there, `cluster` the rules of ClusterRoles bound cluster-wide. Every request is
+        checked as the API server's RBAC authorizer checks it (verb, API group, resource with
+        its subresource as pods/log, namespace, name); a server-side apply that creates the
+        object needs `create` besides `patch`, as the API server asks both. Anything else is
+        403 in the server's words, and kept in `refusals`. None for both: everything allowed."""
+        with self._cond:
+            if roles is None and not cluster:
+                self._grants = None
+            else:
+                self._grants = Grants(
+                    {ns: tuple(map(dict, rules)) for ns, rules in (roles or {}).items()},
+                    tuple(map(dict, cluster)),
+                )
+            self._refusals = []
+
+    @property
+    def refusals(self) -> list[Refusal]:
+        """The requests the RBAC rules refused since they were set (`rbac`)."""
+        with self._cond:
+            return list(self._refusals)
 
     def compact(self, close_watches: bool = True) -> None:
         """Forget the watch history: a watch from an older resourceVersion gets 410 Gone, and
@@ -561,7 +646,14 @@ class KubeEmulator:
 
     def _authorize(self, verb: str, t: _Target) -> None:
         with self._cond:
-            allowed = self._rbac_namespaces
+            allowed, grants = self._rbac_namespaces, self._grants
+        if grants is not None:
+            resource = f"{t.res.plural}/{t.subresource}" if t.subresource else t.res.plural
+            request = Refusal(verb, t.res.group, resource, t.namespace, t.name)
+            if not grants.allow(request):
+                with self._cond:
+                    self._refusals.append(request)
+                raise _failure_error(Failure(403, "", "", verb, None, None, (), 1, 0.0), verb, t)
         if allowed is None or not t.res.namespaced or t.namespace in allowed:
             return
         refused = Failure(403, "", "", verb, None, None, (), 1, 0.0)
@@ -650,6 +742,8 @@ class KubeEmulator:
         with self._cond:
             live = self._store.get(self._key_of(t))
             if live is None:
+                # Apply creates the object: the API server asks RBAC for create too.
+                self._authorize("create", t)
                 obj, owners = copy.deepcopy(config), {me: applied}
             else:
                 owners = _owners(live)
@@ -959,13 +1053,13 @@ class KubeEmulator:
                            "namespace sent on the request")  # fmt: skip
 
     def _resource_of(self, obj: dict) -> Resource:
-        for res in (*CORE, *(r for rs in ADDONS.values() for r in rs)):
+        for res in (*CORE, *PLATFORM, *(r for rs in ADDONS.values() for r in rs)):
             if (res.api_version, res.kind) == (obj.get("apiVersion"), obj.get("kind")):
                 return res
         raise ValueError(f"the emulator does not know {obj.get('apiVersion')} {obj.get('kind')}")
 
     def _resource_named(self, kind: str) -> Resource:
-        for res in (*CORE, *(r for rs in ADDONS.values() for r in rs)):
+        for res in (*CORE, *PLATFORM, *(r for rs in ADDONS.values() for r in rs)):
             if kind in (res.kind, res.plural):
                 return res
         raise ValueError(f"the emulator does not know {kind}")
@@ -1320,8 +1414,8 @@ def _field_matcher(selector: str) -> Callable[[dict], bool]:
 # --- fixtures ------------------------------------------------------------------------------
 
 
-# Named through name=: a module that imports them (tests/conftest.py, or one test module)
-# then has no name that clashes with its tests' `kube` parameters.
+# Registered for every test by tests/conftest.py (pytest_plugins). Named through name=, so a
+# module that imports this one has no name that clashes with its tests' `kube` parameters.
 
 
 @pytest.fixture(scope="session", name="kube_emulator")
@@ -1348,7 +1442,9 @@ __all__ = [
     "TOKEN",
     "USER",
     "ApiError",
+    "Grants",
     "KubeEmulator",
+    "Refusal",
     "Request",
     "Resource",
     "closed_port",

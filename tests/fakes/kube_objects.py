@@ -4,7 +4,7 @@ into the API emulator (tests/fakes/kube.py), and a cluster on that emulator to f
     kube.put(with_status(kube.get("InferenceService", "bge-embed", "models"), ready=True))
     kube.put(predictor_pod("bge-embed", "models", ready=False, oom=True))
 
-The `prod` fixture (import `prod_fixture`, as with the emulator's own fixtures) is a Kubernetes
+The `prod` fixture (registered for every test by tests/conftest.py) is a Kubernetes
 cluster "prod" on the emulator with a profile "prod" in namespace PROD_NAMESPACE.
 """
 

@@ -9,8 +9,6 @@ import urllib.request
 
 import pytest
 
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
-
 ISVCS = "/apis/serving.kserve.io/v1beta1/namespaces/models/inferenceservices"
 APPLY = "application/apply-patch+yaml"
 

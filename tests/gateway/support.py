@@ -1,9 +1,11 @@
 """What the gateway's tests share: stand-in model servers, applications pointed at them, keys,
-a live gateway under uvicorn in a thread, and a meter that keeps what it was given."""
+a live gateway under uvicorn in a thread, a meter that keeps what it was given, and what the
+real-model tests need installed."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -15,6 +17,8 @@ import httpx
 import uvicorn
 
 from accesspolicies.models import APIKey
+from accesspolicies.secrets import API_KEY
+from jobs.backends.local import runtimes as rt
 from jobs.gateway.app import Gateway
 from jobs.gateway.metering import Meter, RequestRecord
 from jobs.gateway.proxy import Timeouts
@@ -22,6 +26,17 @@ from jobs.gateway.snapshot import SnapshotKeeper
 from jobs.models import Application, Profile
 
 STAND_IN = Path(__file__).parent.parent / "fakes" / "model_server.py"
+
+# The real-model tests' CPU runtimes (the real_machine fixture): skipped without them on a
+# developer's machine, failed in CI (CI=true), where scripts/test.sh installs them.
+RUNTIMES_DIR = rt.configured_runtimes_dir()
+NEEDED = ("transformers", "infinity", "faster-whisper")
+MISSING = sorted(set(NEEDED) - rt.installed_runtimes(RUNTIMES_DIR))
+WHY_MISSING = (
+    f"the CPU runtimes {', '.join(MISSING)} are not installed in {RUNTIMES_DIR}; run "
+    f"{rt.install_command(' '.join(MISSING), RUNTIMES_DIR)} (scripts/test.sh does it)"
+)
+IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
 def free_port() -> int:
@@ -119,7 +134,7 @@ def make_app(
 
 
 def make_key(org, name: str = "caller", **fields) -> tuple[APIKey, str]:
-    lookup, plain, digest = APIKey.new_secret()
+    lookup, plain, digest = API_KEY.mint()
     key = APIKey.objects.create(
         organization=org, name=name, lookup=lookup, secret_hash=digest, **fields
     )

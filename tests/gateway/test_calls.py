@@ -180,7 +180,7 @@ def test_only_public_routes_reach_a_model_server(gateway, world):
 def test_an_application_deployed_on_the_local_backend(gateway, deployer):
     from jobs import deploy as verbs
     from tests.helpers import SHORTEST
-    from tests.jobs.test_lifecycle_local import until
+    from tests.jobs.backends.local.test_lifecycle_local import until
 
     app = verbs.apply(SHORTEST, deployer).application
     _, plain = make_key(deployer.organization)

@@ -6,7 +6,6 @@ a key made with `manage.py apikey create --json`; the official `openai` client c
 import io
 import json
 import time
-from functools import partial
 
 import httpx
 import openai
@@ -18,36 +17,6 @@ from jobs.reconciler import Reconciler
 from tests.helpers import SHORTEST, bearer
 
 pytestmark = pytest.mark.database_file  # the live server is another process: a database file
-
-
-@pytest.fixture
-def console_server(transactional_db, django_db_blocker):
-    """Daphne serving `console.asgi:application` (settings.ASGI_APPLICATION) in a forked
-    process, forked after the test's settings are in place (the local backend's stand-in)."""
-    from channels.testing.live import make_application
-    from daphne.testing import DaphneProcess
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
-    from django.db import connections
-
-    with django_db_blocker.unblock():
-        default = connections["default"]
-        if default.vendor == "sqlite":
-            assert not default.is_in_memory_db(), "the live server needs a file"
-        connections.close_all()  # never share a database handle across fork
-        server = DaphneProcess(
-            host="127.0.0.1",
-            get_application=partial(make_application, static_wrapper=ASGIStaticFilesHandler),
-        )
-        server.start()
-    if not server.ready.wait(timeout=30):
-        server.terminate()
-        raise RuntimeError("Daphne did not start")
-    yield f"http://127.0.0.1:{server.port.value}"
-    server.terminate()
-    server.join(10)
-    if server.is_alive():  # never leave it for multiprocessing's exit to wait on
-        server.kill()
-        server.join(10)
 
 
 def running(name: str, timeout: float = 20.0) -> Application:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import redis
 
-from accesspolicies.models import APIKey
+from accesspolicies.secrets import API_KEY
 from jobs.gateway.limits import LocalLimiter, RedisLimiter, Refused
 from jobs.gateway.snapshot import Check
 from tests.gateway.support import free_port, fresh_minute
@@ -101,7 +101,7 @@ def gateway_process(port, spec):
 
 def test_two_gateway_processes_share_one_limit(alpha):
     redis_or_skip()
-    lookup, plain, digest = APIKey.new_secret()
+    lookup, plain, digest = API_KEY.mint()
     spec = {"lookup": lookup, "digest": digest, "rpm": 4, "upstream": alpha.url}
     with gateway_process(free_port(), spec) as one, gateway_process(free_port(), spec) as two:
         statuses = []

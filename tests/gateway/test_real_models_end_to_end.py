@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -26,25 +25,14 @@ from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
-from jobs.backends.local import runtimes as rt
 from jobs.backends.local.backend import local_runner
 from jobs.models import Application
 from jobs.reconciler import Reconciler
-from tests.gateway.test_embedded_end_to_end import command, console_server, usage
+from tests.gateway.support import IN_CI, MISSING, WHY_MISSING
+from tests.gateway.test_embedded_end_to_end import command, usage
 from tests.helpers import bearer
 from tests.manifest_text import local_manifest
-from tests.packaged_models import NotReady, default_models_dir, prepare
 
-__all__ = ["console_server"]  # the live console, a fixture used below
-
-RUNTIMES_DIR = rt.configured_runtimes_dir()
-NEEDED = ("transformers", "infinity", "faster-whisper")
-MISSING = sorted(set(NEEDED) - rt.installed_runtimes(RUNTIMES_DIR))
-WHY_MISSING = (
-    f"the CPU runtimes {', '.join(MISSING)} are not installed in {RUNTIMES_DIR}; run "
-    f"{rt.install_command(' '.join(MISSING), RUNTIMES_DIR)} (scripts/test.sh does it)"
-)
-IN_CI = os.environ.get("CI", "").lower() == "true"
 pytestmark = [
     pytest.mark.real_models,
     pytest.mark.database_file,  # the live server is another process: a database file
@@ -60,24 +48,6 @@ RELOAD_TIMEOUT = 60.0
 # How long the streaming chat's model server is held (SIGSTOP) before it may go on: never
 # asserted; a gateway that buffered the answer has delivered all of it well within this.
 HOLD_SECONDS = 3.0
-
-
-@pytest.fixture
-def real_machine(settings):
-    """The real command (no stand-in), the installed runtimes, the packaged models."""
-    if MISSING:
-        pytest.fail(f"CI runs the real-model test, but {WHY_MISSING}")
-    if shutil.which("espeak-ng") is None:
-        why = "espeak-ng speaks the WAV the test transcribes: apt-get install espeak-ng"
-        pytest.fail(f"CI runs the real-model test, but {why}") if IN_CI else pytest.skip(why)
-    try:
-        models = prepare(runtimes_dir=RUNTIMES_DIR)
-    except NotReady as exc:
-        pytest.fail(f"the packaged models are not ready: {exc}")
-    settings.SERVEDECK_LOCAL_COMMAND = ""
-    settings.SERVEDECK_RUNTIMES_DIR = RUNTIMES_DIR
-    settings.SERVEDECK_MODELS_DIR = default_models_dir().resolve()
-    return models
 
 
 def follow(name: str, phase: str, timeout: float = READY_TIMEOUT) -> Application:

@@ -16,22 +16,13 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from jobs.backends.local import download_files
 from jobs.backends.local import runtimes as rt
 from tests.fakes.hub import FakeHub, disk_repo
-from tests.gateway.test_real_models_end_to_end import (
-    IN_CI,
-    MISSING,
-    WHY_MISSING,
-    caller,
-    console_server,
-    follow,
-    real_machine,
-    the_three_answer,
-)
+from tests.gateway.support import IN_CI, MISSING, WHY_MISSING
+from tests.gateway.test_real_models_end_to_end import caller, follow, the_three_answer
 from tests.helpers import bearer
 from tests.manifest_text import local_manifest
-
-__all__ = ["console_server", "real_machine"]  # fixtures used below
 
 pytestmark = [
     pytest.mark.real_models,
@@ -94,4 +85,4 @@ def test_hub_models_download_and_answer_through_the_gateway(
 def runtime_files(hub: FakeHub, repo: str) -> list[str]:
     """The files of a served repository its CPU runtime reads (what must be downloaded)."""
     names = list(hub.repos[repo].files)
-    return rt.files_to_download(names, rt.weights_layout(names))
+    return download_files.files_to_download(names, rt.weights_layout(names))

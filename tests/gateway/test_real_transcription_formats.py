@@ -4,7 +4,7 @@ gateway answers a spoken WAV (espeak-ng) in OpenAI's text, srt and vtt, built fr
 runtime's segments, to the official openai client.
 
 Slow (a real model), so it runs only where scripts/cpu_runtimes.sh installed the runtime, as
-tests/jobs/test_cpu_runtimes_real.py does.
+tests/jobs/backends/local/test_cpu_runtimes_real.py does.
 """
 
 from __future__ import annotations

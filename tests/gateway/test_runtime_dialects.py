@@ -13,9 +13,6 @@ import openai
 import pytest
 
 from tests.gateway.support import StandIn, caught_up, make_app, make_key
-from tests.jobs.test_local_cpu_wiring import cpu_machine
-
-__all__ = ["cpu_machine"]  # a fixture: no vLLM, runtimes and models folders of the test's own
 
 
 @pytest.fixture(scope="module")
@@ -291,7 +288,7 @@ def test_the_dialect_is_the_runtime_the_local_backend_recorded(cpu_machine, tmp_
     from jobs.backends.local.runner import LocalRunner
     from jobs.lifecycle import record_status
     from tests.gateway.support import STAND_IN
-    from tests.jobs.test_local_cpu_wiring import manifest, running, whisper_folder
+    from tests.jobs.backends.local.test_local_cpu_wiring import manifest, running, whisper_folder
 
     runtimes, models = cpu_machine
     program = runtimes / "faster-whisper" / "bin" / rt.FASTER_WHISPER.program

@@ -4,8 +4,11 @@ import json
 
 import pytest
 import yaml
+from django.core.exceptions import PermissionDenied
 
 from accesspolicies.models import PersonalAccessToken
+from jobs import deploy as verbs
+from jobs.access import as_deployer
 from tests.helpers import SHORTEST, api_error, bearer, problems
 
 URL = "/api/v1/applications"
@@ -215,6 +218,33 @@ def test_get_output_as_yaml_round_trips(api):
 def test_a_viewer_cannot_dry_run_either(client, viewer):
     client.defaults.update(bearer(viewer))
     assert post_yaml(client, SHORTEST, URL + "?dryRun=true").status_code == 403
+
+
+def test_a_viewers_put_is_refused_once_a_name_is_found(client, viewer, deployer):
+    """A PUT finds the application (404 whatever the role), then decides the role once (403),
+    before the body is read or dry-run."""
+    client.defaults.update(bearer(deployer))
+    post_yaml(client, SHORTEST)
+    client.defaults.update(bearer(viewer))
+    for query in ("", "?dryRun=true"):
+        put = client.put(f"{URL}/bge-embed{query}", data=SHORTEST, content_type="application/yaml")
+        assert put.status_code == 403
+        assert "viewer" in api_error(put)["message"]
+        other = client.put(f"{URL}/missing{query}", data=SHORTEST, content_type="application/yaml")
+        assert other.status_code == 404
+    assert [r["number"] for r in client.get(f"{URL}/bge-embed/history").json()] == [1]
+
+
+def test_the_verbs_decide_the_role_on_a_member_and_take_a_decision_made(viewer, deployer):
+    """Whatever calls a verb that changes an application is protected: the verb decides on a
+    membership it is given; a Deployer (decided earlier in the request) is not asked again."""
+    with pytest.raises(PermissionDenied):
+        verbs.apply(SHORTEST, viewer)
+    with pytest.raises(PermissionDenied):
+        as_deployer(viewer)
+    decided = as_deployer(deployer)
+    assert as_deployer(decided) is decided
+    assert verbs.apply(SHORTEST, decided).created
 
 
 def test_a_deactivated_users_token_is_refused(client, deployer):

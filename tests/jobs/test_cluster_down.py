@@ -11,8 +11,7 @@ from django.urls import reverse
 from jobs import deploy as verbs
 from jobs.backends.local.backend import LocalBackend
 from jobs.models import Application, Revision
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
-from tests.fakes.kube_objects import PROD_NAMESPACE, prod_fixture  # noqa: F401
+from tests.fakes.kube_objects import PROD_NAMESPACE
 from tests.helpers import SHORTEST, api_error, bearer
 
 URL = "/api/v1/applications"
@@ -121,7 +120,7 @@ def test_a_deploy_to_a_cluster_that_is_down_records_it_without_host_paths(prod, 
 
 
 def test_an_unexpected_failure_of_the_backend_is_recorded_not_left_pending(api, monkeypatch):
-    def broken(self, application, revision):
+    def broken(self, application, revision, objects=None):
         raise RuntimeError("the backend broke half-way")
 
     monkeypatch.setattr(LocalBackend, "apply", broken)  # our own backend, not a client library

@@ -4,7 +4,7 @@ import pytest
 
 from jobs.deploy import dry_run
 from jobs.models import Profile
-from models_catalog.check import SERVABLE
+from models_catalog.check_types import SERVABLE
 from tests.fakes.hub import GOOD_TOKEN, closed_endpoint
 from tests.helpers import SHORTEST
 

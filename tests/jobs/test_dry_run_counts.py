@@ -1,25 +1,31 @@
-"""What one wizard action costs: dry runs, parses and Check model calls (counted by spies that
-wrap the product's own functions and call them), and the server-side dry runs the Kubernetes
-emulator receives. One dry run per request; the cluster is asked at Review and Deploy only."""
+"""What one wizard action costs: dry runs, parses, Check model calls and renders (counted by
+spies that wrap the product's own functions and call them), and the server-side dry runs the
+Kubernetes emulator receives. One dry run per request; the cluster is asked at Review and
+Deploy only; a deploy (the wizard's, a REST API PUT) decides the deploy permission, parses,
+checks and renders once: the backend applies the objects its dry run rendered."""
 
+import json
 import re
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
 from django.urls import reverse
 
+import accesspolicies.scope
 import jobs.deploy
 import jobs.dry_run
 import jobs.manifest
-from jobs.backends.kubernetes.backend import forget_clients
-from jobs.models import Cluster, Draft, Profile
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
+import jobs.render
+from jobs.models import Draft
+from tests.helpers import bearer
 
 QWEN = "Qwen/Qwen2.5-7B-Instruct"
 QWEN_COMMIT = "24668f3e831ec22a450368581ff8806f933c208f"
 HTMX = {"HX-Request": "true"}
 STEPS = ("model", "check", "compute", "access", "api")
+PRODUCT = ("accesspolicies", "console", "jobs", "models_catalog")
 
 
 @dataclass
@@ -35,8 +41,22 @@ class Calls:
 
         monkeypatch.setattr(module, name, counted)
 
-    def take(self) -> dict:
-        taken = {k: self.counts[k] for k in ("dry runs", "parses", "check model")}
+    def spy_decisions(self, monkeypatch, action: str, label: str) -> None:
+        """The role decision (accesspolicies.scope.require) for `action`, in every module of
+        the product that imported it."""
+        real = accesspolicies.scope.require
+
+        def counted(membership, asked, what):
+            if asked == action:
+                self.counts[label] += 1
+            return real(membership, asked, what)
+
+        for name, module in list(sys.modules.items()):
+            if name.split(".")[0] in PRODUCT and getattr(module, "require", None) is real:
+                monkeypatch.setattr(module, "require", counted)
+
+    def take(self, labels=("dry runs", "parses", "check model")) -> dict:
+        taken = {k: self.counts[k] for k in labels}
         self.counts.clear()
         return taken
 
@@ -47,23 +67,9 @@ def calls(monkeypatch) -> Calls:
     calls.spy(monkeypatch, jobs.deploy, "dry_run", "dry runs")  # the verbs' and wizard's entry
     calls.spy(monkeypatch, jobs.manifest, "parse", "parses")
     calls.spy(monkeypatch, jobs.dry_run, "check_for_profile", "check model")
+    calls.spy(monkeypatch, jobs.render, "render", "renders")  # render_for_profile's, everywhere
+    calls.spy_decisions(monkeypatch, "deploy", "deploy decisions")
     return calls
-
-
-@pytest.fixture
-def prod(org, kube):
-    forget_clients()
-    cluster = Cluster.objects.create(
-        organization=org,
-        name="prod",
-        backend="kubernetes",
-        kubeconfig_path=str(kube.kubeconfig_path),
-        context="emulator",
-        addons=["kserve"],
-    )
-    Profile.objects.create(organization=org, name="prod", cluster=cluster, namespace="models")
-    yield cluster
-    forget_clients()
 
 
 def server_side_dry_runs(kube) -> int:
@@ -87,6 +93,8 @@ def url(step: str, draft: Draft) -> str:
 
 
 ONE = {"dry runs": 1, "parses": 1, "check model": 1}
+DEPLOY = ("deploy decisions", "dry runs", "parses", "check model", "renders")
+ONE_DEPLOY = dict.fromkeys(DEPLOY, 1)
 
 
 # The local profile's catalog offers GPUs this machine does not have: the machine says so
@@ -140,8 +148,42 @@ def test_review_and_deploy_ask_the_cluster_once_each(as_deployer, calls, prod, k
         reverse("jobs:wizard-deploy", kwargs={"key": draft.key}), {"reviewed": reviewed}
     )
     assert response.status_code == 302
-    assert calls.take() == ONE  # Deploy applies the dry run it made, not a second one
+    # Deploy applies the dry run it made, not a second one, and the objects it rendered.
+    assert calls.take(DEPLOY) == ONE_DEPLOY
     assert server_side_dry_runs(kube) == 2 * reviewed_asks
+    assert revision_of(kube, "qwen-chat") == "1"
+
+
+def revision_of(kube, name: str) -> str:
+    """The deploy revision the InferenceService on the cluster says it came from."""
+    isvc = kube.get("InferenceService", name, "models")
+    return isvc["metadata"]["annotations"]["servedeck.io/revision"]
+
+
+def shortest(uri: str, **model) -> str:
+    spec = {
+        "name": "qwen",
+        "profileName": "prod",
+        "source": {"type": "Model", "model": {"uri": uri, **model}},
+    }
+    return json.dumps({"apiVersion": "servedeck.io/v1", "kind": "Application", "spec": spec})
+
+
+# Unpinned, so Check model's answer (the commit) changes a default: the document is still
+# read once. Pinned, nothing changes.
+@pytest.mark.parametrize("uri", [f"hf://{QWEN}", f"hf://{QWEN}:{QWEN_COMMIT}"])
+def test_a_rest_api_put_parses_checks_and_renders_once(client, deployer, calls, prod, kube, uri):
+    client.defaults.update(bearer(deployer))
+    created = client.post("/api/v1/applications", shortest(uri), content_type="application/json")
+    assert created.status_code == 201, created.content
+    assert calls.take(DEPLOY) == ONE_DEPLOY  # a create is the same verb
+    changed = shortest(uri, scaling={"minReplicas": 1, "maxReplicas": 2})
+    response = client.put("/api/v1/applications/qwen", changed, content_type="application/json")
+    assert response.status_code == 200, response.content
+    assert response.json()["action"] == "updated" and response.json()["revision"] == 2
+    assert calls.take(DEPLOY) == ONE_DEPLOY
+    assert revision_of(kube, "qwen") == "2"
+    assert kube.get("InferenceService", "qwen", "models")["spec"]["predictor"]["maxReplicas"] == 2
 
 
 def test_an_htmx_next_into_review_asks_the_cluster(as_deployer, calls, prod, kube):

@@ -5,35 +5,16 @@ prints them; a refused manifest lists every problem, each with its origin (bug 8
 import json
 from io import StringIO
 
-import pytest
 import yaml
 from django.core.management import call_command
 from django.urls import reverse
 
-from jobs.backends.kubernetes.backend import forget_clients
 from jobs.dry_run import dry_run
-from jobs.models import Cluster, Draft, Profile
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
+from jobs.models import Draft
 from tests.helpers import SHORTEST, bearer, problems
 
 URL = "/api/v1/applications"
 ON_PROD = SHORTEST.replace("profileName: local", "profileName: prod")
-
-
-@pytest.fixture
-def prod(org, kube):
-    forget_clients()
-    cluster = Cluster.objects.create(
-        organization=org,
-        name="prod",
-        backend="kubernetes",
-        kubeconfig_path=str(kube.kubeconfig_path),
-        context="emulator",
-        addons=["kserve"],
-    )
-    Profile.objects.create(organization=org, name="prod", cluster=cluster, namespace="models")
-    yield cluster
-    forget_clients()
 
 
 def api_dry_run(client, deployer, text):

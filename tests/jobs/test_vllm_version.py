@@ -12,8 +12,7 @@ from django.urls import reverse
 from jobs.forms import ProfileForm
 from jobs.machine_catalog import VLLM_DATA_FILE, newest_known_vllm_version, vllm_version_of_image
 from jobs.models import Cluster, Profile
-from tests.fakes.kube import kube_emulator_fixture, kube_fixture  # noqa: F401
-from tests.fakes.kube_objects import PROD_NAMESPACE, prod_fixture  # noqa: F401
+from tests.fakes.kube_objects import PROD_NAMESPACE
 
 
 def newest_in_the_data_file() -> str:

@@ -7,7 +7,8 @@ import pytest
 
 from jobs.machine_catalog import DEFAULT_MACHINE_CATALOG
 from models_catalog import hub
-from models_catalog.check import SERVABLE, CheckResult, check_model
+from models_catalog.check import check_model
+from models_catalog.check_types import SERVABLE, CheckResult
 from models_catalog.sizing import GiB
 from tests.fakes.hub import GOOD_TOKEN, NO_ACCESS_TOKEN, closed_endpoint, silent_endpoint
 

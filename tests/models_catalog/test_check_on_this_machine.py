@@ -11,7 +11,8 @@ from django.urls import reverse
 
 from jobs.machine_catalog import DEFAULT_MACHINE_CATALOG, MachineReadings, machine_catalog
 from jobs.models import Profile
-from models_catalog.check import SERVABLE, check_model
+from models_catalog.check import check_model
+from models_catalog.check_types import SERVABLE
 from models_catalog.sizing import GiB
 from tests.fakes.hub import GOOD_TOKEN
 

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.models import Draft
-from models_catalog.check import SERVABLE
+from models_catalog.check_types import SERVABLE
 
 BGE = "BAAI/bge-m3"
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"  # gated on the fake Hub

@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from jobs.models import Profile
-from models_catalog.check import SERVABLE
+from models_catalog.check_types import SERVABLE
 from tests.fakes.hub import GOOD_TOKEN
 from tests.helpers import bearer
 

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from models_catalog import hub
+from models_catalog import hub, hub_weights
 from models_catalog.sizing import stored_bytes
 from tests.fakes.hub import (
     GOOD_TOKEN,
@@ -95,9 +95,9 @@ def test_search(hub_env):
 def test_headers_read_give_what_the_hub_summary_says(
     hub_env, headers_hub_server, repo, files, dtypes
 ):
-    from_hub = hub.safetensors_summary(repo, token=GOOD_TOKEN)
+    from_hub = hub_weights.safetensors_summary(repo, token=GOOD_TOKEN)
     headers_hub_server.reset_log()
-    read = hub.safetensors_summary(repo, token=GOOD_TOKEN, endpoint=headers_hub_server.url)
+    read = hub_weights.safetensors_summary(repo, token=GOOD_TOKEN, endpoint=headers_hub_server.url)
     assert (from_hub.source, read.source) == ("hub", "headers")
     assert from_hub.parameters_by_dtype == read.parameters_by_dtype == dtypes
     assert from_hub.tensor_bytes == read.tensor_bytes
@@ -111,7 +111,7 @@ def test_headers_read_give_what_the_hub_summary_says(
 
 
 def test_deepseek_v3_headers_across_163_shards(hub_env, headers_hub_server):
-    read = hub.safetensors_summary(
+    read = hub_weights.safetensors_summary(
         "deepseek-ai/DeepSeek-V3", endpoint=headers_hub_server.url, every_header=True
     )
     assert len(read.files) == 163 and read.files[0] == "model-00001-of-000163.safetensors"
@@ -129,7 +129,9 @@ def test_a_big_checkpoint_is_sized_from_its_index_and_two_headers(hub_env, heade
     """A mirror without the Hub's summary: DeepSeek-V3's 163 shards are sized from the
     index's total_size and two headers, not by reading every header."""
     headers_hub_server.reset_log()
-    read = hub.safetensors_summary("deepseek-ai/DeepSeek-V3", endpoint=headers_hub_server.url)
+    read = hub_weights.safetensors_summary(
+        "deepseek-ai/DeepSeek-V3", endpoint=headers_hub_server.url
+    )
     assert read.source == "index" and len(read.files) == 163
     assert read.tensor_bytes == 688_574_839_360  # total_size: exact
     shard_reads = resolve_requests(headers_hub_server, ".safetensors")
@@ -160,12 +162,12 @@ def test_an_index_without_total_size_up_front_means_every_header_is_read(tmp_pat
     (repo_dir / "_repo.json").write_text(json.dumps({"weights": [spec]}))
     repos = load_repos(tmp_path)
     files = repos["acme/many-shards"].files
-    index = json.loads(files[hub.INDEX_FILE].data)
+    index = json.loads(files[hub_weights.INDEX_FILE].data)
     if not metadata_first:
         index = {"weight_map": index["weight_map"], "metadata": index["metadata"]}
-    files[hub.INDEX_FILE] = InlineFile(json.dumps(index).encode())
+    files[hub_weights.INDEX_FILE] = InlineFile(json.dumps(index).encode())
     with FakeHub(repos, hub_summaries=False).serve() as server:
-        read = hub.safetensors_summary("acme/many-shards", endpoint=server.url)
+        read = hub_weights.safetensors_summary("acme/many-shards", endpoint=server.url)
         shard_reads = resolve_requests(server, ".safetensors")
     assert len(read.files) == 10
     assert read.tensor_bytes == index["metadata"]["total_size"]
@@ -177,7 +179,7 @@ def test_an_index_without_total_size_up_front_means_every_header_is_read(tmp_pat
 
 
 def test_no_safetensors(hub_env):
-    assert hub.safetensors_summary("BAAI/bge-m3") is None  # pytorch_model.bin only
+    assert hub_weights.safetensors_summary("BAAI/bge-m3") is None  # pytorch_model.bin only
 
 
 def test_shards_named_only_by_the_index(tmp_path):
@@ -191,7 +193,7 @@ def test_shards_named_only_by_the_index(tmp_path):
     spec = {"layout": "llama", "shards": 3, "pattern": "weights-part{index}.safetensors"}
     (repo_dir / "_repo.json").write_text(json.dumps({"weights": [spec]}))
     with FakeHub(load_repos(tmp_path), hub_summaries=False).serve() as server:
-        read = hub.safetensors_summary("acme/odd-shards", endpoint=server.url)
+        read = hub_weights.safetensors_summary("acme/odd-shards", endpoint=server.url)
     # 2 x 1000 x 64 (embeddings, head) + 2 layers x (q, o 64x64; k, v 32x64; 3 MLP 128x64;
     # 2 norms of 64) + the final norm: 128_000 + 2 x 36_992 + 64
     assert read.parameters_by_dtype == {"BF16": 202_048}
@@ -202,7 +204,7 @@ def test_a_server_that_ignores_range_is_cut_off(hub_env, headers_hub_server):
     headers_hub_server.ignore_ranges = True
     headers_hub_server.reset_log()
     try:
-        read = hub.safetensors_summary(
+        read = hub_weights.safetensors_summary(
             "openai/whisper-large-v3", endpoint=headers_hub_server.url, use_hub_summary=False
         )
     finally:
@@ -229,7 +231,7 @@ def test_a_server_that_ignores_range_is_cut_off(hub_env, headers_hub_server):
     ],
 )  # fmt: skip
 def test_safetensors_files(names, expected):
-    assert hub.safetensors_files(names) == expected
+    assert hub_weights.safetensors_files(names) == expected
 
 
 @pytest.mark.parametrize(
@@ -243,7 +245,7 @@ def test_safetensors_files(names, expected):
     ],
 )  # fmt: skip
 def test_weight_files(names, expected):
-    assert hub.weight_files(names) == expected
+    assert hub_weights.weight_files(names) == expected
 
 
 # ---- errors ----
@@ -403,6 +405,6 @@ def test_cache_entries_expire(hub_env, monkeypatch):
 
 
 def test_the_cache_never_holds_a_token():
-    key = hub._token_key(GOOD_TOKEN)
+    key = hub.token_key(GOOD_TOKEN)
     assert GOOD_TOKEN not in key and len(key) == 16
-    assert hub._token_key(None) == ""
+    assert hub.token_key(None) == ""

@@ -18,11 +18,10 @@ from jobs.machine_catalog import MachineReadings, machine_catalog
 from models_catalog import hub
 from models_catalog import safetensors_header as headers
 from models_catalog.check import check_model
+from tests.fakes.cpu_runtime import install_fake
 from tests.fakes.hub import FakeHub, disk_repo
 from tests.helpers import TINY_LLAMA_CONFIG
-from tests.jobs.test_local_cpu_wiring import cpu_machine, install_fake, manifest
-
-__all__ = ["cpu_machine"]  # a fixture used below
+from tests.jobs.backends.local.test_local_cpu_wiring import manifest
 
 CATALOG = machine_catalog(MachineReadings(cores=2, memory_bytes=8 * 2**30, gpus=()))
 

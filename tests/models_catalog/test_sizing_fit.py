@@ -13,7 +13,7 @@ from jobs.machine_catalog import (
     MachineReadings,
     machine_catalog,
 )
-from models_catalog.check import CheckResult
+from models_catalog.check_types import CheckResult
 from models_catalog.sizing import (
     Demand,
     GiB,

@@ -18,7 +18,7 @@ from jobs.backends.kubernetes.kubevirt_client import (
 )
 from jobs.machine_catalog import gpu_kind_named, kubevirt_device_name, unpermitted_gpu_kinds
 from jobs.models import Phase
-from jobs.render import render_for_profile
+from jobs.render import render_for_profile, with_revision
 from jobs.status import MachineFacts, derive_status, derive_vm_status
 
 _clients: dict[tuple, KServeClient] = {}
@@ -112,8 +112,11 @@ class ClusterBackend:
         """Unknown without asking the cluster: the profile's machine catalog says what it has."""
         return None
 
-    def apply(self, application, revision) -> Observed:
-        objects = render_for_profile(revision.manifest, self.profile, revision=revision.number)
+    def apply(self, application, revision, objects: list | None = None) -> Observed:
+        if objects is None:
+            objects = render_for_profile(revision.manifest, self.profile, revision=revision.number)
+        else:  # the dry run's, rendered for this manifest on this profile a moment ago
+            objects = with_revision(objects, revision.number)
         try:
             if is_virtual_machine_app(revision.manifest):
                 where = (*_where(application), _org(application))

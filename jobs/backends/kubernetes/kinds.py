@@ -93,6 +93,8 @@ CONFIG_MAP = Kind("ConfigMap", "", "v1", "configmaps", True, "Kubernetes", singu
 NETWORK_POLICY = Kind(
     "NetworkPolicy", "networking.k8s.io", "v1", "networkpolicies", True, "Kubernetes"
 )
+# The reconciler's leader election (jobs/reconciler/leader.py), in the console's own namespace.
+LEASE = Kind("Lease", "coordination.k8s.io", "v1", "leases", True, "Kubernetes")
 KUBEVIRT_PROVIDER = "KubeVirt"
 VIRTUAL_MACHINE = Kind(
     "VirtualMachine", "kubevirt.io", "v1", "virtualmachines", True, KUBEVIRT_PROVIDER

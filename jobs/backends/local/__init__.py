@@ -7,6 +7,8 @@
 - command.py: the command line and environment of a model server, from the manifest;
 - machine_check.py: what this machine must have to run a manifest (vLLM, cores, memory, GPUs);
 - serving_plan.py and runtimes.py: which server runs a manifest here (vLLM or a CPU runtime);
+- download_files.py: which files of an hf:// model a CPU runtime downloads, where their
+  snapshot lies, and whether they fit the downloads folder's disk (pure);
 - model_files.py: which of a model folder's files infinity-emb may be given;
 - replica_start.py: starting one replica (its command, environment, log line, process), or
   recording why it was not started;

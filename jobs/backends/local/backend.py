@@ -33,7 +33,8 @@ class LocalBackend:
         gpus, _ = list_gpus()
         return len(gpus)
 
-    def apply(self, application, revision) -> Observed:
+    def apply(self, application, revision, objects: list | None = None) -> Observed:
+        # The runner starts processes from the manifest: no Kubernetes objects here.
         try:
             status = self.runner.apply(application.name, revision.manifest, revision.number)
         except LocalRefused as refused:

@@ -19,6 +19,7 @@ from jobs.backends.redaction import SECRET_WORDS
 from jobs.manifest.engine_flags import check_engine_args
 from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
+from jobs.render.engine import VLLM_MEDIA_ENV
 
 TEMPLATE_SETTING = "SERVEDECK_LOCAL_COMMAND"
 DEFAULT_TEMPLATE = (
@@ -215,6 +216,9 @@ def local_env(manifest: Mapping[str, Any]) -> dict[str, str]:
     """Environment the server needs beyond the console's own (GPU devices are added by the
     runner, which knows which are free)."""
     env = {"PYTHONUNBUFFERED": "1"}  # log lines reach the log file as they are written
+    # Media links: no redirects, no loopback or private addresses (other model servers listen
+    # on this machine's loopback without a key), as on a cluster.
+    env.update(VLLM_MEDIA_ENV)
     kv_cache = (_model(manifest).get("serving") or {}).get("kvCacheSize")
     if not on_gpu(manifest) and kv_cache is not None:
         # vLLM's CPU build sizes its KV cache from this variable, in whole GiB.

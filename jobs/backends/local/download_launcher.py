@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 try:
+    from . import download_files, model_files
     from . import download_space as space
-    from . import model_files
     from . import runtimes as rt
 except ImportError:  # run by path: this file's folder is first on sys.path
+    import download_files  # type: ignore[no-redef]
     import download_space as space  # type: ignore[no-redef]
     import model_files  # type: ignore[no-redef]
     import runtimes as rt  # type: ignore[no-redef]
@@ -68,22 +69,21 @@ class Plan:
     downloads: Path
     files: list[tuple[str, int]]
     runtime: str | None  # None in a plan written before it named one
-    reserve: int = 0  # bytes the downloads folder keeps free (runtimes.reserve_bytes)
+    reserve: int = 0  # bytes the downloads folder keeps free (download_files.reserve_bytes)
     max_bytes: int = 0  # the most one download may take (this machine's memory); 0: no cap
 
 
 def read_plan(path: str) -> Plan:
     """The plan at `path`; raises ValueError when any of it is not what it must be."""
     plan = json.loads(Path(path).read_text())
-    repo = rt.checked_repo(plan["repo"])
+    repo = download_files.checked_repo(plan["repo"])
     downloads = Path(plan["downloads_dir"])
     if not downloads.is_absolute():
         raise ValueError("the downloads folder is not an absolute path")
-    rt.snapshot_folder(downloads, repo, plan["commit"])  # checks the commit
+    download_files.snapshot_folder(downloads, repo, plan["commit"])  # checks the commit
     files = [(str(name), int(size)) for name, size in plan["files"]]
-    if not files or rt.files_to_download([n for n, _ in files], plan["layout"]) != sorted(
-        n for n, _ in files
-    ):
+    names = [n for n, _ in files]
+    if not files or download_files.files_to_download(names, plan["layout"]) != sorted(names):
         raise ValueError("the plan's files are not the layout's")
     runtime = plan.get("runtime")
     reserve, max_bytes = int(plan.get("reserve", 0)), int(plan.get("max_bytes", 0))
@@ -101,14 +101,14 @@ def files_refusal(plan: Plan) -> str | None:
     runtime is checked as infinity's."""
     if plan.runtime not in (None, rt.INFINITY.name):
         return None
-    folder = rt.snapshot_folder(plan.downloads, plan.repo, plan.commit)
+    folder = download_files.snapshot_folder(plan.downloads, plan.repo, plan.commit)
     return model_files.folder_refusal(folder, f"hf://{plan.repo}")
 
 
 def download(plan: Plan) -> int:
     """0 when the snapshot is complete on disk, else the exit code (the reason is logged)."""
     repo, commit, downloads, files = plan.repo, plan.commit, plan.downloads, plan.files
-    folder = rt.snapshot_folder(downloads, repo, commit)
+    folder = download_files.snapshot_folder(downloads, repo, commit)
     total = sum(size for _, size in files)
     missing = [(name, size) for name, size in files if not (folder / name).is_file()]
     needed = sum(size for _, size in missing)
@@ -116,7 +116,7 @@ def download(plan: Plan) -> int:
         f"hf://{repo} at {commit[:12]}: {len(files)} files, {rt.size_text(total)}; "
         f"{len(missing)} to fetch ({rt.size_text(needed)}) into {folder}"
     )
-    too_big = rt.download_size_refusal(total, plan.max_bytes, f"hf://{repo}")
+    too_big = download_files.download_size_refusal(total, plan.max_bytes, f"hf://{repo}")
     if too_big is not None:
         return fail(too_big, "Deploy a smaller model.", EXIT_DISK)
     if missing:

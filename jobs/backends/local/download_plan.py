@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from . import download_launcher
+from . import download_files, download_launcher
 from . import download_space as space
 from . import processes as proc
 from . import runtimes as rt
@@ -42,9 +42,9 @@ def snapshot_folder(state: AppState, source: tuple[str, str, str | None]) -> Pat
     commit = str(planned.get("commit", ""))
     if scheme != "hf" or repo != planned.get("repo"):
         raise ValueError("spec.source.model.uri is not the repository the plan downloads")
-    if revision is not None and rt.COMMIT.fullmatch(revision) and revision != commit:
+    if revision is not None and download_files.COMMIT.fullmatch(revision) and revision != commit:
         raise ValueError("spec.source.model.uri is pinned to another commit; deploy again")
-    return rt.snapshot_folder(rt.configured_downloads_dir(), repo, commit)
+    return download_files.snapshot_folder(rt.configured_downloads_dir(), repo, commit)
 
 
 def refer(

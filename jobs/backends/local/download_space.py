@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 try:
+    from . import download_files
     from . import processes as proc
-    from . import runtimes as rt
 except ImportError:  # run by path, from the download launcher
+    import download_files  # type: ignore[no-redef]
     import processes as proc  # type: ignore[no-redef]
-    import runtimes as rt  # type: ignore[no-redef]
 
 SPACE_DIR = ".servedeck"
 LOCK_FILE = "lock"
@@ -103,13 +103,13 @@ def reserve(
 ) -> str | None:
     """Reserves `needed` bytes for this process's download of `snapshot` when they fit the
     free disk (read under the lock) less `reserve_bytes` and the live reservations of other
-    snapshots; else returns why not (runtimes.disk_refusal). A download under way has written
+    snapshots; else returns why not (download_files.disk_refusal). A download under way has written
     part of what it reserved: counting all of it again errs on the side of the disk."""
     with locked(downloads) as folder:
         live = [e for e in _read(folder / RESERVATIONS) if _alive(e)]
         held = held_by_others(live, snapshot)
         free = shutil.disk_usage(folder).free
-        refusal = rt.disk_refusal(needed, free, downloads, what, reserve_bytes, held)
+        refusal = download_files.disk_refusal(needed, free, downloads, what, reserve_bytes, held)
         if refusal is None:
             stat = proc.proc_stat(os.getpid())
             live.append(
@@ -172,7 +172,7 @@ def prune(downloads: Path, repo: str, commit: str) -> list[str]:
     links to; the repo's folder too when no snapshot is left. Only paths inside the repo's
     folder are touched (its files are links into its blobs). Returns what was deleted."""
     try:
-        snapshot = rt.snapshot_folder(downloads, repo, commit)
+        snapshot = download_files.snapshot_folder(downloads, repo, commit)
     except ValueError:
         return []
     repo_dir = snapshot.parents[1]

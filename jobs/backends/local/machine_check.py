@@ -26,11 +26,12 @@ from jobs.backends.base import target_answer
 from jobs.machine_catalog import GpuReading, MachineReadings, describe_machine, machine_catalog
 from jobs.manifest.problems import Problem
 from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
+from jobs.manifest.view import dig
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
+from . import download_files, serving_plan
 from . import download_space as space
 from . import runtimes as rt
-from . import serving_plan
 from .command import (
     DEFAULT_TEMPLATE,
     EXTRA_ARGS_PATH,
@@ -143,7 +144,7 @@ def downloads_reserve(downloads: Path) -> int:
         total = shutil.disk_usage(folder).total
     except OSError:
         total = 0
-    return rt.reserve_bytes(rt.configured_text(rt.RESERVE_SETTING), total)
+    return download_files.reserve_bytes(rt.configured_text(download_files.RESERVE_SETTING), total)
 
 
 def download_refusals(chosen: serving_plan.Plan) -> list[Problem]:
@@ -155,7 +156,7 @@ def download_refusals(chosen: serving_plan.Plan) -> list[Problem]:
     if chosen.download is None:
         return []
     what = f"hf://{chosen.download.repo}"
-    too_big = rt.download_size_refusal(chosen.download.bytes, machine().memory, what)
+    too_big = download_files.download_size_refusal(chosen.download.bytes, machine().memory, what)
     if too_big is not None:
         return [target_answer(too_big, MODEL + ".uri")]
     folder = Path(chosen.model)
@@ -163,7 +164,7 @@ def download_refusals(chosen: serving_plan.Plan) -> list[Problem]:
     downloads = rt.configured_downloads_dir()
     snapshot = (chosen.download.repo, chosen.download.commit)
     held = space.held_by_others(space.live_reservations(downloads), snapshot)
-    message = rt.disk_refusal(
+    message = download_files.disk_refusal(
         needed, free_disk(downloads), downloads, what, downloads_reserve(downloads), held
     )
     return [target_answer(message)] if message and needed else []
@@ -175,13 +176,13 @@ def capacity_refusals(manifest: Mapping[str, Any], here: Machine | None = None) 
     resources.cpu (on a GPU, one core: the CPU figure is a Kubernetes request). One replica
     is never refused here: the cap is on how many."""
     here = here or machine()
-    model = _get(manifest, "spec", "source", "model")
+    model = dig(manifest, "spec", "source", "model")
     if not isinstance(model, Mapping):
         return []
     try:
         replicas = replica_count(manifest)
-        cpu_text = str(_get(model, "resources", "cpu") or "1")
-        memory_text = str(_get(model, "resources", "memory") or "1Gi")
+        cpu_text = str(dig(model, "resources", "cpu") or "1")
+        memory_text = str(dig(model, "resources", "memory") or "1Gi")
         cpu = Fraction(1) if on_gpu(manifest) else parse_cpu(cpu_text)
         memory = parse_bytes(memory_text)
     except (ValueError, TypeError):
@@ -291,14 +292,6 @@ def discovered_catalog() -> tuple[list[dict], str]:
     return machine_catalog(readings), describe_machine(readings, problem)
 
 
-def _get(data: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(data, Mapping):
-            return None
-        data = data.get(key)
-    return data
-
-
 def check(
     manifest: Mapping[str, Any], template: str | None = None, token: str | None = None
 ) -> list[Problem]:
@@ -313,7 +306,7 @@ def check(
     elif isinstance(chosen, serving_plan.Plan):
         plan_refusals += download_refusals(chosen)
     # GPUs are counted only for a manifest this backend could otherwise run.
-    wants_gpu = _get(manifest, "spec", "source", "model", "resources", "accelerator")
+    wants_gpu = dig(manifest, "spec", "source", "model", "resources", "accelerator")
     gpu_refusals = _gpu_refusals(manifest) if wants_gpu and not refusals else []
     capacity = capacity_refusals(manifest) if not refusals else []
     if plan_refusals:
@@ -321,7 +314,7 @@ def check(
         # needs.
         return refusals + capacity + plan_refusals
     # A CPU runtime chosen (or refused) above needs no vLLM; the command is vLLM's otherwise.
-    uri = _get(manifest, "spec", "source", "model", "uri")
+    uri = dig(manifest, "spec", "source", "model", "uri")
     vllm_run = (
         template != DEFAULT_TEMPLATE
         or (chosen is None and not str(uri).startswith("file://"))
@@ -332,13 +325,13 @@ def check(
 
 
 def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> list[Problem]:
-    if _get(manifest, "spec", "source", "type") == "YAML":
+    if dig(manifest, "spec", "source", "type") == "YAML":
         message = (
             "spec.source.type is YAML: the local backend cannot run a raw InferenceService; "
             "describe the model under spec.source.model, or use a Kubernetes profile."
         )
         return [target_answer(message, "spec.source.type")]
-    model = _get(manifest, "spec", "source", "model")
+    model = dig(manifest, "spec", "source", "model")
     if not isinstance(model, Mapping):
         return [
             target_answer(f"{MODEL} is missing: the local backend needs a model to run.", MODEL)
@@ -355,14 +348,14 @@ def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> l
             f"is {fmt}: the local backend serves vLLM-format models only; "
             f"use a Kubernetes profile (KServe) to serve {fmt} models.",
         )
-    engine = _get(model, "runtime", "engine")
+    engine = dig(model, "runtime", "engine")
     if fmt == "vLLM" and engine != "vllm" and default_template:
         refuse(
             f"{MODEL}.runtime.engine",
             f"is {engine}: the local backend runs the vllm runtime only; "
             "remove runtime.engine, or use a Kubernetes profile that has that runtime.",
         )
-    if _get(model, "runtime", "isolation") == "VirtualMachine":
+    if dig(model, "runtime", "isolation") == "VirtualMachine":
         refuse(
             f"{MODEL}.runtime.isolation",
             "is VirtualMachine: the local backend runs processes, not "
@@ -377,14 +370,14 @@ def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> l
             "and file:// folders under its models folder; use a Kubernetes profile for other "
             "storage.",
         )
-    nodes = _get(model, "resources", "nodesPerReplica") or 1
+    nodes = dig(model, "resources", "nodesPerReplica") or 1
     if nodes > 1:
         refuse(
             f"{MODEL}.resources.nodesPerReplica",
             f"is {nodes}: the local backend runs on this one "
             "machine; set it to 1, or use a Kubernetes profile for multi-node replicas.",
         )
-    vendor = _get(model, "resources", "accelerator", "gpu", "vendor")
+    vendor = dig(model, "resources", "accelerator", "gpu", "vendor")
     if vendor not in (None, "nvidia"):
         refuse(
             f"{MODEL}.resources.accelerator.gpu.vendor",

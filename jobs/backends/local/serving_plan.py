@@ -27,6 +27,7 @@ from models_catalog.folders import (
 )
 from models_catalog.hub_facts import repo_facts
 
+from . import download_files
 from . import runtimes as rt
 from .command import DEFAULT_TEMPLATE, on_gpu
 
@@ -170,7 +171,7 @@ def _hub_plan(
     if not found.files:
         return Refused(f"spec.source.model.uri: hf://{repo} has no files its runtime reads.", URI)
     try:
-        folder = rt.snapshot_folder(rt.configured_downloads_dir(), repo, found.commit)
+        folder = download_files.snapshot_folder(rt.configured_downloads_dir(), repo, found.commit)
     except ValueError as exc:
         return Refused(f"spec.source.model.uri: {exc}.", URI)
     download = Download(repo, found.commit, found.facts.layout, found.files)

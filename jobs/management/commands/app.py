@@ -16,7 +16,7 @@ from servedeck.present import OPERATIONS, dump
 from accesspolicies import audit
 from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
 from jobs import deploy as verbs
-from jobs.access import get_application
+from jobs.access import application_to_change, as_deployer, get_application
 from jobs.manifest.bounded import MANIFEST_LIMITS
 from jobs.models import Application
 from jobs.present import described, dry_run_body, history, local_profile_note, summary
@@ -101,7 +101,7 @@ class Command(ServeDeckCommand):
         text = self._read(filename)
         if dry_run:
             # the REST API's decision: a dry run is a deployer's (a viewer may not, bug 4)
-            Application.objects.for_member(membership, "deploy")
+            as_deployer(membership)
             run = verbs.dry_run(text, membership.organization)
             if not run.ok:
                 raise verbs.Refused(run)
@@ -143,20 +143,20 @@ class Command(ServeDeckCommand):
         self._lines(present.table_lines(present.history_rows(revisions)))
 
     def do_rollback(self, membership, name, to, **_):
-        application = get_application(membership, name, "deploy")
-        applied = verbs.rollback(application, to, membership)
+        application, deployer = application_to_change(membership, name)
+        applied = verbs.rollback(application, to, deployer)
         self._report(applied.dry_run)
         self.stdout.write(present.rolled_back_line(name, to, applied.revision.number))
 
     def do_deploy(self, membership, name, **_):
-        application = get_application(membership, name, "deploy")
-        revision = verbs.deploy_latest(application, membership)
+        application, deployer = application_to_change(membership, name)
+        revision = verbs.deploy_latest(application, deployer)
         self._lines(
             present.deployed_lines(name, revision.number, revision.outcome, application.reason)
         )
 
     def operate(self, verb: str, membership, name: str) -> None:
-        observed = getattr(verbs, verb)(get_application(membership, name, "deploy"), membership)
+        observed = getattr(verbs, verb)(*application_to_change(membership, name))
         self._lines(present.operation_lines(verb, name, observed.phase, observed.reason))
 
     def do_logs(self, membership, name, lines, replica, **_):
@@ -166,8 +166,8 @@ class Command(ServeDeckCommand):
             self.stderr.write(present.no_log_lines(name, replica))
 
     def do_delete(self, membership, name, keep_on_cluster=False, **_):
-        application = get_application(membership, name, "deploy")
-        left = verbs.delete(application, membership, keep_on_cluster=keep_on_cluster)
+        application, deployer = application_to_change(membership, name)
+        left = verbs.delete(application, deployer, keep_on_cluster=keep_on_cluster)
         if application.pk is not None:  # Deleting: the cluster removes its objects
             self._lines(present.deleting_lines(name, application.reason))
             return

@@ -2,7 +2,9 @@
 
 from django.core.management.base import CommandError
 
+from accesspolicies import audit
 from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
+from jobs import cluster_audit
 from jobs.backends.kubernetes.backend import describe_addons, discover, discovery_warnings
 from jobs.backends.kubernetes.errors import BackendError
 from jobs.forms import ClusterForm
@@ -36,6 +38,10 @@ class Command(ServeDeckCommand):
 
     def handle(self, *args, verb, org, user, **options):
         membership = acting_membership(org, user, "admin", "clusters")
+        with audit.cli_origin():
+            self.act(membership, verb, options)
+
+    def act(self, membership, verb: str, options: dict) -> None:
         if verb == "list":
             clusters = Cluster.objects.for_member(membership, "admin")
             rows = [("NAME", "BACKEND", "CONNECTION", "ADD-ONS")]
@@ -56,7 +62,9 @@ class Command(ServeDeckCommand):
             "queues": ",".join(options["queue"]),
             "cache_node_groups": "",
         }
-        form = ClusterForm(data, organization=membership.organization, trusted=True)
+        form = ClusterForm(
+            data, organization=membership.organization, trusted=True, actor=membership.user
+        )
         cluster = save_form(form, f"cluster {options['name']}")
         self.stdout.write(f"cluster/{cluster.name} added ({cluster.backend}: {cluster.connection})")
 
@@ -66,10 +74,12 @@ class Command(ServeDeckCommand):
             raise CommandError(f"No cluster named {name!r}; `cluster list` shows them.")
         if cluster.backend != Cluster.Backend.KUBERNETES:
             raise CommandError(f"{name} runs on the local backend: nothing to discover.")
+        before = cluster_audit.snapshot(cluster)
         try:
             discover(cluster)
         except BackendError as error:
             raise CommandError(f"{name}: {error.reason} {error.next_step}") from None
+        cluster_audit.record_saved(cluster, before, membership.user, "discover")
         self.stdout.write(f"cluster/{name}: {describe_addons(cluster)}")
         for said in discovery_warnings(cluster):
             self.stderr.write(self.style.WARNING(f"warning: {said}"))

@@ -3,7 +3,9 @@ page's form."""
 
 from django.core.management.base import CommandError
 
+from accesspolicies import audit
 from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
+from jobs import cluster_audit
 from jobs.backends.local.machine_check import discovered_catalog
 from jobs.forms import ProfileForm
 from jobs.machine_catalog import default_machine_catalog, describe_catalog
@@ -52,6 +54,10 @@ class Command(ServeDeckCommand):
 
     def handle(self, *args, verb, org, user, **options):
         membership = acting_membership(org, user, "admin", "profiles")
+        with audit.cli_origin():
+            self.act(membership, verb, options)
+
+    def act(self, membership, verb: str, options: dict) -> None:
         organization = membership.organization
         if verb == "list":
             profiles = Profile.objects.for_member(membership, "admin").select_related("cluster")
@@ -87,7 +93,7 @@ class Command(ServeDeckCommand):
             "defaults_yaml": "",
             "extra_namespaces_text": ",".join(options["namespace_allowed"]),
         }
-        form = ProfileForm(data, organization=organization)
+        form = ProfileForm(data, organization=organization, actor=membership.user)
         profile = save_form(form, f"profile {options['name']}")
         self.stdout.write(
             f"profile/{profile.name} added (cluster {profile.cluster.name}, "
@@ -102,8 +108,10 @@ class Command(ServeDeckCommand):
                 "cluster: only a local profile's catalog is this machine. Edit its catalog on "
                 "the profile's page (the GPU kinds of its node groups) instead."
             )
+        before = cluster_audit.snapshot(profile)
         profile.machine_catalog, read = discovered_catalog()
         profile.save(update_fields=["machine_catalog"])
+        cluster_audit.record_saved(profile, before, membership.user, "discover")
         self.stdout.write(f"profile/{profile.name} machine catalog set to this machine ({read})")
 
     def edit(self, membership, options) -> None:
@@ -124,7 +132,7 @@ class Command(ServeDeckCommand):
             "defaults_yaml": catalog_yaml(profile.defaults or {}),
             "extra_namespaces_text": ",".join(others),
         }
-        form = ProfileForm(data, instance=profile, organization=organization)
+        form = ProfileForm(data, instance=profile, organization=organization, actor=membership.user)
         profile = save_form(form, f"profile {profile.name}")
         allowed = ", ".join(profile.facts().allowed_namespaces)
         self.stdout.write(f"profile/{profile.name} saved (namespaces {allowed})")

@@ -3,7 +3,7 @@
 import signal
 
 from accesspolicies.cli import ServeDeckCommand
-from jobs.reconciler import Reconciler, in_process
+from jobs.reconciler import Reconciler, in_process, leader, metrics
 
 
 class Command(ServeDeckCommand):
@@ -18,19 +18,32 @@ class Command(ServeDeckCommand):
             help="exit at once when the console runs the reconciler inside its own process "
             "(SERVEDECK_RECONCILER_IN_PROCESS): what scripts/run.sh starts beside the console",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=0,
+            help="serve Prometheus' /metrics and a /healthz probe on this port (0: none)",
+        )
 
-    def handle(self, *args, interval, once, unless_in_process, **options):
+    def handle(self, *args, interval, once, unless_in_process, metrics_port, **options):
         if unless_in_process and in_process.enabled():
             self.stdout.write(
                 "The console runs the reconciler inside its own process "
                 "(SERVEDECK_RECONCILER_IN_PROCESS is on): none is started here."
             )
             return
-        reconciler = Reconciler(interval=interval)
+        # Several replicas in a cluster (SERVEDECK_LEADER_ELECTION_NAMESPACE): one leads and acts.
+        elector = None if once else leader.from_settings()
+        reconciler = Reconciler(interval=interval, leader=elector)
         if once:
             changed = reconciler.step()
             self.stdout.write(f"{changed} application(s) changed")
             return
         signal.signal(signal.SIGTERM, reconciler.stop)
         signal.signal(signal.SIGINT, reconciler.stop)
-        reconciler.run()
+        server = metrics.serve(reconciler, metrics_port) if metrics_port else None
+        try:
+            reconciler.run()
+        finally:
+            if server is not None:
+                server.shutdown()
