@@ -513,10 +513,10 @@ def run(args) -> None:
         f"in-process reconciler {reconciler}; {args.seconds} s per wrk run on loopback; "
         "every request of every run answered 200\n"
     )
-    print(f"{'':40} {'direct':>10} {'gateway':>10} {'ratio':>8}")
+    print(f"{'':46} {'direct':>10} {'gateway':>10} {'ratio':>8}")
     for name, direct, gateway in rows:
         ratio = f"{gateway / direct:.2f}" if direct else "-"
-        print(f"{name:40} {direct:>10.3f} {gateway:>10.3f} {ratio:>8}")
+        print(f"{name:46} {direct:>10.3f} {gateway:>10.3f} {ratio:>8}")
     print(
         f"\nthe gateway process metered {metered} requests; wrk and the stream client sent "
         f"{sent} (wrk counts only completed ones: a few in flight at its end may be more)"
