@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import os
 import time
 from collections.abc import Callable
 
@@ -10,6 +11,10 @@ from django.test import Client
 
 from accesspolicies.models import Membership, Organization, PersonalAccessToken
 from jobs.models import Cluster, Profile
+
+# The Redis database tests that start their own limiter or gateway use: one per test run, so two
+# runs side by side (CI's SQLite and PostgreSQL passes) never flush each other's counters.
+TEST_REDIS_URL = f"redis://127.0.0.1:6379/{os.environ.get('SERVEDECK_TEST_REDIS_DB', '12')}"
 
 SHORTEST = """\
 apiVersion: servedeck.io/v1

@@ -11,9 +11,9 @@ import redis
 
 from jobs.gateway.limits import WINDOW
 from tests.gateway.support import caught_up, fresh_minute, live_gateway, make_app, make_key
-from tests.helpers import wait_for
+from tests.helpers import TEST_REDIS_URL, wait_for
 
-REDIS_URL = "redis://127.0.0.1:6379/13"
+REDIS_URL = TEST_REDIS_URL
 PROMPT = " ".join(f"w{i}" for i in range(30))  # 30 tokens to the stand-in (a token is a word)
 ANSWER = 5 + 30  # "Hello from alpha. You said:" and the prompt back, a word per event
 READ = 10  # content events the client reads before it hangs up

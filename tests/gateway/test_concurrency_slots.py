@@ -11,9 +11,9 @@ import redis
 from jobs.gateway import limits
 from tests.gateway.support import caught_up, fresh_minute, live_gateway, make_app, make_key
 from tests.gateway.test_aborted_streams import PROMPT, READ, content_of
-from tests.helpers import wait_for
+from tests.helpers import TEST_REDIS_URL, wait_for
 
-REDIS_URL = "redis://127.0.0.1:6379/13"
+REDIS_URL = TEST_REDIS_URL
 PREFIX = "servedeck:gw"
 
 

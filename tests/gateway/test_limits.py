@@ -1,5 +1,5 @@
-"""Limit counters in process and in Redis (REDIS_URL's database 12 here), and two gateway
-processes sharing one Redis enforcing one limit."""
+"""Limit counters in process and in Redis (the test run's own database,
+tests.helpers.TEST_REDIS_URL), and two gateway processes sharing one Redis enforcing one limit."""
 
 import asyncio
 import contextlib
@@ -16,9 +16,9 @@ from accesspolicies.secrets import API_KEY
 from jobs.gateway.limits import LocalLimiter, RedisLimiter, Refused
 from jobs.gateway.snapshot import Check
 from tests.gateway.support import free_port, fresh_minute
-from tests.helpers import wait_for
+from tests.helpers import TEST_REDIS_URL, wait_for
 
-REDIS_URL = "redis://127.0.0.1:6379/12"
+REDIS_URL = TEST_REDIS_URL
 RPM = (Check("r", "r:k1", 2),)
 TPM = (Check("t", "t:k1", 10),)
 ONE = (Check("c", "c:k1", 1),)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from accesspolicies.models import AccessPolicy, APIKey, VerifiedDomain
 from accesspolicies.secrets import API_KEY
 from tests.gateway.support import caught_up, free_port, fresh_minute, make_app, make_key
-from tests.helpers import wait_for
+from tests.helpers import TEST_REDIS_URL, wait_for
 
 
 @pytest.fixture
@@ -304,7 +304,7 @@ def test_last_use_is_written_off_the_request_path(gateway, world):
 def test_with_redis_a_change_is_announced_at_once(settings, org, alpha, transactional_db):
     import redis
 
-    url = "redis://127.0.0.1:6379/12"
+    url = TEST_REDIS_URL
     try:
         redis.Redis.from_url(url).ping()
     except redis.RedisError:
