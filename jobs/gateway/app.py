@@ -254,8 +254,7 @@ class Gateway:
             stream = path in STREAMING_ROUTES and request.wants_stream(obj)
             if path == RESPONSES_ROUTE:
                 request.refuse_background(obj)
-            if media.may_hold_links(body):
-                await media.check(obj, self.media_urls)
+            await media.check(obj, self.media_urls)
         else:
             parts = request.form(body, content_type)
             model, obj, stream = speech.field_text(parts, "model"), None, False

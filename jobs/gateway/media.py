@@ -33,12 +33,6 @@ BLOCKED = tuple(
 _AMBIGUOUS = frozenset("\\ \t\r\n")
 
 
-def may_hold_links(body: bytes) -> bool:
-    """False when the body cannot name a media key: no `_url` in it, and no JSON escape that
-    could spell one (most requests, which then skip the walk)."""
-    return b"_url" in body or b"\\u" in body
-
-
 def links(obj: object) -> list[tuple[str, str]]:
     """(field path, URL) of every media link in `obj`, in document order."""
     found: list[tuple[str, str]] = []

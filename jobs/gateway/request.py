@@ -47,9 +47,26 @@ async def read_body(receive, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def not_utf8() -> GatewayError:
+    return GatewayError(
+        400,
+        "The request body is not UTF-8: send the JSON encoded as UTF-8 (RFC 8259), not UTF-16 "
+        "or UTF-32.",
+    )
+
+
 def json_model(body: bytes) -> tuple[str | None, dict]:
+    # json.loads(bytes) would also read UTF-16 and UTF-32; the gateway's checks of the parsed
+    # body must see what the model server sees, so only UTF-8 is read (a NUL byte never
+    # appears in UTF-8 JSON, and is how UTF-16/32 without a byte-order mark shows).
+    if b"\0" in body:
+        raise not_utf8()
     try:
-        obj = json.loads(body)
+        text = body.decode("utf-8-sig")  # a UTF-8 byte-order mark, as json.loads allowed
+    except UnicodeDecodeError:
+        raise not_utf8() from None
+    try:
+        obj = json.loads(text)
     except (ValueError, RecursionError):
         raise GatewayError(400, "The request body is not valid JSON; send a JSON object.") from None
     if not isinstance(obj, dict):

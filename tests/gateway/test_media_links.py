@@ -7,6 +7,7 @@ No test here sends traffic anywhere but loopback: the gateway only resolves a li
 the stand-in model server fetches nothing."""
 
 import base64
+import json
 
 import httpx
 import pytest
@@ -159,3 +160,32 @@ def test_vllm_is_started_without_redirects_or_inner_addresses_for_media():
     assert want.items() <= local_env(manifest).items()
     for on_gpu in (True, False):
         assert want.items() <= engine_env(model, "vllm", on_gpu).items()
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32", "utf-32-be"])
+def test_a_body_not_in_utf8_is_refused_before_its_links_could_pass_unseen(
+    gateway, world, alpha, encoding
+):
+    """json.loads reads UTF-16 and UTF-32 too, where no byte spells `_url`: such a body is
+    refused as a whole (RFC 8259 JSON is UTF-8), so no link in it reaches the model server."""
+    before = served(alpha)
+    body = chat_with("image_url", "http://169.254.169.254/latest/meta-data/")
+    answer = httpx.post(
+        gateway.url + "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {world}", "Content-Type": "application/json"},
+        content=json.dumps(body).encode(encoding),
+        timeout=30,
+    )
+    assert answer.status_code == 400, answer.text
+    message = answer.json()["error"]["message"]
+    assert "body" in message and "UTF-8" in message
+    assert served(alpha) == before, "the link reached the model server"
+    # The same request in UTF-8 (with or without a byte-order mark) is read and checked.
+    for prefix in (b"", b"\xef\xbb\xbf"):
+        answer = httpx.post(
+            gateway.url + "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {world}", "Content-Type": "application/json"},
+            content=prefix + json.dumps(body).encode(),
+            timeout=30,
+        )
+        refused_at(answer, "messages[1].content[1].image_url.url")
