@@ -4,8 +4,8 @@ servers, which take no key) and the cluster's network. By default only `data:` U
 operator may allow public http(s) links (SERVEDECK_GATEWAY_MEDIA_URLS=public), whose host must
 resolve to public addresses only, every one of them.
 
-The runtimes are told the same where they can be: vLLM follows no redirect of a media link and,
-where it can, refuses private addresses itself (jobs/render/engine.py, local command's env).
+vLLM is started following no redirect of a media link (jobs/render/engine.py, the local
+command's env), so a link checked here cannot lead inward after; it checks no address itself.
 """
 
 from __future__ import annotations

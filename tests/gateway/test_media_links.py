@@ -150,16 +150,16 @@ def test_public_links_pass_when_the_operator_allows_them(public_gateway):
         assert post(live, plain, "/v1/chat/completions", body).status_code == 200, url
 
 
-def test_vllm_is_started_without_redirects_or_inner_addresses_for_media():
-    """vLLM's own limits, on every backend: it follows no redirect of a media link (a public
-    link must not lead inward after the gateway's check) and, where it knows the variable,
-    refuses loopback and private addresses itself."""
-    want = {"VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0", "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE": "1"}
+def test_vllm_is_started_following_no_redirect_of_a_media_link():
+    """On every backend vLLM follows no redirect of a media link (a public link must not lead
+    inward after the gateway's check), and is given no variable vLLM does not have."""
+    want = {"VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0"}
     model = {"uri": "hf://acme/chat", "runtime": {"engine": "vllm"}}
     manifest = {"spec": {"name": "chat", "source": {"type": "Model", "model": model}}}
-    assert want.items() <= local_env(manifest).items()
-    for on_gpu in (True, False):
-        assert want.items() <= engine_env(model, "vllm", on_gpu).items()
+    envs = [local_env(manifest)] + [engine_env(model, "vllm", gpu) for gpu in (True, False)]
+    for env in envs:
+        assert want.items() <= env.items()
+        assert not {k for k in env if k.startswith("VLLM_MEDIA_")} - set(want)
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32", "utf-32-be"])
