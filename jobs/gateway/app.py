@@ -201,8 +201,14 @@ class Gateway:
         if path == "/metrics" and method == "GET":
             # Prometheus text from the meter (rendered by the metering side), when it has one.
             # It names every organisation's applications, so never to a client from outside.
+            # An application's host routes every path here (its HTTPRoute sends / to the
+            # gateway), so /metrics is answered on the gateway's own address only.
             render = getattr(self.meter, "render_metrics", None)
-            if render is not None and request.from_scraper_network(scope):
+            if (
+                render is not None
+                and request.from_scraper_network(scope)
+                and not request.names_application_host(scope, self.keeper.current)
+            ):
                 ex.status = 200
                 await _send_whole(send, 200, render().encode(), b"text/plain; version=0.0.4")
                 return
@@ -246,9 +252,7 @@ class Gateway:
         if length > limit:
             raise request.too_large(limit)
         body = await request.read_body(receive, limit)
-        host_route = (
-            snapshot.hosts.get(host.decode("latin-1").rsplit(":", 1)[0].lower()) if host else None
-        )
+        host_route = snapshot.hosts.get(request.host_name(host)) if host else None
         if is_json:
             model, obj = request.json_model(body)
             stream = path in STREAMING_ROUTES and request.wants_stream(obj)

@@ -190,6 +190,20 @@ def from_scraper_network(scope) -> bool:
     return address is not None and any(address in network for network in SCRAPER_NETWORKS)
 
 
+def host_name(value: bytes) -> str:
+    """A Host header's name: lowercased, without its port."""
+    return value.decode("latin-1").rsplit(":", 1)[0].lower()
+
+
+def names_application_host(scope, snapshot) -> bool:
+    """Whether the request's Host is an application's (`<app>.<domain>`, routed to the
+    gateway from the Internet through the cluster's load balancer)."""
+    for name, value in scope["headers"]:
+        if name == b"host":
+            return host_name(value) in snapshot.hosts
+    return False
+
+
 def check_network(grant: Grant, scope, target: Route) -> None:
     address = client_address(scope)
     if address is None or not any(address in network for network in grant.networks):
