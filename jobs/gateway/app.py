@@ -258,7 +258,6 @@ class Gateway:
             stream = path in STREAMING_ROUTES and request.wants_stream(obj)
             if path == RESPONSES_ROUTE:
                 request.refuse_background(obj)
-            await media.check(obj, self.media_urls)
         else:
             parts = request.form(body, content_type)
             model, obj, stream = speech.field_text(parts, "model"), None, False
@@ -269,6 +268,10 @@ class Gateway:
             raise grant.refusal
         if grant.networks:
             request.check_network(grant, scope, target)
+        if is_json:
+            # After the key and its grant: a caller who may not call the model learns nothing
+            # of it, and no lookup is made for them.
+            await media.check(obj, self.media_urls)
         if not target.running:
             # The phase and a plain reason only: the status's own reason may quote the model
             # server's log lines, which stay with the members who read them on its page.

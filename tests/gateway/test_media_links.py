@@ -8,11 +8,13 @@ the stand-in model server fetches nothing."""
 
 import base64
 import json
+import threading
 
 import httpx
 import pytest
 
 from jobs.backends.local.command import local_env
+from jobs.gateway import media
 from jobs.render.engine import engine_env
 from tests.gateway.support import caught_up, live_gateway, make_app, make_key
 
@@ -189,3 +191,34 @@ def test_a_body_not_in_utf8_is_refused_before_its_links_could_pass_unseen(
             timeout=30,
         )
         refused_at(answer, "messages[1].content[1].image_url.url")
+
+
+def test_links_are_refused_busy_while_the_gateways_lookups_are_all_taken(
+    public_gateway, alpha, monkeypatch
+):
+    """Host lookups are capped process-wide (a lookup the gateway stopped waiting for still
+    holds its thread): past the cap a link to a named host is a 503 that says so."""
+    live, plain = public_gateway
+    before = served(alpha)
+    monkeypatch.setattr(media, "LOOKUPS", threading.BoundedSemaphore(1))
+    media.LOOKUPS.acquire()  # the one lookup allowed, taken
+    answer = post(live, plain, "/v1/chat/completions", chat_with("image_url", "http://x.invalid/"))
+    assert answer.status_code == 503, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "messages[1].content[1].image_url.url"
+    assert "too many" in error["message"] and "data: URL" in error["message"]
+    assert served(alpha) == before
+
+
+def test_links_are_checked_only_for_a_caller_who_may_call_the_model(
+    gateway, world, alpha, other_org
+):
+    """A key that may not call the model is told only that (no word on its links, no lookup)."""
+    _, stranger = make_key(other_org)
+    caught_up(gateway)
+    body = chat_with("image_url", "http://127.0.0.1:9/")
+    answer = post(gateway, stranger, "/v1/chat/completions", body)
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "model_not_found"
+    refused_at(
+        post(gateway, world, "/v1/chat/completions", body), "messages[1].content[1].image_url.url"
+    )
