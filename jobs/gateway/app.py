@@ -223,8 +223,14 @@ class Gateway:
         if path == "/metrics" and method == "GET":
             # Prometheus text from the meter (rendered by the metering side), when it has one.
             # It names every organisation's applications, so never to a client from outside.
+            # An application's host routes every path here (its HTTPRoute sends / to the
+            # gateway), so /metrics is answered on the gateway's own address only.
             render = getattr(self.meter, "render_metrics", None)
-            if render is not None and request.from_scraper_network(scope):
+            if (
+                render is not None
+                and request.from_scraper_network(scope)
+                and not request.names_application_host(scope, self.keeper.current)
+            ):
                 ex.status = 200
                 await _send_whole(send, 200, render().encode(), b"text/plain; version=0.0.4")
                 return
@@ -273,14 +279,12 @@ class Gateway:
         if length > limit:
             raise request.too_large(limit)
         body = await request.read_body(receive, limit)
-        host_name = host.decode("latin-1").rsplit(":", 1)[0].lower() if host else ""
+        host_name = request.host_name(host) if host else ""
         if is_json:
             model, obj = request.json_model(body)
             stream = path in STREAMING_ROUTES and request.wants_stream(obj)
             if path == RESPONSES_ROUTE:
                 request.refuse_background(obj)
-            if media.may_hold_links(body):
-                await media.check(obj, self.media_urls)
         else:
             parts = request.form(body, content_type)
             model, obj, stream = speech.field_text(parts, "model"), None, False
@@ -301,6 +305,10 @@ class Gateway:
             raise grant.refusal
         if grant.networks:
             request.check_network(grant, scope, target)
+        if is_json:
+            # After the key and its grant: a caller who may not call the model learns nothing
+            # of it, and no lookup is made for them.
+            await media.check(obj, self.media_urls)
         if not target.running:
             # The phase and a plain reason only: the status's own reason may quote the model
             # server's log lines, which stay with the members who read them on its page.

@@ -4,8 +4,8 @@ servers, which take no key) and the cluster's network. By default only `data:` U
 operator may allow public http(s) links (SERVEDECK_GATEWAY_MEDIA_URLS=public), whose host must
 resolve to public addresses only, every one of them.
 
-The runtimes are told the same where they can be: vLLM follows no redirect of a media link and,
-where it can, refuses private addresses itself (jobs/render/engine.py, local command's env).
+vLLM is started following no redirect of a media link (jobs/render/engine.py, the local
+command's env), so a link checked here cannot lead inward after; it checks no address itself.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 from .errors import GatewayError
@@ -23,6 +25,12 @@ MODES = (DATA_ONLY, PUBLIC)
 MEDIA_KEYS = frozenset({"image_url", "audio_url", "video_url", "file_url"})
 MAX_LINKS = 32  # links resolved for one request
 RESOLVE_SECONDS = 5.0
+# Lookups run on threads of their own, at most MAX_LOOKUPS at once in the process: a lookup the
+# gateway stopped waiting for still holds its thread until the resolver gives up, and must not
+# take the event loop's default pool (or pile up) when many links name slow hosts.
+MAX_LOOKUPS = 32
+LOOKUPS = threading.BoundedSemaphore(MAX_LOOKUPS)
+_RESOLVER = ThreadPoolExecutor(MAX_LOOKUPS, thread_name_prefix="gateway-media-dns")
 # Ranges `is_global` does not name on every Python: shared address space (RFC 6598) and the
 # IPv6 prefixes that carry an IPv4 destination (6to4, NAT64).
 BLOCKED = tuple(
@@ -31,12 +39,6 @@ BLOCKED = tuple(
 )
 # Characters URL parsers disagree on (a link one reads as public, another as loopback).
 _AMBIGUOUS = frozenset("\\ \t\r\n")
-
-
-def may_hold_links(body: bytes) -> bool:
-    """False when the body cannot name a media key: no `_url` in it, and no JSON escape that
-    could spell one (most requests, which then skip the walk)."""
-    return b"_url" in body or b"\\u" in body
 
 
 def links(obj: object) -> list[tuple[str, str]]:
@@ -119,7 +121,10 @@ async def check(obj: object, mode: str) -> None:
             "rest inline as data: URLs or in another request.",
             remote[MAX_LINKS][0],
         )
-    await asyncio.gather(*(_check_host(field, host, port) for field, (host, port) in remote))
+    first: dict[tuple[str, int], str] = {}
+    for field, host_port in remote:
+        first.setdefault(host_port, field)  # one lookup per host, however often it is linked
+    await asyncio.gather(*(_check_host(field, host, port) for (host, port), field in first.items()))
 
 
 def _host_port(field: str, url: str) -> tuple[str, int]:
@@ -157,11 +162,24 @@ async def _check_host(field: str, host: str, port: int) -> None:
 
 
 async def _resolve(field: str, host: str, port: int) -> list:
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await asyncio.wait_for(
-            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), RESOLVE_SECONDS
+    if not LOOKUPS.acquire(blocking=False):
+        raise GatewayError(
+            503,
+            f"{field}: the gateway is looking up too many media links' hosts at once; try "
+            "again in a few seconds, or send the media as a data: URL.",
+            field,
+            "media_lookups_busy",
         )
+    try:
+        lookup = _RESOLVER.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+    except BaseException:
+        LOOKUPS.release()
+        raise
+    # Released when the lookup is over (or cancelled before it ran), not when the request
+    # stopped waiting for it.
+    lookup.add_done_callback(lambda _: LOOKUPS.release())
+    try:
+        infos = await asyncio.wait_for(asyncio.wrap_future(lookup), RESOLVE_SECONDS)
     except (OSError, TimeoutError, UnicodeError):
         raise GatewayError(
             400,

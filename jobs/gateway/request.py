@@ -48,9 +48,26 @@ async def read_body(receive, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def not_utf8() -> GatewayError:
+    return GatewayError(
+        400,
+        "The request body is not UTF-8: send the JSON encoded as UTF-8 (RFC 8259), not UTF-16 "
+        "or UTF-32.",
+    )
+
+
 def json_model(body: bytes) -> tuple[str | None, dict]:
+    # json.loads(bytes) would also read UTF-16 and UTF-32; the gateway's checks of the parsed
+    # body must see what the model server sees, so only UTF-8 is read (a NUL byte never
+    # appears in UTF-8 JSON, and is how UTF-16/32 without a byte-order mark shows).
+    if b"\0" in body:
+        raise not_utf8()
     try:
-        obj = json.loads(body)
+        text = body.decode("utf-8-sig")  # a UTF-8 byte-order mark, as json.loads allowed
+    except UnicodeDecodeError:
+        raise not_utf8() from None
+    try:
+        obj = json.loads(text)
     except (ValueError, RecursionError):
         raise GatewayError(400, "The request body is not valid JSON; send a JSON object.") from None
     if not isinstance(obj, dict):
@@ -172,6 +189,20 @@ def client_address(scope) -> ipaddress.IPv4Address | ipaddress.IPv6Address | Non
 def from_scraper_network(scope) -> bool:
     address = client_address(scope)
     return address is not None and any(address in network for network in SCRAPER_NETWORKS)
+
+
+def host_name(value: bytes) -> str:
+    """A Host header's name: lowercased, without its port."""
+    return value.decode("latin-1").rsplit(":", 1)[0].lower()
+
+
+def names_application_host(scope, snapshot) -> bool:
+    """Whether the request's Host is an application's (`<app>.<domain>`, routed to the
+    gateway from the Internet through the cluster's load balancer)."""
+    for name, value in scope["headers"]:
+        if name == b"host":
+            return host_name(value) in snapshot.hosts
+    return False
 
 
 def check_network(grant: Grant, scope, target: Route) -> None:

@@ -26,6 +26,15 @@ from jobs.models import Application, Phase
 logger = logging.getLogger(__name__)
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# A connection that sends nothing is closed after READ_SECONDS, and at most MAX_CONNECTIONS are
+# served at once (each is a thread): past it a connection is answered 503 and closed, so idle or
+# slow clients cannot pile up threads in the reconciler's process.
+READ_SECONDS = 5.0
+MAX_CONNECTIONS = 16
+_BUSY = (
+    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n"
+    b"Connection: close\r\n\r\nbusy\n"
+)
 
 
 def _value(text: str) -> str:
@@ -70,6 +79,7 @@ def render(reconciler) -> bytes:
 
 class _Handler(BaseHTTPRequestHandler):
     server_version = "servedeck-reconciler"
+    timeout = READ_SECONDS  # on the socket: a read that waits longer ends the connection
 
     def log_message(self, format, *args):  # scrapes every few seconds would flood the log
         pass
@@ -102,9 +112,38 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+class _Server(ThreadingHTTPServer):
+    """A thread per connection, MAX_CONNECTIONS of them at most."""
+
+    def __init__(self, address, handler, slots: int) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(slots)
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):
+            try:
+                request.settimeout(1.0)
+                request.sendall(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()  # no thread was started to release it
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 def serve(reconciler, port: int, host: str = "0.0.0.0") -> ThreadingHTTPServer:  # noqa: S104
     """Serve /metrics and /healthz on a daemon thread; `shutdown()` the answer to stop."""
-    server = ThreadingHTTPServer((host, port), _Handler)
+    server = _Server((host, port), _Handler, MAX_CONNECTIONS)
     server.daemon_threads = True
     server.reconciler = reconciler  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, name="reconciler-metrics", daemon=True).start()

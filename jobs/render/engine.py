@@ -21,10 +21,10 @@ from .runtimes import Runtime
 GIB = 2**30
 HF_TOKEN_KEY = "HF_TOKEN"
 CPU_KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
-# vLLM fetches a request's media links itself: never following a redirect (a public link the
-# gateway checked must not lead inward) and, in the versions that know the variable, refusing
-# loopback, private and link-local addresses on every fetch (jobs/gateway/media.py).
-VLLM_MEDIA_ENV = {"VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0", "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE": "1"}
+# vLLM fetches a request's media links itself: it must follow no redirect, or a public link
+# the gateway checked (jobs/gateway/media.py) could lead inward. vLLM has no setting of its own
+# that refuses private addresses; the gateway's check is what does.
+VLLM_MEDIA_ENV = {"VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0"}
 # vLLM's --limit-mm-per-prompt keys, in a fixed order so equal manifests give equal text.
 MODALITY_KEYS = (
     ("maxImagesPerPrompt", "image"),

@@ -7,11 +7,14 @@ No test here sends traffic anywhere but loopback: the gateway only resolves a li
 the stand-in model server fetches nothing."""
 
 import base64
+import json
+import threading
 
 import httpx
 import pytest
 
 from jobs.backends.local.command import local_env
+from jobs.gateway import media
 from jobs.render.engine import engine_env
 from tests.gateway.support import caught_up, live_gateway, make_app, make_key
 
@@ -149,13 +152,73 @@ def test_public_links_pass_when_the_operator_allows_them(public_gateway):
         assert post(live, plain, "/v1/chat/completions", body).status_code == 200, url
 
 
-def test_vllm_is_started_without_redirects_or_inner_addresses_for_media():
-    """vLLM's own limits, on every backend: it follows no redirect of a media link (a public
-    link must not lead inward after the gateway's check) and, where it knows the variable,
-    refuses loopback and private addresses itself."""
-    want = {"VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0", "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE": "1"}
+def test_vllm_is_started_following_no_redirect_of_a_media_link():
+    """On every backend vLLM follows no redirect of a media link (a public link must not lead
+    inward after the gateway's check), and is given no variable vLLM does not have."""
+    want = {"VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0"}
     model = {"uri": "hf://acme/chat", "runtime": {"engine": "vllm"}}
     manifest = {"spec": {"name": "chat", "source": {"type": "Model", "model": model}}}
-    assert want.items() <= local_env(manifest).items()
-    for on_gpu in (True, False):
-        assert want.items() <= engine_env(model, "vllm", on_gpu).items()
+    envs = [local_env(manifest)] + [engine_env(model, "vllm", gpu) for gpu in (True, False)]
+    for env in envs:
+        assert want.items() <= env.items()
+        assert not {k for k in env if k.startswith("VLLM_MEDIA_")} - set(want)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-32", "utf-32-be"])
+def test_a_body_not_in_utf8_is_refused_before_its_links_could_pass_unseen(
+    gateway, world, alpha, encoding
+):
+    """json.loads reads UTF-16 and UTF-32 too, where no byte spells `_url`: such a body is
+    refused as a whole (RFC 8259 JSON is UTF-8), so no link in it reaches the model server."""
+    before = served(alpha)
+    body = chat_with("image_url", "http://169.254.169.254/latest/meta-data/")
+    answer = httpx.post(
+        gateway.url + "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {world}", "Content-Type": "application/json"},
+        content=json.dumps(body).encode(encoding),
+        timeout=30,
+    )
+    assert answer.status_code == 400, answer.text
+    message = answer.json()["error"]["message"]
+    assert "body" in message and "UTF-8" in message
+    assert served(alpha) == before, "the link reached the model server"
+    # The same request in UTF-8 (with or without a byte-order mark) is read and checked.
+    for prefix in (b"", b"\xef\xbb\xbf"):
+        answer = httpx.post(
+            gateway.url + "/v1/chat/completions",
+            headers={"Authorization": f"Bearer {world}", "Content-Type": "application/json"},
+            content=prefix + json.dumps(body).encode(),
+            timeout=30,
+        )
+        refused_at(answer, "messages[1].content[1].image_url.url")
+
+
+def test_links_are_refused_busy_while_the_gateways_lookups_are_all_taken(
+    public_gateway, alpha, monkeypatch
+):
+    """Host lookups are capped process-wide (a lookup the gateway stopped waiting for still
+    holds its thread): past the cap a link to a named host is a 503 that says so."""
+    live, plain = public_gateway
+    before = served(alpha)
+    monkeypatch.setattr(media, "LOOKUPS", threading.BoundedSemaphore(1))
+    media.LOOKUPS.acquire()  # the one lookup allowed, taken
+    answer = post(live, plain, "/v1/chat/completions", chat_with("image_url", "http://x.invalid/"))
+    assert answer.status_code == 503, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "messages[1].content[1].image_url.url"
+    assert "too many" in error["message"] and "data: URL" in error["message"]
+    assert served(alpha) == before
+
+
+def test_links_are_checked_only_for_a_caller_who_may_call_the_model(
+    gateway, world, alpha, other_org
+):
+    """A key that may not call the model is told only that (no word on its links, no lookup)."""
+    _, stranger = make_key(other_org)
+    caught_up(gateway)
+    body = chat_with("image_url", "http://127.0.0.1:9/")
+    answer = post(gateway, stranger, "/v1/chat/completions", body)
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "model_not_found"
+    refused_at(
+        post(gateway, world, "/v1/chat/completions", body), "messages[1].content[1].image_url.url"
+    )

@@ -6,12 +6,14 @@ import secrets
 
 import httpx
 import pytest
+from django.utils import timezone
 
+from accesspolicies.models import VerifiedDomain
 from jobs.gateway.app import Gateway
 from jobs.gateway.metering import Meter
 from jobs.gateway.proxy import Timeouts
 from jobs.gateway.snapshot import SnapshotKeeper
-from tests.gateway.support import LiveGateway, make_app, make_key
+from tests.gateway.support import LiveGateway, caught_up, make_app, make_key
 
 # Every route the meter may name: the public routes, /v1/models, /metrics and "other".
 KNOWN_ROUTES = {
@@ -89,3 +91,22 @@ def test_a_caller_with_a_key_asking_for_made_up_models_is_counted_under_v1_model
     text = metrics(live)
     assert routes_in(text) <= KNOWN_ROUTES, routes_in(text)
     assert 'route="/v1/models"' in text and "no-such-model" not in text
+
+
+def test_metrics_are_not_served_on_an_applications_host(metered_gateway, org):
+    """An application exposed on a domain sends every path of `<app>.<domain>` to the gateway
+    (from the Internet, through the cluster's load balancer, so from a private address):
+    /metrics there is an unknown path, answered only on the gateway's own address."""
+    VerifiedDomain.objects.create(
+        organization=org, domain="example.com", verified_at=timezone.now()
+    )
+    make_app(
+        org, "public", "http://127.0.0.1:9", access={"exposure": "Domain", "domain": "example.com"}
+    )
+    caught_up(metered_gateway)
+    for host in ("public.example.com", "PUBLIC.example.com:443"):
+        answer = httpx.get(metered_gateway.url + "/metrics", headers={"Host": host}, timeout=10)
+        assert answer.status_code == 404, host
+        assert "servedeck_gateway" not in answer.text
+        assert "Unknown path" in answer.json()["error"]["message"]
+    assert "servedeck_gateway_requests_total" in metrics(metered_gateway)

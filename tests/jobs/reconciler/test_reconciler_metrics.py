@@ -4,6 +4,7 @@ Parsed with prometheus_client's own parser, as Prometheus reads it."""
 
 from __future__ import annotations
 
+import socket
 import urllib.error
 import urllib.request
 from datetime import timedelta
@@ -14,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.models import Application
 from jobs.reconciler import Reconciler, metrics
+from tests.helpers import wait_for
 
 
 def samples(text: bytes) -> dict[tuple[str, tuple], float]:
@@ -105,6 +107,46 @@ def test_the_page_is_only_for_scrapers_on_private_networks(transactional_db, mon
         assert refused.value.code == 403
         with urllib.request.urlopen(f"{base}/healthz", timeout=5) as answer:
             assert answer.status == 200  # the probe says nothing of the applications
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    sock.settimeout(0.1)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+
+
+def test_an_idle_connection_is_closed_by_the_server(transactional_db, monkeypatch):
+    """A client that connects and sends nothing does not keep a thread of the reconciler's."""
+    assert metrics._Handler.timeout == 5
+    monkeypatch.setattr(metrics._Handler, "timeout", 0.3)
+    server = metrics.serve(Reconciler(), 0, host="127.0.0.1")
+    try:
+        with socket.create_connection(server.server_address, timeout=5) as idle:
+            wait_for(lambda: closed_by_server(idle), "the idle connection was left open", 10)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_connections_past_the_cap_are_answered_busy(transactional_db, monkeypatch):
+    monkeypatch.setattr(metrics, "MAX_CONNECTIONS", 1)
+    server = metrics.serve(Reconciler(), 0, host="127.0.0.1")
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with socket.create_connection(server.server_address, timeout=5):
+            wait_for(lambda: not server.slots._value, "the first connection took no slot")
+            with pytest.raises(urllib.error.HTTPError) as busy:
+                urllib.request.urlopen(f"{base}/healthz", timeout=5)
+            assert busy.value.code == 503
+        # Once the first is gone, its slot serves again.
+        wait_for(lambda: server.slots._value, "the slot was not given back", 10)
+        with urllib.request.urlopen(f"{base}/healthz", timeout=5) as answer:
+            assert answer.read() == b"ok\n"
     finally:
         server.shutdown()
         server.server_close()

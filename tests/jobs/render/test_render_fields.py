@@ -97,7 +97,6 @@ def test_full_gpu_manifest_golden_fields():
     ]
     assert model["env"] == [
         {"name": "VLLM_MEDIA_URL_ALLOW_REDIRECTS", "value": "0"},
-        {"name": "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE", "value": "1"},
         {
             "name": "HF_TOKEN",
             "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}},
@@ -148,7 +147,6 @@ def test_cpu_vllm_sizes_the_kv_cache_by_environment_and_sets_no_gpu_flags():
     assert model["env"] == [
         {"name": "VLLM_CPU_KVCACHE_SPACE", "value": "1"},
         {"name": "VLLM_MEDIA_URL_ALLOW_REDIRECTS", "value": "0"},
-        {"name": "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE", "value": "1"},
     ]
     assert model["resources"]["requests"] == {"cpu": "1", "memory": "4Gi"}
     assert model["resources"]["limits"] == model["resources"]["requests"]

@@ -256,7 +256,6 @@ def test_the_cloud_init_starts_vllm_with_exactly_the_manifests_arguments():
     # The token is read from the profile's Secret, mounted as a disk: never a value.
     assert plan["env"] == {
         "VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0",
-        "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE": "1",
         "HF_HOME": "/weights/huggingface",
         "HF_TOKEN_PATH": "/run/servedeck/hf-token/HF_TOKEN",
     }
@@ -291,7 +290,6 @@ def test_a_cpu_machine_starts_vllm_with_exactly_the_manifests_arguments_and_vari
     assert plan["env"] == {
         "VLLM_CPU_KVCACHE_SPACE": "6",
         "VLLM_MEDIA_URL_ALLOW_REDIRECTS": "0",
-        "VLLM_MEDIA_EGRESS_BLOCK_PRIVATE": "1",
         "HF_HOME": "/weights/huggingface",
         "HF_TOKEN_PATH": "/run/servedeck/hf-token/HF_TOKEN",
     }
