@@ -367,3 +367,19 @@ def versions(kube, overlay: str) -> dict[tuple[str, str], str]:
         live = kube.get(obj["kind"], meta["name"], meta.get("namespace"))
         found[(obj["kind"], meta["name"])] = live["metadata"]["resourceVersion"]
     return found
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_no_overlay_trusts_a_wide_network_to_forward_client_addresses(overlay):
+    """Security review, finding 4: a proxy listed in SERVEDECK_TRUSTED_PROXIES may claim any
+    client address; the overlays trust none until the operator names their Gateway
+    implementation's pods (production said 10.0.0.0/8: any pod or client in it could)."""
+    (config,) = [
+        o
+        for o in objects_of(overlay, "ConfigMap")
+        if o["metadata"]["name"].startswith("servedeck-config")
+    ]
+    listed = config["data"]["SERVEDECK_TRUSTED_PROXIES"]
+    assert listed == "", listed
+    install = " ".join((REPO / "docs" / "kubernetes-install.md").read_text().split())
+    assert "SERVEDECK_TRUSTED_PROXIES" in install and "pod CIDR" in install
