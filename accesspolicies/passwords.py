@@ -224,6 +224,9 @@ def _member(admin: Membership, username: str) -> Membership:
 def reset_refusal(admin: Membership, user, you: str = "you") -> str | None:
     """Why `admin` may not reset `user`'s password, or None when they may: asked when the link
     is made (told to the admin, `you`), and again whenever it is used."""
+    # A deactivated admin's links die with their account, as their sessions do.
+    if not admin.user.is_active:
+        return f"{admin.user} is deactivated; links they made no longer work."
     if not admin.may("admin"):
         return f"{admin.user} is no longer an admin of {admin.organization}."
     if user == admin.user:

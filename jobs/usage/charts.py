@@ -254,18 +254,26 @@ def usage_per_key(
 
 
 def chart_data(
-    rows: QuerySet, window: Window, now: datetime | None = None, cache_key: str | None = None
+    rows: QuerySet,
+    window: Window,
+    now: datetime | None = None,
+    cache_key: str | None = None,
+    per_key: bool = False,
 ) -> dict[str, Any]:
     """What the chart data endpoint answers for the usage rows of one application (cache_key
-    names them, such as application-<pk>: settled buckets are then cached)."""
+    names them, such as application-<pk>: settled buckets are then cached). The usage per API
+    key ("keys") only when `per_key`: key names and their usage are an admin's, as on
+    /api/v1/keys/<name>/usage, so a caller passes whether the member may `admin`."""
     now = now or datetime.now(UTC)
     first, last = span(window, now)
     grouped = _grouped(rows, window, now, cache_key)  # the points and the keys from one pass
-    return {
+    data = {
         "window": window.name,
         "stepSeconds": window.step * 60,
         "from": first.isoformat(),
         "to": (last + timedelta(minutes=window.step)).isoformat(),
         "points": _points(grouped, window, now),
-        "keys": _keys(grouped),
     }
+    if per_key:
+        data["keys"] = _keys(grouped)
+    return data

@@ -33,7 +33,7 @@ def _detail_page(request, application, status: int = 200, **more):
         "application": application,
         "manifest_yaml": to_yaml(application.manifest),
         "revisions": revisions,
-        **overview.page_context(application, revisions),
+        **overview.page_context(application, revisions, request.membership),
         **overview_context(application),  # the live top: status, cards, events
         "may_deploy": request.membership.may("deploy"),
         "offer_delete_from_console": False,

@@ -1,6 +1,8 @@
 """The model overview's data surfaces: chart data (JSON), a replica's log tail and the diff
 between two revisions (htmx fragments), and what the overview page adds to its context."""
 
+from dataclasses import replace
+
 from django.http import JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -23,14 +25,19 @@ def _part(request, template: str, title: str, part_id: str, context: dict, statu
     return render(request, "jobs/overview_part.html", context, status=status)
 
 
-def page_context(application, revisions) -> dict:
-    """What the overview sections (serving facts, charts, logs, history diff, cost) need."""
+def page_context(application, revisions, membership) -> dict:
+    """What the overview sections (serving facts, charts, logs, history diff, cost) need. The
+    usage and cost per API key only for a member who may `admin` keys (key names and their
+    usage are an admin's, as on /api/v1/keys/<name>/usage)."""
     newest = revisions[0].number if revisions else None
+    per_key = membership.may("admin")
+    cost = cost_summary(application)
     return {
         "serving_facts": serving_facts(application, newest),
         "chart_windows": list(charts.WINDOWS.values()),
         "plotly_style_ids": plotly_style_ids(),
-        "cost": cost_summary(application),
+        "per_key": per_key,
+        "cost": cost if per_key else replace(cost, keys=[]),
         "diff_from": revisions[1].number if len(revisions) > 1 else newest,
         "diff_to": newest,
     }
@@ -44,7 +51,13 @@ def chart_data(request, name):
     except charts.BadWindow as error:
         return JsonResponse(error_body(400, str(error), [error.as_dict()]), status=400)
     rows = UsageMinute.objects.filter(application=application)
-    return JsonResponse(charts.chart_data(rows, window, cache_key=charts.cache_key(application)))
+    data = charts.chart_data(
+        rows,
+        window,
+        cache_key=charts.cache_key(application),
+        per_key=request.membership.may("admin"),  # key usage is an admin's (finding 14)
+    )
+    return JsonResponse(data)
 
 
 @require_GET

@@ -64,8 +64,9 @@
     Plotly.react(charts.tokens, [
       { x: t, y: col("tokensPerSecond"), name: "tokens/s", type: "scatter", mode: "lines", fill: "tozeroy" },
     ], layout({ showlegend: false }), config);
+    // Usage per API key: only an admin's page has the chart and gets the figures.
     const keys = data.keys;
-    Plotly.react(charts.keys, [
+    if (charts.keys && keys) Plotly.react(charts.keys, [
       { x: keys.map((k) => k.key), y: keys.map((k) => k.requests), name: "requests", type: "bar", offsetgroup: 1 },
       { x: keys.map((k) => k.key), y: keys.map((k) => k.tokens), name: "tokens", type: "bar", yaxis: "y2", offsetgroup: 2 },
     ], layout({ xaxis: { type: "category" }, barmode: "group", margin: { l: 48, r: 56, t: 8, b: 32 },

@@ -129,3 +129,23 @@ def test_making_and_using_a_link_are_audited_without_the_link(as_admin, deployer
     # The audit page lists both for the admin.
     page = as_admin.get(reverse("accesspolicies:audit")).content.decode()
     assert "member.password-link" in page and "member.password-set" in page
+
+
+def test_a_link_of_an_admin_whose_account_is_deactivated_no_longer_works(
+    as_admin, admin, org, dan_password
+):
+    """Security review, finding 1: deactivating the admin who made a link ends the link (it
+    checked the maker's role, not whether their account still works)."""
+    link = make_link(as_admin)
+    admin.user.is_active = False
+    admin.user.save()
+    _, page = open_link(link)
+    text = page.content.decode()
+    assert "This link does not work" in text
+    assert "ada is deactivated" in text
+    assert "new_password1" not in text  # no form
+    assert authenticate(username="dan", password=dan_password)
+    refused = AuditEntry.objects.get(action="member.password-link-refused")
+    assert refused.organization == org and refused.object_name == "dan"
+    assert refused.detail["linkBy"] == "ada"
+    assert "deactivated" in refused.detail["why"]

@@ -8,6 +8,7 @@ referenced by name and never written, and the objects refer to each other correc
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import subprocess
 
@@ -16,6 +17,7 @@ import pytest
 import yaml
 from jsonschema import Draft7Validator
 
+from jobs.render.common import MANAGED_BY, MANAGED_BY_LABEL, our_labels
 from jobs.render.validate import validate as product_checks
 from tests.deploy.manifests import DEPLOY, OVERLAYS, REPO, kubectl, render
 
@@ -289,6 +291,8 @@ def test_the_objects_refer_to_each_other(overlay, settings):
         for obj in objects_of(overlay, kind):
             spec = obj["spec"]
             labels = (spec.get("selector") or spec.get("podSelector") or {}).get("matchLabels")
+            if labels == {MANAGED_BY_LABEL: MANAGED_BY}:
+                continue  # a profile namespace's model servers: the pods ServeDeck makes
             if labels:  # an empty podSelector (the default deny) selects every pod
                 assert selects(obj["metadata"]["namespace"], labels), obj["metadata"]["name"]
     (hpa,) = objects_of(overlay, "HorizontalPodAutoscaler")
@@ -367,3 +371,94 @@ def versions(kube, overlay: str) -> dict[tuple[str, str], str]:
         live = kube.get(obj["kind"], meta["name"], meta.get("namespace"))
         found[(obj["kind"], meta["name"])] = live["metadata"]["resourceVersion"]
     return found
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_no_overlay_trusts_a_wide_network_to_forward_client_addresses(overlay):
+    """Security review, finding 4: a proxy listed in SERVEDECK_TRUSTED_PROXIES may claim any
+    client address; the overlays trust none until the operator names their Gateway
+    implementation's pods (production said 10.0.0.0/8: any pod or client in it could)."""
+    (config,) = [
+        o
+        for o in objects_of(overlay, "ConfigMap")
+        if o["metadata"]["name"].startswith("servedeck-config")
+    ]
+    listed = config["data"]["SERVEDECK_TRUSTED_PROXIES"]
+    assert listed == "", listed
+    install = " ".join((REPO / "docs" / "kubernetes-install.md").read_text().split())
+    assert "SERVEDECK_TRUSTED_PROXIES" in install and "pod CIDR" in install
+
+
+# --- the model servers' network policies (security review, finding 3) ----------------------
+
+
+def egress_allows(policy: dict, address: str, port: int, protocol: str = "TCP") -> bool:
+    """Whether one of an egress policy's rules lets a pod it selects reach address:port (its
+    peers by ipBlock; a namespace or pod peer is a pod, never an address outside the cluster)."""
+    target = ipaddress.ip_address(address)
+    for rule in policy["spec"].get("egress") or []:
+        ports = rule.get("ports")
+        if ports and not any(
+            p.get("port") == port and p.get("protocol", "TCP") == protocol for p in ports
+        ):
+            continue
+        peers = rule.get("to")
+        if not peers:
+            return True  # no `to`: every destination
+        for peer in peers:
+            block = peer.get("ipBlock")
+            if block is None:
+                continue
+            if target in ipaddress.ip_network(block["cidr"]) and not any(
+                target in ipaddress.ip_network(cut) for cut in block.get("except") or []
+            ):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_model_servers_are_reached_by_servedeck_only_and_reach_the_internet_only(overlay):
+    profile_namespaces = {
+        o["metadata"]["namespace"]
+        for o in objects_of(overlay, "Role")
+        if o["metadata"]["name"] == "servedeck"
+    }
+    policies = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o
+        for o in objects_of(overlay, "NetworkPolicy")
+    }
+    made = our_labels("chat")  # what ServeDeck puts on an application's objects
+    for namespace in profile_namespaces:
+        ingress = policies[(namespace, "servedeck-model-servers-ingress")]["spec"]
+        assert ingress["podSelector"]["matchLabels"].items() <= made.items()
+        assert ingress["policyTypes"] == ["Ingress"]
+        (rule,) = ingress["ingress"]
+        (peer,) = rule["from"]
+        assert peer["namespaceSelector"]["matchLabels"] == {
+            "kubernetes.io/metadata.name": "servedeck"
+        }
+        (components,) = peer["podSelector"]["matchExpressions"]
+        assert components["key"] == "app.kubernetes.io/component"
+        assert sorted(components["values"]) == ["console", "gateway"]
+        proxy = policies[(namespace, "servedeck-model-servers-from-api-server")]["spec"]
+        assert [set(p) for p in proxy["ingress"][0]["from"]] == [{"ipBlock"}]
+        egress = policies[(namespace, "servedeck-model-servers-egress")]
+        assert egress["spec"]["policyTypes"] == ["Egress"]
+        assert egress["spec"]["podSelector"]["matchLabels"].items() <= made.items()
+        for address, port in [
+            ("169.254.169.254", 80),  # the cloud metadata service
+            ("169.254.169.254", 53),
+            ("10.96.0.1", 443),  # a typical Service range: the API server's Service
+            ("172.17.0.5", 5432),
+            ("192.168.1.10", 6379),
+            ("100.64.3.4", 8000),
+            ("127.0.0.1", 8000),
+        ]:
+            assert not egress_allows(egress, address, port), (address, port)
+        assert egress_allows(egress, "18.244.20.3", 443)  # huggingface.co, say
+        dns = [
+            r
+            for r in egress["spec"]["egress"]
+            if {"port": 53, "protocol": "UDP"} in (r.get("ports") or [])
+        ]
+        assert dns and all("ipBlock" not in peer for r in dns for peer in r["to"])

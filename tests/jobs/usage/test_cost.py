@@ -140,7 +140,9 @@ def test_record_status_records_replica_time(gpu_app):
     assert ReplicaDay.objects.filter(application=gpu_app).count() == 1
 
 
-def test_the_page_shows_cost_per_day_per_thousand_tokens_and_per_key(as_viewer, org, gpu_app):
+def test_the_page_shows_cost_per_day_per_thousand_tokens_and_per_key(
+    as_admin, as_viewer, org, gpu_app
+):
     now = datetime.now(UTC)
     replicas_changed(gpu_app, 1, now - timedelta(hours=2))
     replicas_changed(gpu_app, 1, now - timedelta(hours=1))  # one replica for the last 2 hours
@@ -155,12 +157,15 @@ def test_the_page_shows_cost_per_day_per_thousand_tokens_and_per_key(as_viewer, 
         prompt_tokens=3000,
         completion_tokens=1000,
     )
-    html = as_viewer.get(reverse("jobs:application-detail", args=["qwen"])).content.decode()
+    html = as_admin.get(reverse("jobs:application-detail", args=["qwen"])).content.decode()
     assert "Billed in GPU-hours: 2 GPU per replica on l4, at 0.8 an hour each." in html
     # 2 h x 2 GPUs x 0.8 = 3.20, over 4,000 tokens = 0.8 per 1,000
     assert "<dt>Last 7 days</dt><dd>3.20</dd>" in html
     assert "<dd>0.800" in html  # the open span grows by microseconds between the reads
     assert "<td>support-bot</td><td>4</td><td>4000</td><td>3.20</td>" in html
+    # The cost per key is an admin's (key names and their usage); a viewer sees the totals.
+    html = as_viewer.get(reverse("jobs:application-detail", args=["qwen"])).content.decode()
+    assert "<dt>Last 7 days</dt><dd>3.20</dd>" in html and "support-bot" not in html
 
 
 def test_an_unpriced_machine_says_who_sets_the_price(as_viewer, org, gpu_app):

@@ -87,14 +87,48 @@ def test_the_default_window_is_an_hour(as_viewer, traffic):
     assert as_viewer.get(URL).json()["window"] == "1h"
 
 
-def test_usage_per_key_over_the_window(as_viewer, traffic):
-    keys = as_viewer.get(URL, {"window": "24h"}).json()["keys"]
+def test_usage_per_key_over_the_window(as_admin, traffic):
+    keys = as_admin.get(URL, {"window": "24h"}).json()["keys"]
     assert [(k["key"], k["requests"], k["errors"], k["tokens"]) for k in keys] == [
         ("support-bot", 10, 2, 600),
         ("batch-job", 3, 1, 30),
     ]
-    keys = as_viewer.get(URL, {"window": "7d"}).json()["keys"]
+    keys = as_admin.get(URL, {"window": "7d"}).json()["keys"]
     assert [(k["key"], k["requests"]) for k in keys] == [("support-bot", 14), ("batch-job", 3)]
+
+
+@pytest.mark.parametrize("member", ["as_viewer", "as_deployer"])
+def test_usage_per_key_is_an_admins(member, request, as_admin, traffic):
+    """Security review, finding 2: key names and their usage are an admin's (as on
+    /api/v1/keys/<name>/usage), on the chart data, the REST API and the overview page."""
+    client = request.getfixturevalue(member)
+    for url in (URL, "/api/v1/applications/chat/charts"):
+        data = client.get(url, {"window": "7d"}).json()
+        assert "keys" not in data and sum(p["requests"] for p in data["points"]) == 17
+        assert "support-bot" not in str(data)
+        assert [k["key"] for k in as_admin.get(url, {"window": "7d"}).json()["keys"]] == [
+            "support-bot",
+            "batch-job",
+        ]
+
+
+@pytest.mark.parametrize("member", ["as_viewer", "as_deployer"])
+def test_the_overview_page_shows_usage_per_key_to_admins_only(
+    member, request, as_admin, org, deployer
+):
+    """Finding 2 on the overview page: its per-key chart and cost per key table."""
+    from jobs import deploy as verbs
+    from tests.helpers import SHORTEST
+
+    app = verbs.apply(SHORTEST.replace("spec:\n", "spec:\n  syncType: Manual\n"), deployer)
+    key = make_key(org, "support-bot")
+    UsageMinute.objects.bulk_create([row(app.application, key, minutes_ago(0), requests=4)])
+    page = request.getfixturevalue(member).get("/models/bge-embed/").content.decode()
+    assert "support-bot" not in page
+    assert "Usage per API key" not in page and "Cost per API key" not in page
+    admins = as_admin.get("/models/bge-embed/").content.decode()
+    assert "support-bot" in admins
+    assert "Usage per API key" in admins and "Cost per API key" in admins
 
 
 def test_a_bad_window_is_named_with_what_is_accepted(as_viewer, traffic):
@@ -109,12 +143,12 @@ def test_outsiders_get_404_and_anonymous_logs_in(as_outsider, client, traffic):
     assert client.get(URL).status_code == 302
 
 
-def test_the_rest_api_answers_the_same(as_viewer, traffic):
-    page = as_viewer.get(URL, {"window": "24h"}).json()
-    api = as_viewer.get("/api/v1/applications/chat/charts", {"window": "24h"})
+def test_the_rest_api_answers_the_same(as_admin, traffic):
+    page = as_admin.get(URL, {"window": "24h"}).json()
+    api = as_admin.get("/api/v1/applications/chat/charts", {"window": "24h"})
     assert api.status_code == 200, api.content
     assert api.json()["points"] == page["points"] and api.json()["keys"] == page["keys"]
-    refused = as_viewer.get("/api/v1/applications/chat/charts", {"window": "1y"})
+    refused = as_admin.get("/api/v1/applications/chat/charts", {"window": "1y"})
     assert refused.status_code == 400
     assert "'1y'" in refused.json()["error"]["message"]
 
