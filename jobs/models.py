@@ -9,7 +9,7 @@ from accesspolicies.models import Organization
 from accesspolicies.scope import MemberQuerySet
 from jobs.machine_catalog import default_machine_catalog, newest_known_vllm_version
 from jobs.manifest.view import FilledManifest, dig
-from jobs.phases import Phase
+from jobs.status.phases import Phase
 
 dns_label = RegexValidator(
     r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",

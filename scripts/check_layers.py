@@ -32,7 +32,6 @@ PURE_CORES = (
     "jobs.manifest",
     "jobs.render",
     "jobs.status",
-    "jobs.phases",
     "models_catalog.sizing",
     "jobs.backends.local.runtimes",
     "jobs.backends.local.download_files",

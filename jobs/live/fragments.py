@@ -24,7 +24,7 @@ from django.template.loader import render_to_string
 
 from jobs.models import Application, UsageMinute
 from jobs.overview import serving_metrics
-from jobs.phases import Phase, elapsed_text, steps_of
+from jobs.status.phases import Phase, elapsed_text, steps_of
 from jobs.tables import phase_badge, replicas_text, sparkline
 from jobs.usage import charts
 from jobs.usage.readers import live_figures, sparkline_counts

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobs.phases import Phase
+from jobs.status.phases import Phase
 from jobs.status.readers import (
     STOP_ANNOTATION,
     Container,

@@ -21,9 +21,9 @@ from typing import Any
 
 from jobs.kube_names import predictor_url, vm_name, weights_claim_name
 from jobs.manifest.view import dig
-from jobs.phases import Phase
 from jobs.render.guest_launcher import DOWNLOADING, VOLUME_MISSING
 from jobs.status.derive import INTERNAL_ERROR, NOTHING, PULL_ERRORS, Status, _pull_trouble
+from jobs.status.phases import Phase
 from jobs.status.readers import (
     EPOCH,
     NO_CONDITION,

@@ -12,7 +12,7 @@ from jobs.access import application_to_change, as_deployer, get_application
 from jobs.live.fragments import overview_context, shown
 from jobs.models import Profile
 from jobs.overview import snippets
-from jobs.phases import Phase
+from jobs.status.phases import Phase
 from jobs.usage.readers import health_of
 from jobs.views import overview
 

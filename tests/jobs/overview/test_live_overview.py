@@ -22,8 +22,8 @@ from jobs.lifecycle import group_name, record_status
 from jobs.live import fragments
 from jobs.models import Application, Event, UsageMinute
 from jobs.overview import serving_metrics
-from jobs.phases import elapsed_text, steps_of
 from jobs.reconciler import Reconciler
+from jobs.status.phases import elapsed_text, steps_of
 from jobs.usage.counters import COUNTER_FIELDS
 from jobs.usage.histogram import LATENCY_BUCKET_FIELDS
 from jobs.usage.readers import rates, verdict

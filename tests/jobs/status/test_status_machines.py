@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.phases import Phase
 from jobs.status import INTERNAL_ERROR, MachineFacts, derive_vm_status
+from jobs.status.phases import Phase
 from tests.fakes.kube_objects import instance_of, launcher_pod
 from tests.jobs.render.test_render import gpu
 from tests.jobs.render.test_render_kubevirt import machines, vm_build
