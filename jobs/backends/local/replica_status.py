@@ -1,6 +1,7 @@
 """What a local application's status reads from its replicas: whether each serves (its
-readiness path, and one warm-up request for a runtime that answers it before loading), whether
-it is still downloading and how far, and the last run's log lines a Failed status quotes."""
+readiness path, and one real request for a runtime that answers it before loading its model:
+Running means the model answered), whether it is still downloading and how far, and the last
+run's log lines a Failed status quotes."""
 
 from __future__ import annotations
 
@@ -51,22 +52,35 @@ def probe(state: AppState, replicas: list[Replica], probe_timeout: float) -> dic
             except httpx.HTTPError:
                 ready[replica.index] = False
             if ready[replica.index] and state.ready_before_load and not replica.warmed:
-                replica.warmed = warm_up(client, base, state.model_id, probe_timeout)
+                replica.warmed = warm_up(client, base, state, probe_timeout)
                 ready[replica.index] = replica.warmed
     return ready
 
 
-def warm_up(client: httpx.Client, base: str, model_id: str, probe_timeout: float) -> bool:
-    """One transcription of a moment of silence: faster-whisper-server loads its model on
-    the first request. Loading takes longer than a probe's timeout: the server goes on
-    loading after the probe gives up, and a later probe finds it loaded."""
+def warm_up(client: httpx.Client, base: str, state: AppState, probe_timeout: float) -> bool:
+    """One real request, the smallest of the runtime's task: a one-token chat for transformers
+    serve, a transcription of a moment of silence for faster-whisper-server. Both load the
+    model on the first request; loading takes longer than a probe's timeout, so the server goes
+    on loading after the probe gives up, and a later probe finds it loaded."""
+    timeout = httpx.Timeout(max(probe_timeout, WARM_UP_SECONDS))
     try:
-        response = client.post(
-            base + "/v1/audio/transcriptions",
-            data={"model": model_id, "response_format": "json"},
-            files={"file": ("warm-up.wav", SILENCE_WAV, "audio/wav")},
-            timeout=httpx.Timeout(max(probe_timeout, WARM_UP_SECONDS)),
-        )
+        if state.runtime == "transformers":
+            response = client.post(
+                base + "/v1/chat/completions",
+                json={
+                    "model": state.model_id,
+                    "messages": [{"role": "user", "content": "Hi"}],
+                    "max_tokens": 1,
+                },
+                timeout=timeout,
+            )
+        else:
+            response = client.post(
+                base + "/v1/audio/transcriptions",
+                data={"model": state.model_id, "response_format": "json"},
+                files={"file": ("warm-up.wav", SILENCE_WAV, "audio/wav")},
+                timeout=timeout,
+            )
     except httpx.HTTPError:
         return False
     return response.status_code == 200

@@ -369,6 +369,9 @@ def cpu_launch(
             argv.append("--continuous-batching")
         pinned = model_arg if revision is None else f"{model_arg}@{revision}"
         argv += ["--log-level", "info", pinned]
+        # It loads the model on the first request (the first chat after Running took 15 s):
+        # a replica is Running once it answered one.
+        ready_before_load = True
     elif spec is INFINITY:
         argv = [program, "v2", "--model-id", model, "--served-model-name", name]
         if revision is not None:

@@ -231,6 +231,31 @@ def test_a_runtime_ready_before_its_model_loads_is_running_after_one_request(cpu
         runner.shutdown()
 
 
+def test_a_chat_replica_is_running_only_once_it_answered_a_chat(cpu_machine, tmp_path):
+    """transformers serve answers /health before it loads the model (the first chat after
+    Running took 15 s): a replica reads Running only once a one-token chat was answered."""
+    runtimes, models = cpu_machine
+    install_fake(runtimes)
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    good = manifest("chat", f"file://{chat_folder(models)}")
+    broken = manifest("broken", f"file://{chat_folder(models, 'broken-chat')}")
+    try:
+        runner.apply("chat", good, 1)
+        running(runner, "chat")
+        assert "POST /v1/chat/completions" in runner.tail("chat", 50)
+        runner.apply("broken", broken, 1)
+
+        def chat_sent() -> bool:
+            runner.observe("broken")  # each observation probes, and sends the chat
+            return "POST /v1/chat/completions" in runner.tail("broken", 50)
+
+        wait_for(chat_sent, "no chat was sent to the replica", 20)
+        status = runner.observe("broken")  # /health answers, the chat does not
+        assert status.phase == "Loading", status
+    finally:
+        runner.shutdown()
+
+
 def test_a_folder_swapped_for_a_link_out_after_apply_is_not_started(cpu_machine, tmp_path):
     """The folder is checked where it is used, each time a server starts: a folder replaced by
     a link out of the models folder between apply and a later start is not served."""
