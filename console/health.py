@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+import redis
 from django.conf import settings
 from django.db import connections
 
@@ -31,8 +32,6 @@ def redis_problem() -> str:
     url = getattr(settings, "REDIS_URL", "")
     if not url:
         return ""
-    import redis
-
     client = redis.Redis.from_url(
         url, socket_timeout=REDIS_TIMEOUT_SECONDS, socket_connect_timeout=REDIS_TIMEOUT_SECONDS
     )

@@ -24,6 +24,8 @@ import time
 import uuid
 from typing import Protocol
 
+import redis.asyncio as aioredis  # at import, never first in a thread (see snapshot.py)
+
 from .snapshot import Check
 
 logger = logging.getLogger(__name__)
@@ -184,8 +186,6 @@ class RedisLimiter:
         max_connections: int = 100,
         lease_seconds: float | None = None,
     ) -> None:
-        import redis.asyncio as aioredis
-
         self.redis = aioredis.Redis.from_url(
             url, socket_timeout=2, socket_connect_timeout=2, max_connections=max_connections
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+import redis
 from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
@@ -30,8 +31,6 @@ def nudge() -> None:
         return
     try:
         if _redis is None:
-            import redis
-
             _redis = redis.Redis.from_url(url, socket_timeout=2)
         _redis.publish(NUDGE_CHANNEL, b"1")
     except Exception:

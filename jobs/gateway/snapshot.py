@@ -21,6 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+# redis is imported with this module, never first inside the listener's thread: two threads
+# importing it at once (this one and channels_redis on the event loop) deadlocked on redis's
+# module locks and stopped the server's start-up.
+import redis
+
 from accesspolicies.secrets import API_KEY
 from jobs.kube_names import predictor_url
 from jobs.manifest.view import dig
@@ -499,8 +504,6 @@ class SnapshotKeeper:
 
     def _listen(self) -> None:
         """Wake the refresher as soon as another process announces a change."""
-        import redis
-
         while not self._stop.is_set():
             try:
                 client = redis.Redis.from_url(self.redis_url, socket_timeout=None)
