@@ -316,6 +316,8 @@ SERVEDECK_ALLOW_IN_CLUSTER = env_bool("SERVEDECK_ALLOW_IN_CLUSTER", False)
 # stream: the longest wait between two chunks) before the client gets 504.
 SERVEDECK_GATEWAY_CONNECT_TIMEOUT = env_int("SERVEDECK_GATEWAY_CONNECT_TIMEOUT", 5)
 SERVEDECK_GATEWAY_READ_TIMEOUT = env_int("SERVEDECK_GATEWAY_READ_TIMEOUT", 600)
+# How long a request (not a stream) to a sleeping model waits for it to wake before a 503.
+SERVEDECK_WAKE_WAIT = env_int("SERVEDECK_WAKE_WAIT", 120)
 # Which media links (image_url, audio_url, video_url, file_url) a request may hold: "data"
 # (only data: URLs, the default) or "public" (http(s) links to hosts that resolve to public
 # addresses only). The model server fetches a link from its own host and network.

@@ -10,9 +10,9 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.backends.base import STATUS_FIELDS, Observed
+from jobs.backends.base import REPLICAS_FIELD, STATUS_FIELDS, Observed
 from jobs.live import groups
-from jobs.models import Application, Event, Phase
+from jobs.models import Application, Event, Phase, Wake
 from jobs.usage.replica_time import replicas_changed
 
 logger = logging.getLogger(__name__)
@@ -27,20 +27,27 @@ def group_name(application: Application) -> str:
 
 def record_status(application: Application, observed: Observed) -> bool:
     """Save what changed; return whether anything did."""
-    changed = [
-        name for name in STATUS_FIELDS if getattr(application, name) != getattr(observed, name)
-    ]
+    values = {name: getattr(observed, name) for name in STATUS_FIELDS}
+    if observed.replica_endpoints is not None:  # None: this observer does not see them
+        values[REPLICAS_FIELD] = list(observed.replica_endpoints)
+    changed = [name for name, value in values.items() if getattr(application, name) != value]
     if not changed:
         return False
     old_phase = application.phase
     for name in changed:
-        setattr(application, name, getattr(observed, name))
+        setattr(application, name, values[name])
     application.updated_at = timezone.now()
     fields = [*changed, "updated_at"]
     if observed.phase == Phase.RUNNING and application.served_at is None:
         application.served_at = application.updated_at
         fields.append("served_at")
     application.save(update_fields=fields)
+    if observed.phase == Phase.RUNNING and old_phase != Phase.RUNNING:
+        # A wake from sleep (jobs.reconciler.sleeping) is done: its time is for the page and
+        # Retry-After.
+        Wake.objects.filter(application=application, ready_at__isnull=True).update(
+            ready_at=application.updated_at
+        )
     if "ready_replicas" in changed:  # replica time, for its cost (jobs.usage.replica_time)
         replicas_changed(application, observed.ready_replicas, application.updated_at)
     if old_phase != observed.phase:

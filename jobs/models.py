@@ -190,12 +190,20 @@ class Application(models.Model):
     runtime = models.CharField(max_length=32, blank=True)
     ready_replicas = models.PositiveIntegerField(default=0)
     desired_replicas = models.PositiveIntegerField(default=0)
+    # The base URL of each ready replica (local: its loopback port; Kubernetes: the
+    # predictor's ready endpoints from its EndpointSlices), which the gateway routes across.
+    replica_endpoints = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     deployed_at = models.DateTimeField(null=True, blank=True)
     served_at = models.DateTimeField(
         null=True, blank=True, help_text="When it first reached Running; fixes some fields."
     )
+    # Scale to zero (minReplicas 0): the latest request through the gateway, written by the
+    # meter's flush (at most once a second, never per request), which the reconciler puts to
+    # sleep by; and the first request's claim to wake it, set by one gateway process only.
+    last_request_at = models.DateTimeField(null=True, blank=True)
+    wake_requested_at = models.DateTimeField(null=True, blank=True)
 
     objects = ApplicationQuerySet.as_manager()
 
@@ -221,6 +229,27 @@ class Application(models.Model):
     def model_uri(self) -> str:
         model = self.manifest["spec"]["source"].get("model") or {}
         return model.get("uri", "InferenceService (YAML)")
+
+
+class Wake(models.Model):
+    """One wake of a sleeping application: when the first request asked, when it was Running
+    (null until then). The model page's wake count and times, the gateway's Retry-After."""
+
+    application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="wakes")
+    requested_at = models.DateTimeField(default=timezone.now)
+    ready_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-requested_at"]
+
+    def __str__(self) -> str:
+        return f"{self.application} woken at {self.requested_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def seconds(self) -> float | None:
+        if self.ready_at is None:
+            return None
+        return (self.ready_at - self.requested_at).total_seconds()
 
 
 class Revision(models.Model):

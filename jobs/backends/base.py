@@ -21,6 +21,8 @@ STATUS_FIELDS = (
     "desired_replicas",
     "runtime",
 )
+# Saved beside them, but not said to live pages (addresses inside the cluster).
+REPLICAS_FIELD = "replica_endpoints"
 
 
 @dataclass(frozen=True)
@@ -34,13 +36,17 @@ class Observed:
     ready_replicas: int = 0
     desired_replicas: int = 0
     runtime: str = ""  # the model server the backend runs, when it says (the local one does)
+    # The base URL of each ready replica, for the gateway to route across; None when this
+    # observer does not see them (a Kubernetes verb: the reconciler's EndpointSlice watch does),
+    # and then what was saved stays.
+    replica_endpoints: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, status) -> "Observed":
         defaults = cls(phase="")
-        return cls(
-            **{name: getattr(status, name, getattr(defaults, name)) for name in STATUS_FIELDS}
-        )
+        fields = {name: getattr(status, name, getattr(defaults, name)) for name in STATUS_FIELDS}
+        endpoints = getattr(status, REPLICAS_FIELD, None)
+        return cls(**fields, replica_endpoints=None if endpoints is None else tuple(endpoints))
 
 
 class BackendFailed(Exception):

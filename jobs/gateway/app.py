@@ -15,18 +15,21 @@ import logging
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
-from . import dialects, media, prompt, request, speech
+from . import dialects, media, prompt, replica_choice, request, speech, upstream_failures
 from .errors import UNAUTHORIZED, GatewayError, bounded
 from .limits import LocalLimiter, Refused
 from .metering import Meter, RequestRecord
 from .proxy import EventFilter, Timeouts, Upstream, usage_of
+from .replicas import Router
 from .request import ClientGone
 from .snapshot import Key, Route, SnapshotKeeper, models_body
+from .waking import WAKE_WAIT_SECONDS, HeldStream, Waker
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +89,7 @@ class Exchange:
     failed_in_stream: bool = False
     complete: bool = False  # the last byte of the answer is being sent
     events: EventFilter | None = None  # a stream's counts of what it sent, once it began
+    reply: Any = None  # the send a held stream answers through (waking.py), else None
 
 
 class Gateway:
@@ -98,6 +102,7 @@ class Gateway:
         start_meter: bool = True,
         redis_max_connections: int = 100,  # redis-py's own default
         media_urls: str = media.DATA_ONLY,
+        wake_wait: float = WAKE_WAIT_SECONDS,
     ) -> None:
         self.media_urls = media_urls  # which media links a body may hold (media.py)
         self.meter = meter if meter is not None else Meter()
@@ -106,6 +111,9 @@ class Gateway:
         self.redis_max_connections = redis_max_connections
         self.upstream = Upstream(timeouts or Timeouts())
         self.limiter = LocalLimiter()
+        self.router = Router()
+        self.waker = Waker(self.keeper, wait=wake_wait)  # requests to sleeping models
+        self._scraper: asyncio.Task | None = None
         self.start_meter = start_meter
         self.max_answer = MAX_ANSWER
         self.started = False
@@ -132,6 +140,9 @@ class Gateway:
                     self.redis_url, max_connections=self.redis_max_connections
                 )
             self.upstream.open()
+            self._scraper = asyncio.ensure_future(
+                self.router.keep_scraping(self.upstream.open, self._routes)
+            )
             if self.start_meter:
                 self.meter.start()
             self.started = True
@@ -145,6 +156,8 @@ class Gateway:
             self._idle = asyncio.Event()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), SHUTDOWN_WAIT_SECONDS)
+        if self._scraper is not None:
+            self._scraper.cancel()
         await self.upstream.close()
         await self.limiter.close()
         await asyncio.get_running_loop().run_in_executor(None, self.keeper.stop)
@@ -183,7 +196,7 @@ class Gateway:
             await self.serve(ex, scope, receive, send)
         except GatewayError as error:
             ex.status = error.status
-            await _send_error(send, error)
+            await _send_error(ex.reply or send, error)
         except ClientGone:
             ex.status = 499
         except Exception:
@@ -192,7 +205,9 @@ class Gateway:
             ex.status = 500
             # The answer may have started already; then there is nothing more to say.
             with contextlib.suppress(Exception):
-                await _send_error(send, GatewayError(500, "The gateway failed; try again."))
+                await _send_error(
+                    ex.reply or send, GatewayError(500, "The gateway failed; try again.")
+                )
         finally:
             self.meter.record(self._record(ex))
             self.answering -= 1
@@ -300,6 +315,7 @@ class Gateway:
         host_route = snapshot.hosts.get(host_name) if host else None
         target = request.target(snapshot, key, model, host_route)
         ex.target = target
+        self.meter.begin(target.id)  # until its record: an answer in progress keeps it awake
         grant = snapshot.grant(key, target)
         if grant.refusal is not None:
             raise grant.refusal
@@ -309,10 +325,6 @@ class Gateway:
             # After the key and its grant: a caller who may not call the model learns nothing
             # of it, and no lookup is made for them.
             await media.check(obj, self.media_urls)
-        if not target.running:
-            # The phase and a plain reason only: the status's own reason may quote the model
-            # server's log lines, which stay with the members who read them on its page.
-            raise request.not_running(target)
         headers = _headers_for(content_type)
         if is_json and host_route is not None and model is None:
             obj["model"] = target.name
@@ -328,22 +340,31 @@ class Gateway:
                 keep_usage, keep_running, body = request.ask_for_usage(body, obj, running)
             per_prompt = prompt.choices_per_prompt(obj)
             events = EventFilter(keep_usage, running, keep_running, per_prompt)
+        if not target.running:
+            # A sleeping model's request waits while it wakes (waking.py); any other is told
+            # the phase and a plain reason only: the status's own reason may quote the model
+            # server's log lines, which stay with the members who read them on its page.
+            if ex.stream:
+                ex.reply = send = HeldStream(send)  # SSE comments while it waits
+            target = ex.target = await self.waker.hold(target, key.id, ex.reply)
         checks = grant.checks
         held = await self._acquire(checks, now) if checks else None
+        # The replica: by the prompt's prefix and the replicas' loads (replica_choice.py),
+        # another one when it failed before anything reached the client (replicas.py).
+        affinity = replica_choice.affinity_key(path, obj) if is_json else None
         try:
             if plan is not None:
-                await self.translated(ex, target, plan, send)
+
+                async def call(upstream: str) -> None:
+                    await self.translated(ex, target, plan, send, upstream)
+
             else:
-                await self.forward(
-                    ex,
-                    _url(target.upstream, path),
-                    body,
-                    headers,
-                    stream,
-                    events,
-                    receive,
-                    send,
-                )
+
+                async def call(upstream: str) -> None:
+                    url = _url(upstream, path)
+                    await self.forward(ex, url, body, headers, stream, events, receive, send)
+
+            await self.router.send(target, affinity, call, lambda: ex.status != 0)
         finally:
             try:
                 if ex.events is not None:  # whichever way the stream ended
@@ -353,6 +374,9 @@ class Gateway:
                     await self.limiter.settle(
                         checks, time.time(), ex.prompt_tokens + ex.completion_tokens, held
                     )
+
+    def _routes(self) -> list[Route]:
+        return list(self.keeper.current.routes.values())
 
     async def _acquire(self, checks, now: float) -> str | None:
         try:
@@ -424,24 +448,21 @@ class Gateway:
                 url, data=body, headers=headers, timeout=timeout, allow_redirects=False
             )
         except (TimeoutError, aiohttp.ClientError) as error:
-            raise _upstream_failure(error, "could not be reached") from None
+            raise upstream_failures.unreachable(error, "could not be reached") from None
         async with response:
             is_sse = response.headers.get("Content-Type", "").startswith("text/event-stream")
             if stream and is_sse and response.status == 200:
                 await self._stream(ex, response, events, send)
                 return
             try:
-                data = await _read_bounded(response, self.max_answer)
+                data = await upstream_failures.read_bounded(response, self.max_answer)
             except (TimeoutError, aiohttp.ClientError) as error:
-                raise _upstream_failure(error, "failed while answering") from None
+                raise upstream_failures.unreachable(error, "failed while answering") from None
             status = response.status
             if status >= 500:
-                # The model server's own failure: said in OpenAI's shape, without its internals.
-                raise GatewayError(
-                    502, f"The model server failed (status {status}).", code="upstream_failed"
-                )
+                raise upstream_failures.server_failed(status)
             if 300 <= status < 400:
-                raise _redirected(status)
+                raise upstream_failures.redirected(status)
             if status == 200:
                 ex.prompt_tokens, ex.completion_tokens = usage_of(data)
             ex.status = status
@@ -502,7 +523,7 @@ class Gateway:
                     timeout=TOKENIZE_TIMEOUT,
                     allow_redirects=False,
                 ) as response:
-                    data = await _read_bounded(response, self.max_answer)
+                    data = await upstream_failures.read_bounded(response, self.max_answer)
                     found = _COUNT.search(data) if response.status == 200 else None
                     if found is not None:
                         return int(found.group(1))
@@ -510,28 +531,26 @@ class Gateway:
                 pass  # the estimate below
         return prompt.estimate(path, obj)
 
-    async def translated(self, ex, target, plan: dialects.Plan, send) -> None:
+    async def translated(self, ex, target, plan: dialects.Plan, send, upstream: str) -> None:
         """One request in the runtime's own terms (dialects.py), its answer rebuilt in the
         client's; read whole, at most MAX_ANSWER of it."""
         session = self.upstream.session or self.upstream.open()
         try:
             async with session.post(
-                _url(target.upstream, plan.path),
+                _url(upstream, plan.path),
                 data=plan.body,
                 headers={"Content-Type": plan.content_type},
                 timeout=self.upstream.plain,
                 allow_redirects=False,
             ) as response:
                 status = response.status
-                data = await _read_bounded(response, self.max_answer)
+                data = await upstream_failures.read_bounded(response, self.max_answer)
         except (TimeoutError, aiohttp.ClientError) as error:
-            raise _upstream_failure(error, "could not be reached") from None
+            raise upstream_failures.unreachable(error, "could not be reached") from None
         if status >= 500:
-            raise GatewayError(
-                502, f"The model server failed (status {status}).", code="upstream_failed"
-            )
+            raise upstream_failures.server_failed(status)
         if 300 <= status < 400:
-            raise _redirected(status)
+            raise upstream_failures.redirected(status)
         if status != 200:
             raise dialects.refused(status, data, plan.label)
         kind, out = plan.finish(data)
@@ -566,48 +585,6 @@ def _url(upstream: str, path: str) -> URL:
             _URLS.clear()
         found = _URLS[(upstream, path)] = URL(upstream + path)
     return found
-
-
-async def _read_bounded(response, limit: int) -> bytes:
-    """The whole answer, or a 502 once it grows past `limit` bytes."""
-    declared = response.content_length
-    if declared is not None and declared > limit:
-        raise _too_big(limit)
-    chunks, size = [], 0
-    async for chunk in response.content.iter_chunked(1 << 16):
-        size += len(chunk)
-        if size > limit:
-            raise _too_big(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _too_big(limit: int) -> GatewayError:
-    size = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
-    return GatewayError(
-        502,
-        f"The model server's answer is larger than {size}, more than the gateway reads; "
-        "ask for less in one request.",
-        code="upstream_failed",
-    )
-
-
-def _upstream_failure(error: Exception, failed: str) -> GatewayError:
-    """504 when the model server took too long, 502 when it `failed` otherwise."""
-    if isinstance(error, TimeoutError):
-        return GatewayError(
-            504, "The model server did not answer in time.", code="upstream_timeout"
-        )
-    return GatewayError(502, f"The model server {failed}.", code="upstream_failed")
-
-
-def _redirected(status: int) -> GatewayError:
-    return GatewayError(
-        502,
-        f"The model server answered with a redirect (status {status}), which the gateway does "
-        "not follow: it calls only the application's own server.",
-        code="upstream_failed",
-    )
 
 
 async def _send_whole(send, status: int, body: bytes, content_type: bytes, extra=()) -> None:

@@ -102,6 +102,12 @@ class Meter:
         # (org, app, key, minute) -> counters a failed write left, for the next flush
         self._unwritten: dict[tuple, list] = {}
         self._names: dict[int, str] = {}  # application id -> name, for /metrics labels
+        # application id -> its latest request (epoch seconds) since the last flush, which
+        # puts an idle application with minReplicas 0 to sleep (jobs.reconciler.sleeping)
+        self._latest: dict[int, float] = {}
+        # application id -> its requests being answered now (begin() to record()): a stream
+        # longer than scaleToZeroAfter keeps its application awake
+        self._active: dict[int, int] = {}
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._exit_hooked = False
@@ -138,6 +144,13 @@ class Meter:
             status // 100,
         )
         with self._lock:
+            if rec.application_id is not None:
+                self._latest[rec.application_id] = rec.at
+                active = self._active.get(rec.application_id, 0)
+                if active > 1:
+                    self._active[rec.application_id] = active - 1
+                else:
+                    self._active.pop(rec.application_id, None)
             row = self._pending.get(key)
             if row is None:
                 row = self._pending[key] = list(_ZERO_ROW)
@@ -157,6 +170,11 @@ class Meter:
             if ttft is not None and ttft >= 0:
                 row[c.TTFT_MS_SUM] += ttft
                 row[c.TTFT_COUNT] += 1
+
+    def begin(self, application_id: int) -> None:
+        """A request to this application has begun; its record() ends it."""
+        with self._lock:
+            self._active[application_id] = self._active.get(application_id, 0) + 1
 
     # -- flushing --------------------------------------------------------------------------
 
@@ -234,10 +252,15 @@ class Meter:
             with self._totals_lock:
                 with self._lock:
                     swapped, self._pending = self._pending, {}
+                    latest, self._latest = self._latest, {}
+                    now = time.time()
+                    latest.update((application_id, now) for application_id in self._active)
                 _fold(swapped, self._totals, lambda k: (k[1], k[4], k[5]))
             batch, self._unwritten = self._unwritten, {}
             _fold(swapped, batch, lambda k: k[:4])
             if not batch:
+                if latest and self._write is None:  # only answers still in progress
+                    self._record_latest(latest)
                 return True
             try:
                 self._write_batch(batch)
@@ -255,11 +278,24 @@ class Meter:
                 self._forget_connection()
                 return False
             self.flushes += 1
+            if latest and self._write is None:
+                self._record_latest(latest)
             if self._announce_enabled:
                 self._announce(batch)
             elif self._write is None:
                 self._learn_names(batch)
             return True
+
+    @staticmethod
+    def _record_latest(latest: dict[int, float]) -> None:
+        """Each application's latest request, for scale to zero; a failure here loses only
+        that (the next flush writes newer ones), never the counts already written."""
+        from jobs.reconciler import sleeping
+
+        try:
+            sleeping.record_requests(latest)
+        except Exception as error:
+            logger.warning("latest requests not saved (%s: %.200s)", type(error).__name__, error)
 
     def _write_batch(self, batch: dict) -> None:
         if self._write is not None:

@@ -24,6 +24,7 @@ def make_gateway(meter: Meter | None = None) -> Gateway:
         timeouts=timeouts,
         redis_max_connections=settings.SERVEDECK_REDIS_MAX_CONNECTIONS,
         media_urls=settings.SERVEDECK_GATEWAY_MEDIA_URLS,
+        wake_wait=float(settings.SERVEDECK_WAKE_WAIT),
     )
 
 

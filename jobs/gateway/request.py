@@ -121,6 +121,7 @@ NOT_RUNNING = {
     "Updating": "a new revision is loading; try again in a minute",
     "Failed": "it failed; a member of its organisation can read why on its page in the console",
     "Stopped": "it was stopped; a deployer of its organisation can start it again",
+    "Sleeping": "it is asleep and could not be woken; try again in a moment",
     "Deleting": "it is being deleted",
 }
 

@@ -1,5 +1,5 @@
-"""Changes of applications that the gateway caches (phase, reason, endpoint, manifest, name)
-bump the change counter; every cached change also nudges other gateway processes through
+"""Changes of applications that the gateway caches (phase, reason, endpoint, replicas, manifest,
+name) bump the change counter; every cached change also nudges other gateway processes through
 Redis pub/sub when REDIS_URL is set (after the commit, so they read the new rows)."""
 
 from __future__ import annotations
@@ -19,7 +19,16 @@ from .snapshot import NUDGE_CHANNEL
 logger = logging.getLogger(__name__)
 
 # What a Route holds of an Application: a save touching none of these changes no route.
-ROUTED_FIELDS = ("name", "phase", "reason", "endpoint", "runtime", "manifest", "profile_id")
+ROUTED_FIELDS = (
+    "name",
+    "phase",
+    "reason",
+    "endpoint",
+    "replica_endpoints",
+    "runtime",
+    "manifest",
+    "profile_id",
+)
 _redis = None
 
 

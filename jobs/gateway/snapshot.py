@@ -1,10 +1,10 @@
 """What the gateway knows without a database query per request: keys by lookup (a rotated
 key's previous secret too, until its grace ends), access policies, and routes (application
-name -> phase, reason, upstream address), loaded from the database in a thread and reloaded
-when the change counter moved (read at most once a second; a Redis pub/sub nudge makes it
-sooner when REDIS_URL is set). A call the snapshot would refuse in a way a change could undo
-(an unknown key, a model unknown, not running or not granted) looks for a change first, so a
-key just made and a model just Running work on their first call, whichever process made them.
+name -> phase, reason, upstream address, ready replicas), loaded from the database in a thread
+and reloaded when the change counter moved (read at most once a second; a Redis pub/sub nudge
+makes it sooner when REDIS_URL is set). A call the snapshot would refuse in a way a change could
+undo (an unknown key, a model unknown, not running or not granted) looks for a change first, so
+a key just made and a model just Running work on their first call, whichever process made them.
 
 `Snapshot` is immutable once built and replaced whole, so a request reads one consistent view
 without locks. `Snapshot.grant` caches per (key, application) what the rules decide.
@@ -86,6 +86,13 @@ class Route:
     policy_name: str | None
     policy: Policy | None
     created: int
+    # The base URL of each ready replica, sorted (routing.py picks one per request); the
+    # upstream alone where the backend did not say (a Kubernetes Service, a virtual machine).
+    replicas: tuple[str, ...] = ()
+    # Scale to zero: minReplicas 0, so a request while it sleeps or wakes is held (waking.py);
+    # and its recent wakes' mean time in seconds (None before its first), for Retry-After.
+    sleeps: bool = False
+    wake_seconds: float | None = None
 
     @property
     def running(self) -> bool:
@@ -270,6 +277,21 @@ def upstream_of(
     return base + ("/openai" if kserve_prefix else "")
 
 
+def replicas_of(
+    application, upstream: str, backend: str, engine: str, api: str, isolation: str = ""
+) -> tuple[str, ...]:
+    """The base URL of each ready replica the backend recorded (with KServe's /openai prefix
+    where the upstream has it), sorted; the upstream alone when none is recorded."""
+    if not upstream:
+        return ()
+    recorded = [e for e in application.replica_endpoints or [] if isinstance(e, str) and e]
+    if not recorded or (backend == "kubernetes" and isolation == "VirtualMachine"):
+        return (upstream,)
+    kserve_prefix = backend == "kubernetes" and engine == "vllm" and api in ("", "OpenAI")
+    suffix = "/openai" if kserve_prefix else ""
+    return tuple(sorted({e.rstrip("/") + suffix for e in recorded}))
+
+
 def load_snapshot(version: int = -1) -> Snapshot:
     """Read keys, policies, domains and applications (a few queries, whatever their number)."""
     from django.utils import timezone
@@ -316,6 +338,7 @@ def load_snapshot(version: int = -1) -> Snapshot:
         (d.organization_id, d.domain.lower())
         for d in VerifiedDomain.objects.filter(verified_at__isnull=False)
     }
+    wake_times = _wake_times()
     for app in Application.objects.select_related("profile__cluster"):
         spec = dig(app.manifest, "spec") or {}
         access = spec.get("access") if isinstance(spec.get("access"), dict) else {}
@@ -326,24 +349,25 @@ def load_snapshot(version: int = -1) -> Snapshot:
         api = dig(spec, "source", "model", "serving", "apiFormat")
         isolation = dig(spec, "source", "model", "runtime", "isolation")
         namespace = spec.get("namespace") or app.profile.namespace
+        backend = app.profile.cluster.backend
+        engine = engine if isinstance(engine, str) else ""
+        api = api if isinstance(api, str) else ""
+        isolation = isolation if isinstance(isolation, str) else ""
+        upstream = upstream_of(app, backend, str(namespace), engine, api, isolation)
         route = Route(
             id=app.pk,
             organization_id=app.organization_id,
             name=app.name,
             phase=app.phase,
             reason=app.reason,
-            upstream=upstream_of(
-                app,
-                app.profile.cluster.backend,
-                str(namespace),
-                engine if isinstance(engine, str) else "",
-                api if isinstance(api, str) else "",
-                isolation if isinstance(isolation, str) else "",
-            ),
+            upstream=upstream,
             runtime=app.serving_runtime,
             policy_name=policy_name,
             policy=policies.get((app.organization_id, policy_name)) if policy_name else None,
             created=int(app.created_at.timestamp()),
+            replicas=replicas_of(app, upstream, backend, engine, api, isolation),
+            sleeps=dig(spec, "source", "model", "scaling", "minReplicas") == 0,
+            wake_seconds=wake_times.get(app.pk),
         )
         snap.routes[(app.organization_id, app.name)] = route
         domain = access.get("domain")
@@ -518,3 +542,17 @@ class SnapshotKeeper:
             except Exception:
                 logger.warning("gateway: Redis change announcements lost; retrying in 5 s")
                 self._stop.wait(5)
+
+
+def _wake_times(recent: int = 5) -> dict[int, float]:
+    """Each application's mean time of its `recent` latest wakes from sleep, in seconds."""
+    from jobs.models import Wake
+
+    times: dict[int, list[float]] = {}
+    for app_id, asked, ready in Wake.objects.filter(ready_at__isnull=False).values_list(
+        "application_id", "requested_at", "ready_at"
+    ):
+        kept = times.setdefault(app_id, [])
+        if len(kept) < recent:  # newest first (Wake's ordering)
+            kept.append((ready - asked).total_seconds())
+    return {app_id: sum(t) / len(t) for app_id, t in times.items()}

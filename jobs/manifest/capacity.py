@@ -206,9 +206,30 @@ def _cpu_text(cores: Fraction) -> str:
 # --- scaling, queue, cache -------------------------------------------------------------------
 
 
+def _sleeping(scaling: dict[str, Any], facts: Facts, base: str, out: Out) -> None:
+    """minReplicas 0 (scale to zero): on the local backend for now; scaleToZeroAfter means
+    nothing without it."""
+    low, after = scaling.get("minReplicas"), scaling.get("scaleToZeroAfter")
+    profile = facts.profile
+    if low == 0 and profile is not None and profile.backend == "kubernetes":
+        out.refuse(
+            f"{base}.minReplicas",
+            f"0 (scale to zero) runs on a local profile only for now; profile {profile.name} "
+            "is a Kubernetes cluster, where the predictor is not yet scaled to zero; accepts "
+            "1 or more there. Set minReplicas to 1 or more, or deploy on a local profile.",
+        )
+    if after is not None and ok(after) and ok(low) and low != 0:
+        out.warn(
+            f"{base}.scaleToZeroAfter",
+            f"is ignored: minReplicas is {show(low)}, and only a model with minReplicas 0 "
+            "sleeps. Set minReplicas to 0 to let it sleep, or remove scaleToZeroAfter.",
+        )
+
+
 def _scaling(model: dict[str, Any], facts: Facts, out: Out) -> None:
     scaling = group(model, "scaling")
     base = f"{M}.scaling"
+    _sleeping(scaling, facts, base, out)
     low, high = facts.min_replicas, facts.max_replicas
     if low is not None and high is not None and high < low:
         out.refuse(

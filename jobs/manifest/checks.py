@@ -134,6 +134,35 @@ def _whole(value: Any) -> int:
     raise Reject(f"{given(value)}, not a whole number")
 
 
+# scaling.scaleToZeroAfter: "90s", "15m", "2h", "1h30m"; at least 1s, at most 30 days.
+DEFAULT_SCALE_TO_ZERO_AFTER = "15m"
+DURATION_MIN_SECONDS = 1
+DURATION_MAX_SECONDS = 30 * 86400
+_DURATION = re.compile(r"(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+DURATION_ACCEPTS = (
+    "a duration of hours, minutes and seconds such as 90s, 15m, 2h or 1h30m, from 1s to 720h"
+)
+
+
+def duration_seconds(text: str) -> int | None:
+    """The seconds a duration like "1h30m" says; None when it is not one."""
+    found = _DURATION.fullmatch(text.strip()) if isinstance(text, str) else None
+    if found is None or not any(found.groups()):
+        return None
+    hours, minutes, seconds = (int(part or 0) for part in found.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def duration(value: Any) -> str:
+    text = _text(value)
+    seconds = duration_seconds(text)
+    if seconds is None:
+        raise Reject(f"{show(text)} is not a duration", "Write it like 90s, 15m or 2h.")
+    if not DURATION_MIN_SECONDS <= seconds <= DURATION_MAX_SECONDS:
+        raise Reject(f"{show(text)} is outside 1s to 720h")
+    return text.strip()
+
+
 def number(low: float, high: float, *, low_open: bool = False) -> Callable[[Any], float]:
     def check(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):

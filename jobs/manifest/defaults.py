@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from .checks import Bad, Qty, Reject
+from .checks import DEFAULT_SCALE_TO_ZERO_AFTER, Bad, Qty, Reject
 from .context import ManifestContext, ProfileFacts
 from .model_defaults import (
     BUILT_IN_CPU_MEMORY,
@@ -497,9 +497,14 @@ def _scaling(scaling: Any, facts: Facts) -> Any:
     low = 1 if low is None else low
     high = scaling.get("maxReplicas")
     if high is None and ok(low):
-        high = low
-    facts.min_replicas = low if ok(low) else None
+        high = max(low, 1)
+    # minReplicas 0: awake, the model runs at least one replica; the rules on counts and
+    # autoscaling read that, the sleeping is the reconciler's and the gateway's.
+    facts.min_replicas = max(low, 1) if ok(low) else None
     facts.max_replicas = high if ok(high) else None
+    after = scaling.get("scaleToZeroAfter")
+    if after is None and ok(low) and low == 0:
+        after = DEFAULT_SCALE_TO_ZERO_AFTER
     metric = scaling.get("metric")
     if isinstance(metric, Bad):
         out_metric: Any = metric.raw
@@ -514,7 +519,10 @@ def _scaling(scaling: Any, facts: Facts) -> Any:
         out_metric = _default_metric(facts)
         facts.metric = out_metric
         facts.metric_defaulted = True
-    return {"minReplicas": plain(low), "maxReplicas": plain(high), "metric": out_metric}
+    out = {"minReplicas": plain(low), "maxReplicas": plain(high), "metric": out_metric}
+    if after is not None:
+        out["scaleToZeroAfter"] = plain(after)
+    return out
 
 
 def _default_metric(facts: Facts) -> dict[str, Any] | None:

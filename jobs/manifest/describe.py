@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .checks import DEFAULT_SCALE_TO_ZERO_AFTER
 from .problems import show
 from .schema import ENGINES, GENERATIVE_FORMATS, INSTALLED_RUNTIMES
 from .view import dig
@@ -77,8 +78,19 @@ def scaling_of(manifest: Any) -> str:
     low, high = dig(scaling, "minReplicas"), dig(scaling, "maxReplicas")
     if not _whole(low):
         return "unknown (minReplicas is not set to a whole number)"
-    if not _whole(high):
-        high = low
+    if low == 0:  # scale to zero: awake it runs as with minReplicas 1
+        after = dig(scaling, "scaleToZeroAfter")
+        after = after if isinstance(after, str) else DEFAULT_SCALE_TO_ZERO_AFTER
+        awake = _awake_scaling(manifest, 1, high if _whole(high) else 1)
+        return (
+            f"{awake} while awake; sleeps (no replica) after {after} without a request, "
+            "and the next request wakes it"
+        )
+    return _awake_scaling(manifest, low, high if _whole(high) else low)
+
+
+def _awake_scaling(manifest: Any, low: int, high: int) -> str:
+    scaling = dig(_model(manifest), "scaling")
     fixed = f"fixed at {show(low)} replica{'s' if low != 1 else ''}"
     if high <= low:
         return fixed

@@ -26,6 +26,7 @@ _PLAIN: dict[Any, dict[str, Any]] = {
     checks.cpu_quantity: {"type": ["string", "number"]},
     checks.byte_quantity: {"type": ["string", "integer"]},
     checks.uri: {"type": "string"},
+    checks.duration: {"type": "string", "pattern": r"^\s*([0-9]+h)?([0-9]+m)?([0-9]+s)?\s*$"},
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from .checks import (
     DNS_LABEL_ACCEPTS,
+    DURATION_ACCEPTS,
     INT32_MAX,
     Bad,
     Reject,
@@ -22,6 +23,7 @@ from .checks import (
     cpu_quantity,
     dns_label,
     domain_name,
+    duration,
     enum,
     exact,
     identifier,
@@ -314,16 +316,23 @@ MODEL = Group(
         "scaling": Group(
             {
                 "minReplicas": Leaf(
-                    whole(1, INT32_MAX, zero="0 is not accepted: scale to zero is not supported"),
-                    REPLICAS_ACCEPTS,
+                    whole(0, INT32_MAX),
+                    f"a whole number from 0 to {INT32_MAX} (0: the model sleeps when idle)",
                     "1",
                     default="1",
                 ),
                 "maxReplicas": Leaf(
-                    whole(1, INT32_MAX, zero="0 is not accepted: scale to zero is not supported"),
+                    whole(
+                        1,
+                        INT32_MAX,
+                        zero="0 is not accepted: for scale to zero, set minReplicas to 0",
+                    ),
                     REPLICAS_ACCEPTS + ", not below minReplicas",
                     "2",
                     default="minReplicas",
+                ),
+                "scaleToZeroAfter": Leaf(
+                    duration, DURATION_ACCEPTS, "15m", default="15m with minReplicas 0"
                 ),
                 "metric": METRIC,
             }

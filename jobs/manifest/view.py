@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .checks import DEFAULT_SCALE_TO_ZERO_AFTER, duration_seconds
+
 MODEL_PATH = "spec.source.model"
 
 
@@ -117,8 +119,18 @@ class FilledManifest:
 
     @property
     def replicas(self) -> int:
-        """The replicas the application asks for when it starts: minReplicas."""
-        return self.min_replicas
+        """The replicas the application asks for when it starts: minReplicas, one when
+        minReplicas is 0 (awake, a sleeping model runs one)."""
+        return max(self.min_replicas, 1)
+
+    @property
+    def sleep_after_seconds(self) -> int | None:
+        """With minReplicas 0, how long without a request before the model sleeps; else None."""
+        if self.min_replicas != 0:
+            return None
+        after = self.model_get("scaling", "scaleToZeroAfter")
+        seconds = duration_seconds(after) if isinstance(after, str) else None
+        return duration_seconds(DEFAULT_SCALE_TO_ZERO_AFTER) if seconds is None else seconds
 
     @property
     def context_tokens(self) -> int | None:

@@ -21,6 +21,7 @@ from jobs.lifecycle import record_status
 from jobs.live import groups
 from jobs.models import Application, Cluster, Phase
 from jobs.overview import serving_metrics
+from jobs.reconciler import sleeping
 from jobs.reconciler.scraping import SCRAPE_BUDGET_SECONDS, SCRAPE_WORKERS, ScrapePass, Scraper
 
 logger = logging.getLogger(__name__)
@@ -60,8 +61,10 @@ class Reconciler:
             profile__cluster__backend=Cluster.Backend.LOCAL
         ).select_related("profile__cluster")
         running = []
+        slept = {a.pk for a in sleeping.sleep_idle(apps)}
         for application in apps:
-            if application.phase == Phase.DELETING:
+            # A sleeping one has no process to observe (its wake starts them: sleeping.py).
+            if application.phase in (Phase.DELETING, Phase.SLEEPING) or application.pk in slept:
                 continue
             try:
                 observed = backend_for(application.profile).observe(application)

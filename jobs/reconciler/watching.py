@@ -1,6 +1,7 @@
-"""Following one Kubernetes cluster: watches on ServeDeck's InferenceServices, their pods and
-the events of each namespace the cluster's profiles use keep a copy of those objects and mark
-the applications they are about as dirty; `drain` derives each dirty application's status from
+"""Following one Kubernetes cluster: watches on ServeDeck's InferenceServices, their pods, the
+EndpointSlices (the ready replicas the gateway routes across) and the events of each namespace
+the cluster's profiles use keep a copy of those objects and mark the applications they are
+about as dirty; `drain` derives each dirty application's status from
 the copy (no API call) and records it.
 
 Each watch is namespaced (the console's rights are Roles in the profiles' namespaces, as the
@@ -17,6 +18,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 from django.db import close_old_connections, transaction
 from django.utils import timezone
@@ -29,10 +31,12 @@ from jobs.backends.kubernetes.owner import is_ours
 from jobs.lifecycle import record_deleted, record_status
 from jobs.models import Application, Cluster, Phase, Profile
 from jobs.render import APP_LABEL
+from jobs.status.endpoints import application_of_slice, ready_endpoints
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("inference_services", "pods", "events")
+# EndpointSlices: the predictor's ready pods, which the gateway routes across.
+KINDS = ("inference_services", "pods", "events", "endpoint_slices")
 # Followed too where the cluster has KubeVirt: applications in virtual machines (and their
 # weight volumes, which a replica may wait for).
 VM_KINDS = ("virtual_machines", "virtual_machine_instances", "persistent_volume_claims")
@@ -106,6 +110,9 @@ class ClusterFollower:
 
     def application_of(self, kind: str, obj: dict) -> Key | None:
         meta = obj.get("metadata") or {}
+        if kind == "endpoint_slices":
+            app = application_of_slice(obj)
+            return (meta.get("namespace") or "", app) if app else None
         if kind != "events":
             app = (meta.get("labels") or {}).get(APP_LABEL)
             return (meta.get("namespace") or "", app) if app else None
@@ -328,7 +335,9 @@ class ClusterFollower:
                     changed += 1
                     continue
                 status = status_of(application, isvc, pods, events)
-                changed += record_status(application, Observed.of(status))
+                endpoints = self.endpoints_of(namespace, application.name) if isvc else ()
+                observed = replace(Observed.of(status), replica_endpoints=endpoints)
+                changed += record_status(application, observed)
         self.counts["drained"] += len(keys)
         return changed
 
@@ -338,6 +347,15 @@ class ClusterFollower:
         records nothing from an InferenceService whose pods are not listed yet."""
         streams = self.streams.copy()  # one C call: safe beside sync_streams' changes
         return all(s in self.listed or s in self.errors for s in streams)
+
+    def endpoints_of(self, namespace: str, app: str) -> tuple[str, ...]:
+        """The ready endpoints of the application's predictor Service, from the copy."""
+        with self.lock:
+            slices = [
+                self.seen["endpoint_slices"][key]
+                for key in self.index["endpoint_slices"].get((namespace, app), ())
+            ]
+        return ready_endpoints(slices)
 
     def machines_of(self, namespace: str, app: str, organization: str) -> tuple[list, ...]:
         """The VirtualMachines, instances and weight volumes of one application, from the
@@ -451,6 +469,9 @@ def _index_entries(kind: str, obj: dict) -> list[Key]:
     namespace = meta.get("namespace") or ""
     if kind == "pods" or kind in VM_KINDS:
         app = (meta.get("labels") or {}).get(APP_LABEL)
+        return [(namespace, app)] if app else []
+    if kind == "endpoint_slices":
+        app = application_of_slice(obj)
         return [(namespace, app)] if app else []
     if kind == "events":
         involved_namespace, name = _involved(obj)

@@ -14,6 +14,7 @@ class Phase(TextChoices):
     UPDATING = "Updating"
     FAILED = "Failed"
     STOPPED = "Stopped"
+    SLEEPING = "Sleeping"  # minReplicas 0, idle: no replica runs; the next request wakes it
     DELETING = "Deleting"
 
 

@@ -57,7 +57,7 @@ spec:
     model:
       uri: hf://HuggingFaceTB/SmolLM3-3B
       scaling:
-        minReplicas: 0
+        minReplicas: -1
       serving:
         maxContext: 4096
 """

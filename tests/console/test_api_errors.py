@@ -164,5 +164,5 @@ def test_the_request_body_describes_the_manifest(document):
     model = spec["properties"]["source"]["properties"]["model"]
     assert model["properties"]["format"]["enum"][0] == "vLLM"
     scaling = model["properties"]["scaling"]["properties"]
-    assert scaling["minReplicas"]["type"] == "integer" and scaling["minReplicas"]["minimum"] == 1
+    assert scaling["minReplicas"]["type"] == "integer" and scaling["minReplicas"]["minimum"] == 0
     assert manifest["properties"]["apiVersion"]["const"] == "servedeck.io/v1"

@@ -112,6 +112,11 @@ def cluster_objects() -> list[dict]:
          "metadata": {"name": "llama.1", "namespace": NS},
          "involvedObject": {"kind": "InferenceService", "name": "llama", "namespace": NS},
          "reason": "Created", "message": "created", "type": "Normal"},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": "llama-predictor-x7k2p", "namespace": NS,
+                      "labels": {"kubernetes.io/service-name": "llama-predictor"}},
+         "addressType": "IPv4", "ports": [{"port": 8080}],
+         "endpoints": [{"addresses": ["10.0.0.7"], "conditions": {"ready": True}}]},
     ]  # fmt: skip
 
 
@@ -311,6 +316,8 @@ NEEDED_BY = {
     "models:core/events:list": "observe",
     "models:core/events:watch": "reconciler watches",
     "models:core/services/proxy:get": "metrics through the service proxy",
+    "models:discovery.k8s.io/endpointslices:list": "reconciler watches",
+    "models:discovery.k8s.io/endpointslices:watch": "reconciler watches",
     "servedeck:coordination.k8s.io/leases:create": "leader election",
     "servedeck:coordination.k8s.io/leases[servedeck-reconciler]:get": "leader election",
     "servedeck:coordination.k8s.io/leases[servedeck-reconciler]:update": "leader election",

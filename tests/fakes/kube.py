@@ -75,6 +75,7 @@ CORE = (
     Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
     Resource("", "v1", "configmaps", "ConfigMap"),
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
+    Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
     Resource("coordination.k8s.io", "v1", "leases", "Lease"),
 )
 # What installing ServeDeck itself (deploy/) applies, served by every cluster.

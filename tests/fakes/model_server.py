@@ -6,7 +6,8 @@ deterministic text and vectors, and logs one line per request to stdout like uvi
 
     python tests/fakes/model_server.py --port P --served-model-name NAME
         [--startup-delay S] [--crash-after S] [--fail-on-start] [--ignore-sigterm] [--spawn-worker]
-        [--stream-delay S] [--api-key KEY] [--runtime vllm|parakeet|infinity|faster-whisper]
+        [--stream-delay S] [--answer-delay S] [--api-key KEY]
+        [--runtime vllm|parakeet|infinity|faster-whisper]
         [vLLM engine arguments, logged and mostly ignored]
 
 Routes: /v1/models, /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings,
@@ -30,7 +31,9 @@ lists, for the speech dialects, the form fields each request carried ("fields: a
 Faults for the gateway's tests, asked per request with a top-level body field `fault`:
 `hang` (never answers; notices when the client goes away), `die` (a stream that breaks off
 after two chunks), `slow` (a stream with 0.2 s between chunks), `error` (an error event inside
-a stream), `crash` (500). GET /fake/events lists what the server noticed (client gone, ...).
+a stream), `crash` (500). GET /fake/events lists what the server noticed (client gone, ...);
+GET /fake/requests each chat request's first user message and how many of its leading messages
+a modelled prefix cache (every message prefix the server saw) already held.
 
 Flags it does not know are taken as vLLM engine arguments: logged, and `--max-num-seqs` /
 `--max-model-len` honoured, so a test can check what the local backend passed.
@@ -83,6 +86,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         help="fork a worker that outlives the server, as a vLLM engine process can",
     )
     parser.add_argument("--stream-delay", type=float, default=0.0, help="seconds between chunks")
+    parser.add_argument(
+        "--answer-delay", type=float, default=0.0, help="seconds before each chat answer"
+    )
     parser.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY")
     parser.add_argument(
         "--runtime", default="vllm", choices=["vllm", "parakeet", "infinity", "faster-whisper"]
@@ -249,6 +255,11 @@ class ModelServer(ThreadingHTTPServer):
         self.stream_delay = args.stream_delay
         self.runtime = args.runtime
         self.events: list[str] = []  # what the server noticed, for GET /fake/events
+        # What it was asked, for GET /fake/requests: each chat's first user message and how
+        # many of its leading messages a modelled prefix cache already held.
+        self.requests: list[dict[str, Any]] = []
+        self.prefixes: set[str] = set()
+        self.answer_delay = args.answer_delay
         self.created = int(time.time())
         self.max_model_len = engine_option(engine_args, "--max-model-len", DEFAULT_MAX_MODEL_LEN)
         self.metrics = Metrics(engine_option(engine_args, "--max-num-seqs", DEFAULT_MAX_NUM_SEQS))
@@ -383,6 +394,8 @@ class Handler(BaseHTTPRequestHandler):
         runtime = self.server.runtime
         if path == "/fake/events":
             self.send_json(200, {"events": self.server.events})
+        elif path == "/fake/requests":
+            self.send_json(200, {"requests": self.server.requests})
         elif runtime == "infinity":
             infinity_get(self, path)
         elif runtime == "faster-whisper":
@@ -473,6 +486,20 @@ class Handler(BaseHTTPRequestHandler):
             "max_model_len": self.server.max_model_len,
         }
 
+    def remember(self, first_user: str, messages: list[dict[str, Any]]) -> None:
+        """Note a chat request: its first user message and how many of its leading messages a
+        prefix cache (every message prefix this server has seen) already held."""
+        keys = [json.dumps(messages[: n + 1], sort_keys=True) for n in range(len(messages))]
+        cached = 0
+        for key in keys:
+            if key not in self.server.prefixes:
+                break
+            cached += 1
+        self.server.prefixes.update(keys)
+        self.server.requests.append(
+            {"first_user": first_user, "messages": len(messages), "cached": cached}
+        )
+
     def chat_completions(self, body: dict[str, Any]) -> None:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -481,6 +508,7 @@ class Handler(BaseHTTPRequestHandler):
             raise RequestError(400, "each message must be an object with role and content")
         texts = [message_text(m.get("content")) for m in messages]
         users = [message_text(m.get("content")) for m in messages if m.get("role") == "user"]
+        self.remember(users[0] if users else "", messages)
         # The answer is to the last user message; with a history, it also says how many
         # messages came, so a client's test can see that the earlier turns were sent.
         said = users[-1] if users else ""
@@ -493,6 +521,7 @@ class Handler(BaseHTTPRequestHandler):
         base = {"id": ident, "created": created, "model": self.server.model}
         self.server.metrics.enter()
         try:
+            time.sleep(self.server.answer_delay)  # a model at work: counted in its queue
             if body.get("stream"):
                 include_usage, running = usage_asked(body)
                 chunks = chat_chunks(base, words, finish, n, prompt_tokens, include_usage, running)

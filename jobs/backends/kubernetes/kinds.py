@@ -78,6 +78,10 @@ CLUSTER_QUEUE = Kind("ClusterQueue", "kueue.x-k8s.io", "v1beta1", "clusterqueues
 POD = Kind("Pod", "", "v1", "pods", True, "Kubernetes", singular="pod")
 EVENT = Kind("Event", "", "v1", "events", True, "Kubernetes", singular="event")
 SERVICE = Kind("Service", "", "v1", "services", True, "Kubernetes", singular="service")
+# The predictor Service's ready pods: the replicas the gateway routes across.
+ENDPOINT_SLICE = Kind(
+    "EndpointSlice", "discovery.k8s.io", "v1", "endpointslices", True, "Kubernetes"
+)
 # GET through the API server's service proxy: RBAC names it services/proxy.
 SERVICE_PROXY = Kind("Service", "", "v1", "services/proxy", True, "Kubernetes")
 PERSISTENT_VOLUME_CLAIM = Kind(

@@ -33,6 +33,7 @@ from .kinds import (
     CLUSTER_QUEUE,
     CLUSTER_SERVING_RUNTIME,
     CONTAINER_RENDERED,
+    ENDPOINT_SLICE,
     EVENT,
     INFERENCE_SERVICE,
     KUBEVIRT,
@@ -472,6 +473,20 @@ class KServeClient:
     def list_events(self, namespace: str | None = None) -> Listing:
         """Every event of the namespace (events carry no labels: match involvedObject)."""
         return _listing(self.api.list(EVENT, namespace))
+
+    def list_endpoint_slices(self, namespace: str | None = None) -> Listing:
+        """Every EndpointSlice of the namespace (they carry their Service's name, not ours):
+        the predictor Services' ready pods, which the gateway routes across."""
+        return _listing(self.api.list(ENDPOINT_SLICE, namespace))
+
+    def watch_endpoint_slices(
+        self,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        timeout_seconds: int = WATCH_TIMEOUT,
+    ) -> Iterator[WatchEvent]:
+        """Changes to the namespace's EndpointSlices; as watch_inference_services."""
+        return self._watch(ENDPOINT_SLICE, namespace, None, resource_version, timeout_seconds)
 
     def watch_inference_services(
         self,

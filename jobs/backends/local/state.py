@@ -87,6 +87,9 @@ class LocalStatus:
     # The server it runs ("vllm" or a CPU runtime's name), for the gateway's dialect; empty
     # for SERVEDECK_LOCAL_COMMAND, whose server the manifest's runtime.engine describes.
     runtime: str = ""
+    # http://127.0.0.1:<port> of every ready replica, in replica order: the gateway routes
+    # across them.
+    replica_endpoints: tuple[str, ...] = ()
 
 
 def now_iso() -> str:
@@ -118,9 +121,10 @@ def derive_status(
     desired = replica_count(state.manifest)
     replicas = tuple(_replica_status(r, ready) for r in state.replicas)
     ready_ones = [r for r in replicas if r.state == "ready"]
-    endpoint = f"http://{LOOPBACK}:{ready_ones[0].port}" if ready_ones else ""
+    endpoints = tuple(f"http://{LOOPBACK}:{r.port}" for r in ready_ones)
     common = {
-        "endpoint": endpoint,
+        "endpoint": endpoints[0] if endpoints else "",
+        "replica_endpoints": endpoints,
         "ready_replicas": len(ready_ones),
         "desired_replicas": desired,
         "revision": state.revision,
@@ -129,7 +133,8 @@ def derive_status(
     }
     if state.stopped is not None:
         reason, next_step = _stopped_words(state)
-        return LocalStatus(STOPPED, reason, next_step, **{**common, "endpoint": ""})
+        stopped = {**common, "endpoint": "", "replica_endpoints": ()}
+        return LocalStatus(STOPPED, reason, next_step, **stopped)
     exited = next((r for r in state.replicas if r.exited_at is not None), None)
     if exited is not None:
         reason, next_step = _failed_words(exited, failed_lines)

@@ -1043,7 +1043,7 @@ CASES = [
         {},
         "scaling.minReplicas",
         "r",
-        "scale to zero is not supported",
+        "0 (scale to zero) runs on a local profile only for now",
     ),
     (
         "max-below-min",

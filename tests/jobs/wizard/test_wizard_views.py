@@ -150,7 +150,7 @@ def test_a_draft_resumes_at_the_first_step_with_something_to_fix(as_deployer):
     draft = start(as_deployer)
     resume = reverse("jobs:wizard-resume", kwargs={"key": draft.key})
     assert as_deployer.get(resume)["Location"] == url("review", draft)
-    draft.manifest["spec"]["source"]["model"]["scaling"] = {"minReplicas": 0}
+    draft.manifest["spec"]["source"]["model"]["scaling"] = {"minReplicas": -1}
     draft.save()
     assert as_deployer.get(resume)["Location"] == url("compute", draft)
 
@@ -391,7 +391,7 @@ def test_the_machines_gpus_are_counted_beside_the_count(as_deployer):
     "form, field, words",
     [
         ({"min_replicas": "3", "max_replicas": "2"}, "max", "below minReplicas"),
-        ({"min_replicas": "0"}, "min", "1"),
+        ({"min_replicas": "-1"}, "min", "below 0"),
         ({"cpu": "lots"}, "cpu", "lots"),
         ({"context": "999999"}, "context", "above the model&#x27;s own limit"),
         ({"metric": "cpu", "metric_target": "80"}, "metric", "nothing scales"),
@@ -562,7 +562,7 @@ def test_deploy_refuses_a_manifest_changed_since_review(as_deployer):
 def test_deploy_with_a_refusal_pending_goes_to_its_step(as_deployer):
     draft = start(as_deployer)
     reviewed = review_digest(as_deployer, draft)
-    draft.manifest["spec"]["source"]["model"]["scaling"] = {"minReplicas": 0}
+    draft.manifest["spec"]["source"]["model"]["scaling"] = {"minReplicas": -1}
     draft.save()
     response = as_deployer.post(
         reverse("jobs:wizard-deploy", kwargs={"key": draft.key}), {"reviewed": reviewed}
