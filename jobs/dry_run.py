@@ -181,6 +181,9 @@ def dry_run(
             )
     if nul := mf.nul_problems(doc):  # before any of it reaches a database lookup
         return DryRun(manifest=None, refusals=[replace(p, origin="schema") for p in nul])
+    if (problem := mf.not_a_mapping(doc)) is not None:
+        # Read once: a document that is one quoted string is that string, not YAML again.
+        return DryRun(manifest=None, refusals=[problem])
     name = FilledManifest(doc).name
     if expect_name is not None and name != expect_name:
         problem = mf.Problem(

@@ -108,6 +108,26 @@ def _internal_error() -> ParseResult:
     )
 
 
+def not_a_mapping(data: Any) -> Problem | None:
+    """The refusal of a document that was read but is not a mapping (empty, a list, a lone
+    value such as one quoted string), else None."""
+    if isinstance(data, Mapping):
+        return None
+    if data is None:
+        what = "empty"
+    elif isinstance(data, (list, tuple)):
+        what = "a list"
+    else:
+        what = f"{show(data)} ({kind_of(data)})"
+    return Problem(
+        DOCUMENT_PATH,
+        f"is {what}, not a mapping; accepts a mapping with apiVersion, kind and "
+        "spec. Start from the shortest manifest: apiVersion: servedeck.io/v1, kind: "
+        "Application, spec: {name, profileName, source}.",
+        origin="schema",
+    )
+
+
 def _parse(doc: Any, ctx: ManifestContext) -> ParseResult:
     if isinstance(doc, (str, bytes, bytearray, memoryview)):
         try:
@@ -118,25 +138,8 @@ def _parse(doc: Any, ctx: ManifestContext) -> ParseResult:
         data = doc
     if nul := nul_problems(data):
         return ParseResult(None, _schema(nul))
-    if not isinstance(data, Mapping):
-        if data is None:
-            what = "empty"
-        elif isinstance(data, (list, tuple)):
-            what = "a list"
-        else:
-            what = f"{show(data)} ({kind_of(data)})"
-        return ParseResult(
-            None,
-            [
-                Problem(
-                    DOCUMENT_PATH,
-                    f"is {what}, not a mapping; accepts a mapping with apiVersion, kind and "
-                    "spec. Start from the shortest manifest: apiVersion: servedeck.io/v1, kind: "
-                    "Application, spec: {name, profileName, source}.",
-                    origin="schema",
-                )
-            ],
-        )
+    if (problem := not_a_mapping(data)) is not None:
+        return ParseResult(None, [problem])
     shape: list[Problem] = []
     draft = read(DOCUMENT, data, "", shape)
     return _fill(draft, _schema(shape), ctx)

@@ -96,3 +96,15 @@ def test_the_wizards_review_shows_the_same_body_as_the_api(client, deployer, as_
         assert shown[key] == api[key], key
     assert sorted(map(str, shown["warnings"])) == sorted(map(str, api["warnings"]))
     assert shown["objects"] and shown["checkModel"]["verdict"] in page.content.decode()
+
+
+def test_a_document_that_is_one_quoted_string_is_read_once(client, deployer, org):
+    # A valid manifest inside one YAML string: the document is that string, not a manifest.
+    quoted = json.dumps(SHORTEST)
+    run = dry_run(quoted, org)
+    assert run.manifest is None
+    [refusal] = run.refusals
+    assert refusal.path == "document", refusal
+    assert "not a mapping" in refusal.message and "(text)" in refusal.message
+    response = api_dry_run(client, deployer, quoted)
+    assert response.status_code == 400 and "not a mapping" in response.content.decode()
