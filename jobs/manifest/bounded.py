@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from .problems import Problem
+from .problems import Problem, child_path
 
 # libyaml's parser is several times faster than the pure-Python one; fall back quietly.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -178,7 +178,7 @@ def nul_problems(data: Any, most: int = 5) -> list[Problem]:
                 )
         elif isinstance(value, dict):
             for key, item in value.items():
-                key_path = f"{path}.{key}" if path else str(key)
+                key_path = child_path(path, key)
                 if isinstance(key, str) and "\x00" in key:
                     pending.append((path or "document", key))
                 else:
@@ -331,8 +331,7 @@ def _find_duplicates(node: Any, out: list[Problem]) -> None:
             children = []
             for key_node, value_node in node.value:
                 key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-                shown = str(key)[:60]  # paths stay short whatever the keys
-                child = f"{path}.{shown}" if path else shown
+                child = child_path(path, str(key))
                 if isinstance(key, str) and key != "<<":
                     line = key_node.start_mark.line + 1
                     if key in lines:

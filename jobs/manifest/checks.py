@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from .problems import Problem, given, kind_of, show
+from .problems import Problem, child_path, given, kind_of, show
 from .quantity import parse_bytes, parse_cpu
 from .uri import UriError, parse_uri
 
@@ -289,12 +289,12 @@ def _copy(value: Any, path: str, depth: int, budget: list[int], bad: list[Proble
             if not isinstance(key, str):
                 bad.append(
                     Problem(
-                        f"{path}.{show(key)}",
+                        child_path(path, key),
                         f"the key {show(key)} is {kind_of(key)}; accepts text keys only. Quote it.",
                     )
                 )
                 continue
-            out[key] = _copy(item, f"{path}.{key}", depth + 1, budget, bad)
+            out[key] = _copy(item, child_path(path, key), depth + 1, budget, bad)
         return out
     elif isinstance(value, (list, tuple)):
         return [_copy(item, f"{path}[{i}]", depth + 1, budget, bad) for i, item in enumerate(value)]

@@ -7,6 +7,7 @@ values the same short way and never blows up on odd input.
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -45,6 +46,20 @@ class Problem:
             "level": self.level,
             "origin": self.origin,
         }
+
+
+PATH_KEY_CHARS = 60  # a user's key in a path: paths stay short whatever the keys
+
+
+def child_path(path: str, key: Any) -> str:
+    """The path of `key` under `path` ("spec.source"), as refusals name it: a key that is
+    empty or holds a dot or a space is quoted (`labels[""]`, `labels["a.b"]`) so it neither
+    disappears nor reads as two levels; a key that is not text is shown."""
+    name = key if isinstance(key, str) else show(key)
+    name = name[:PATH_KEY_CHARS]
+    if name == "" or "." in name or "[" in name or any(c.isspace() for c in name):
+        return f"{path}[{json.dumps(name)}]" if path else f"[{json.dumps(name)}]"
+    return f"{path}.{name}" if path else name
 
 
 def show(value: Any) -> str:

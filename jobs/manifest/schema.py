@@ -34,7 +34,7 @@ from .checks import (
     uri,
     whole,
 )
-from .problems import Problem, given, show
+from .problems import Problem, child_path, given, show
 from .quantity import parse_quantity
 
 API_VERSION = "servedeck.io/v1"
@@ -433,22 +433,17 @@ def read(node: Any, value: Any, path: str, problems: list[Problem]) -> Any:
     out: dict[str, Any] = {}
     for key in value:
         if key not in node.fields:
-            problems.append(Problem(_join(path, key), unknown_message(path, key, node)))
+            problems.append(Problem(child_path(path, key), unknown_message(path, key, node)))
     for name, child in node.fields.items():
         item = value.get(name)
-        child_path = _join(path, name)
+        at = child_path(path, name)
         if item is None:
             if getattr(child, "required", False):
-                problems.append(Problem(child_path, required_message(name, child)))
+                problems.append(Problem(at, required_message(name, child)))
             out[name] = None
         else:
-            out[name] = read(child, item, child_path, problems)
+            out[name] = read(child, item, at, problems)
     return out
-
-
-def _join(path: str, key: Any) -> str:
-    name = key if isinstance(key, str) else show(key)
-    return f"{path}.{name}" if path else name
 
 
 def last(path: str) -> str:

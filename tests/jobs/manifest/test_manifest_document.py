@@ -3,6 +3,7 @@ and the dry run's plain-language answers."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -79,6 +80,19 @@ def test_duplicate_keys_are_refused_with_both_lines():
     ]
     json_text = '{"spec": {"name": "a", "name": "b"}}'
     assert parse(json_text, context()).refusals[0].path == "spec.name"
+
+
+@pytest.mark.parametrize(
+    ("key", "path"),
+    [("", 'spec[""]'), ("a.b", 'spec["a.b"]'), ("two words", 'spec["two words"]')],
+)
+def test_a_key_that_is_empty_or_dotted_keeps_its_place_in_the_path(key, path):
+    doc = copy.deepcopy(SHORTEST)
+    doc["spec"][key] = 1
+    [refusal] = parse(doc, context()).refusals
+    assert refusal.path == path and "unknown field" in refusal.message
+    twice = SHORTEST_YAML.replace("spec:\n", f'spec:\n  "{key}": 1\n  "{key}": 2\n')
+    assert parse(twice, context()).refusals[0].path == path
 
 
 @pytest.mark.parametrize(
