@@ -40,6 +40,9 @@ from models_catalog.hub_cache import AnswerCache
 DEFAULT_ENDPOINT = "https://huggingface.co"
 CONNECT_TIMEOUT = 3.0  # seconds to open a connection
 TIME_BUDGET = 5.0  # seconds for everything one call (or one `time_budget` block) reads
+# The operator's own budget, read at call time like HF_ENDPOINT: a slow link to a mirror, or a
+# loaded test machine talking to its fake Hub. A positive number of seconds, at most 300.
+TIME_BUDGET_ENV = "SERVEDECK_HUB_TIME_BUDGET"
 CACHE_SECONDS = 300.0
 CACHE_MAX_ENTRIES = 512  # answers kept; autocomplete alone asks once per typed prefix
 CACHE_MAX_BYTES = 32 << 20  # all answers together (one big safetensors index is a few MB)
@@ -160,11 +163,21 @@ class _Budget:
 _budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("hub_budget", default=None)
 
 
+def default_budget() -> float:
+    """TIME_BUDGET, or SERVEDECK_HUB_TIME_BUDGET where it holds a number of seconds in (0, 300]
+    (anything else is ignored: a budget never becomes unbounded)."""
+    try:
+        seconds = float(os.environ.get(TIME_BUDGET_ENV, ""))
+    except ValueError:
+        return TIME_BUDGET
+    return seconds if 0 < seconds <= 300 else TIME_BUDGET
+
+
 @contextmanager
 def time_budget(seconds: float | None = None, connect: float | None = None) -> Iterator[None]:
-    """Every Hub read inside shares one deadline (TIME_BUDGET seconds, CONNECT_TIMEOUT to
+    """Every Hub read inside shares one deadline (default_budget() seconds, CONNECT_TIMEOUT to
     connect, unless given); a nested budget never extends an outer one."""
-    seconds = TIME_BUDGET if seconds is None else seconds
+    seconds = default_budget() if seconds is None else seconds
     connect = CONNECT_TIMEOUT if connect is None else connect
     outer = _budget.get()
     deadline = time.monotonic() + seconds

@@ -306,7 +306,8 @@ def test_a_hub_that_never_answers_fails_within_the_budget(monkeypatch):
 
 def test_the_default_budget_never_hangs(monkeypatch):
     hub.clear_cache()
-    said = f"no answer within {hub.TIME_BUDGET:g} s"
+    monkeypatch.setenv(hub.TIME_BUDGET_ENV, "1")  # the suite's own is longer (tests/conftest.py)
+    said = "no answer within 1 s"
     with silent_endpoint() as endpoint, pytest.raises(hub.HubUnavailable, match=said):
         hub.search("llama", endpoint=endpoint)
 
