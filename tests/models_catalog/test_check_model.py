@@ -1,7 +1,6 @@
 """Check model, verdict by verdict, against the fake Hub through the real client."""
 
 import json
-import time
 
 import pytest
 
@@ -118,11 +117,9 @@ def test_vllm_version_changes_the_default_utilisation(hub_env):
     assert result.gpu_memory_utilization == 0.92 and result.vllm_version == "0.33.0"
 
 
-def test_check_is_quick_and_reads_little(hub_env):
-    started = time.monotonic()
+def test_check_reads_little(hub_env):  # its timings are in bench/check_model_bench.py
     result = check("hf://deepseek-ai/DeepSeek-V3")
     assert result.can_serve
-    assert time.monotonic() - started < 5  # timings proper are in bench/check_model_bench.py
     assert hub_env.bytes_sent() < 256 * 1024
     assert not any(r.path.endswith(".safetensors") for r in hub_env.requests)
 
