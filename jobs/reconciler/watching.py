@@ -24,7 +24,12 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from jobs.backends.base import Observed
-from jobs.backends.kubernetes.backend import client_for, machine_status_of, status_of
+from jobs.backends.kubernetes.backend import (
+    awaiting_endpoints,
+    client_for,
+    machine_status_of,
+    status_of,
+)
 from jobs.backends.kubernetes.errors import BackendError, Gone, Unreachable
 from jobs.backends.kubernetes.kubevirt_client import MachineObjects, is_virtual_machine_app
 from jobs.backends.kubernetes.owner import is_ours
@@ -337,7 +342,7 @@ class ClusterFollower:
                 status = status_of(application, isvc, pods, events)
                 endpoints = self.endpoints_of(namespace, application.name) if isvc else ()
                 observed = replace(Observed.of(status), replica_endpoints=endpoints)
-                changed += record_status(application, observed)
+                changed += record_status(application, awaiting_endpoints(application, observed))
         self.counts["drained"] += len(keys)
         return changed
 

@@ -64,10 +64,29 @@ def test_scale_to_zero_after_without_min_replicas_0_is_a_warning():
     assert "spec.source.model.scaling.scaleToZeroAfter" in paths, paths
 
 
-def test_kubernetes_refuses_min_replicas_0_for_now():
+def test_kubernetes_takes_min_replicas_0_at_one_replica_while_awake():
     result = parse(m({"scaling.minReplicas": 0}), context())
-    refusal = next(p for p in result.refusals if p.path.endswith("minReplicas"))
-    assert "local profile only" in refusal.message
+    assert result.ok, [str(p) for p in result.problems()]
+    assert scaling_of(result)["maxReplicas"] == 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "words"),
+    [
+        ({"scaling.maxReplicas": 3}, "scaling.maxReplicas", "does not scale up from zero"),
+        (
+            {"resources.nodesPerReplica": 2, "resources.accelerator.gpu.countPerReplica": 1},
+            "scaling.minReplicas",
+            "worker Deployment",
+        ),
+        ({"runtime.isolation": "VirtualMachine"}, "scaling.minReplicas", "virtual machine"),
+    ],
+)
+def test_what_kubernetes_cannot_scale_to_zero_is_refused_naming_the_field(changes, path, words):
+    result = parse(m({"scaling.minReplicas": 0, **changes}), context())
+    refusal = next((p for p in result.refusals if p.path.endswith(path)), None)
+    assert refusal is not None, [str(p) for p in result.refusals]
+    assert words in refusal.message
 
 
 def test_the_json_schema_describes_the_new_field():
