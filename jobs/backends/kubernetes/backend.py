@@ -200,6 +200,8 @@ class ClusterBackend:
         return self._then_observe("stop", application)
 
     def start(self, application) -> Observed:
+        if application.phase == Phase.SLEEPING:  # the page's Start on a model asleep wakes it
+            return self.wake(application)
         return self._then_observe("start", application)
 
     def delete(self, application) -> Observed | None:

@@ -159,3 +159,15 @@ def test_a_model_that_must_stay_up_is_never_put_to_sleep(prod, deployer, kube, f
     assert predictor(kube)["spec"]["predictor"]["minReplicas"] == 1
     app.refresh_from_db()
     assert app.phase == Phase.RUNNING
+
+
+def test_start_on_a_sleeping_model_wakes_it(prod, deployer, kube, follower):
+    app = serving(kube, follower, verbs.apply(SLEEPY, deployer).application)
+    idle(app, 6)
+    Reconciler().sleep_kubernetes()
+    app.refresh_from_db()
+    assert app.phase == Phase.SLEEPING
+    verbs.start(app, deployer)
+    assert predictor(kube)["spec"]["predictor"]["minReplicas"] == 1
+    app.refresh_from_db()
+    assert app.phase == Phase.PENDING
