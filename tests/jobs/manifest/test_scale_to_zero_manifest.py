@@ -106,3 +106,30 @@ def test_the_dry_run_says_it_sleeps():
         "the next request wakes it"
     )
     assert scaling_of(parsed({}).manifest) == "fixed at 1 replica"
+
+
+@pytest.mark.parametrize(
+    ("backend", "words"),
+    [
+        ("local", ["After 5m without a request", "processes on this machine stop", "freed"]),
+        (
+            "kubernetes",
+            [
+                "After 5m without a request",
+                "spec.predictor.minReplicas 0 and serving.kserve.io/autoscalerClass none",
+                "Deployment to zero replicas",
+                "none holds a GPU",
+                "KServe 0.15.1 or later in Standard mode",
+                "list and watch EndpointSlices",
+            ],
+        ),
+    ],
+)
+def test_the_dry_run_says_what_sleeping_means_on_the_target(backend, words):
+    from jobs.manifest.describe import sleeping_of
+
+    result = parsed({"scaling.minReplicas": 0, "scaling.scaleToZeroAfter": "5m"})
+    said = sleeping_of(result.manifest, backend)
+    for phrase in words:
+        assert phrase in said, said
+    assert sleeping_of(parsed({}).manifest, backend) == ""

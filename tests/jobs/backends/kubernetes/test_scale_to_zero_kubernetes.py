@@ -171,3 +171,12 @@ def test_start_on_a_sleeping_model_wakes_it(prod, deployer, kube, follower):
     assert predictor(kube)["spec"]["predictor"]["minReplicas"] == 1
     app.refresh_from_db()
     assert app.phase == Phase.PENDING
+
+
+def test_the_dry_run_explains_scale_to_zero_on_the_cluster(prod, org, kube):
+    run = verbs.dry_run(SLEEPY, org)
+    assert run.ok, run.refusals
+    assert "Deployment to zero replicas" in run.sleeping
+    assert "KServe 0.15.1 or later" in run.sleeping
+    isvc = next(o for o in run.objects if o["kind"] == "InferenceService")
+    assert isvc["spec"]["predictor"]["minReplicas"] == 1  # what Deploy applies: awake
