@@ -42,7 +42,9 @@ def test_a_model_that_never_sleeps_has_no_scale_to_zero_after():
     assert FilledManifest(result.manifest).sleep_after_seconds is None
 
 
-@pytest.mark.parametrize("value", ["0s", "15", "1d", "15 minutes", 900, "721h", ""])
+@pytest.mark.parametrize(
+    "value", ["0s", "15", "1d", "15 minutes", 900, "721h", "", "9" * 5000 + "h", "1h" * 40]
+)
 def test_what_is_not_a_duration_from_1s_to_720h_is_refused(value):
     result = parsed({"scaling.minReplicas": 0, "scaling.scaleToZeroAfter": value})
     paths = [p.path for p in result.refusals]
