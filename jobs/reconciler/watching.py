@@ -342,7 +342,9 @@ class ClusterFollower:
                 status = status_of(application, isvc, pods, events)
                 endpoints = self.endpoints_of(namespace, application.name) if isvc else ()
                 observed = replace(Observed.of(status), replica_endpoints=endpoints)
-                changed += record_status(application, awaiting_endpoints(application, observed))
+                if self.sees_endpoints(namespace):  # else Running goes by the pods alone
+                    observed = awaiting_endpoints(application, observed)
+                changed += record_status(application, observed)
         self.counts["drained"] += len(keys)
         return changed
 
@@ -352,6 +354,12 @@ class ClusterFollower:
         records nothing from an InferenceService whose pods are not listed yet."""
         streams = self.streams.copy()  # one C call: safe beside sync_streams' changes
         return all(s in self.listed or s in self.errors for s in streams)
+
+    def sees_endpoints(self, namespace: str) -> bool:
+        """Whether the namespace's EndpointSlices are in the copy (their watch listed, not
+        refused): a model that sleeps waits for its endpoints only then."""
+        stream = ("endpoint_slices", namespace)
+        return stream in self.listed and stream not in self.errors
 
     def endpoints_of(self, namespace: str, app: str) -> tuple[str, ...]:
         """The ready endpoints of the application's predictor Service, from the copy."""

@@ -180,3 +180,27 @@ def test_the_dry_run_explains_scale_to_zero_on_the_cluster(prod, org, kube):
     assert "KServe 0.15.1 or later" in run.sleeping
     isvc = next(o for o in run.objects if o["kind"] == "InferenceService")
     assert isvc["spec"]["predictor"]["minReplicas"] == 1  # what Deploy applies: awake
+
+
+def test_without_the_endpointslices_watch_a_woken_model_runs_by_its_pods(prod, deployer, kube):
+    """A cluster whose Role lacks endpointslices (the watch is refused and shown on the
+    Clusters page): a model that sleeps is not held at Loading for endpoints it cannot see."""
+    everything_but_slices = [
+        {"apiGroups": ["", "serving.kserve.io"], "resources": ["*"], "verbs": ["*"]}
+    ]
+    kube.rbac(roles={NS: everything_but_slices})
+    follower = ClusterFollower(prod, watch_timeout=1)
+    for kind in KINDS:
+        try:
+            follower.relist(kind)
+        except Exception:  # the refused list: what follow() records as the stream's error
+            follower.errors[(kind, NS)] = "refused"
+    assert not follower.sees_endpoints(NS)
+    app = verbs.apply(SLEEPY, deployer).application
+    kube.put(with_status(predictor(kube), True))
+    kube.put(predictor_pod("bge-embed", NS, name=POD))
+    for kind in ("inference_services", "pods", "events"):
+        follower.watch_round(kind)
+    follower.drain()
+    app.refresh_from_db()
+    assert app.phase == Phase.RUNNING, app.reason
