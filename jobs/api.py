@@ -84,6 +84,8 @@ class DryRunOut(Schema):
     warnings: list[Problem]
     runtime: str | None
     scaling: str | None
+    # What minReplicas 0 (scale to zero) means on the profile's target; null when it never sleeps.
+    sleeping: str | None = None
     checkModel: dict | None  # Check model's answer, as /api/v1/models/check gives it
     objects: list[dict]  # what a Kubernetes profile's cluster gets (empty on local)
     manifest: dict | None

@@ -46,6 +46,9 @@ class DryRun:
     warnings: list = field(default_factory=list)
     runtime: str | None = None
     scaling: str | None = None
+    # What minReplicas 0 (scale to zero) means on the profile's target; "" when it never sleeps.
+    sleeping: str = ""
+    target_backend: str = ""
     exists: bool = False
     changed: bool = True
     check: CheckResult | None = None
@@ -232,6 +235,7 @@ def dry_run(
     if result.manifest is not None and run.ok:
         run.runtime = mf.runtime_of(result.manifest)
         run.scaling = mf.scaling_of(result.manifest)
+        run.sleeping = mf.sleeping_of(result.manifest, run.target_backend)
         run.changed = application is None or application.manifest != result.manifest
     return run
 
@@ -285,6 +289,7 @@ def _on_target(run: DryRun, organization, server_side: bool) -> None:
     profile = Profile.objects.select_related("cluster").get(
         organization=organization, name=spec["profileName"]
     )
+    run.target_backend = profile.cluster.backend
     if profile.cluster.backend == profile.cluster.Backend.KUBERNETES:
         try:
             run.objects = render_for_profile(run.manifest, profile)

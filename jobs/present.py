@@ -1,6 +1,8 @@
 """How an application is shown to clients: the API and the command line print the same shapes."""
 
+from jobs.manifest import scaling_of
 from jobs.models import Application
+from jobs.reconciler.sleeping import wake_summary
 
 
 def summary(app: Application) -> dict:
@@ -45,7 +47,15 @@ def described(app: Application) -> dict:
         "revision": latest,
         "createdAt": app.created_at.isoformat(),
         "deployedAt": app.deployed_at.isoformat() if app.deployed_at else None,
+        "scaling": scaling_of(app.manifest),
     }
+    wakes = wake_summary(app)
+    if wakes is not None:  # a model that sleeps (minReplicas 0): its wakes from sleep
+        status["wakes"] = {
+            "count": wakes["count"],
+            "p50": wakes["p50"] or None,
+            "p95": wakes["p95"] or None,
+        }
     # In the API's order whatever the database kept (PostgreSQL's jsonb orders keys its own way).
     top = {key: app.manifest[key] for key in ("apiVersion", "kind", "spec") if key in app.manifest}
     return {**top, **app.manifest, "status": status}
@@ -73,6 +83,7 @@ def dry_run_body(run) -> dict:
         "warnings": [p.as_dict() for p in run.warnings],
         "runtime": run.runtime,
         "scaling": run.scaling,
+        "sleeping": run.sleeping or None,
         "checkModel": run.check.as_dict() if run.check else None,
         "objects": run.objects,
         "manifest": run.manifest,

@@ -109,6 +109,8 @@ def dry_run_lines(body: Mapping[str, Any]) -> list[str]:
         f"  runtime: {body.get('runtime')}",
         f"  scaling: {body.get('scaling')}",
     ]
+    if body.get("sleeping"):
+        lines.append(f"  scale to zero: {body['sleeping']}")
     check = body.get("checkModel")
     if check is not None:
         lines.append(f"  check model: {check.get('verdict')}")
@@ -231,6 +233,12 @@ def status_lines(application: Mapping[str, Any], health: Mapping[str, Any]) -> l
     if status.get("nextStep"):
         lines.append(f"  next step:    {status['nextStep']}")
     lines.append(f"  replicas:     {status['readyReplicas']}/{status['desiredReplicas']}")
+    if status.get("scaling"):
+        lines.append(f"  scaling:      {status['scaling']}")
+    wakes = status.get("wakes")
+    if wakes is not None:  # a model that sleeps (minReplicas 0)
+        times = f" (wake time p50 {wakes['p50']}, p95 {wakes['p95']})" if wakes.get("p50") else ""
+        lines.append(f"  wakes:        {wakes['count']}{times}")
     if status.get("endpoint"):
         lines.append(f"  endpoint:     {status['endpoint']}")
     figures = health_figures(health)

@@ -76,7 +76,11 @@ class Preflight:
 
 
 class Backend(Protocol):
-    """What a profile's cluster does with an application (jobs.backends.backend_for)."""
+    """What a profile's cluster does with an application (jobs.backends.backend_for).
+
+    A backend may also have `sleep` and `wake` (scale to zero, minReplicas 0: the Kubernetes
+    one scales the predictor to zero and back); jobs.reconciler.sleeping stops and starts the
+    application on a backend without them (the local one: its processes end)."""
 
     def preflight(self, manifest: dict, objects: list) -> Preflight: ...
 

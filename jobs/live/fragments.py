@@ -24,6 +24,7 @@ from django.template.loader import render_to_string
 
 from jobs.models import Application, UsageMinute
 from jobs.overview import serving_metrics
+from jobs.reconciler.sleeping import wake_summary
 from jobs.status.phases import Phase, elapsed_text, steps_of
 from jobs.tables import phase_badge, replicas_text, sparkline
 from jobs.usage import charts
@@ -66,6 +67,8 @@ def status_context(application: Application, events: list, now: datetime | None 
     return {
         "application": application,
         "steps": steps_of(application.phase),
+        # A model that sleeps (minReplicas 0): its wakes, which change with its phase.
+        "wakes": wake_summary(application),
         "phase_since": since,
         "phase_elapsed": elapsed_text(seconds),
     }

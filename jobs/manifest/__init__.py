@@ -15,7 +15,7 @@ from .context import (
     ProfileFacts,
 )
 from .defaults import ENGINE_BUILTIN_DEFAULTS, MEMORY_DEFAULTS, MODEL_MASTER_KEYS, engine_default
-from .describe import ENGINE_TITLES, is_generative, runtime_of, scaling_of
+from .describe import ENGINE_TITLES, is_generative, runtime_of, scaling_of, sleeping_of
 from .model_defaults import (
     DefaultsAsked,
     ModelDefaults,
@@ -124,4 +124,5 @@ __all__ = [
     "redact",
     "runtime_of",
     "scaling_of",
+    "sleeping_of",
 ]

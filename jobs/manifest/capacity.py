@@ -207,22 +207,49 @@ def _cpu_text(cores: Fraction) -> str:
 
 
 def _sleeping(scaling: dict[str, Any], facts: Facts, base: str, out: Out) -> None:
-    """minReplicas 0 (scale to zero): on the local backend for now; scaleToZeroAfter means
-    nothing without it."""
+    """minReplicas 0 (scale to zero), and what a Kubernetes profile takes with it;
+    scaleToZeroAfter means nothing without it."""
     low, after = scaling.get("minReplicas"), scaling.get("scaleToZeroAfter")
     profile = facts.profile
     if low == 0 and profile is not None and profile.backend == "kubernetes":
-        out.refuse(
-            f"{base}.minReplicas",
-            f"0 (scale to zero) runs on a local profile only for now; profile {profile.name} "
-            "is a Kubernetes cluster, where the predictor is not yet scaled to zero; accepts "
-            "1 or more there. Set minReplicas to 1 or more, or deploy on a local profile.",
-        )
+        _sleeping_on_kubernetes(facts, base, out)
     if after is not None and ok(after) and ok(low) and low != 0:
         out.warn(
             f"{base}.scaleToZeroAfter",
             f"is ignored: minReplicas is {show(low)}, and only a model with minReplicas 0 "
             "sleeps. Set minReplicas to 0 to let it sleep, or remove scaleToZeroAfter.",
+        )
+
+
+def _sleeping_on_kubernetes(facts: Facts, base: str, out: Out) -> None:
+    """The predictor is scaled to zero as KServe's Standard mode allows: autoscalerClass none
+    with minReplicas 0 (jobs/render/scaling.py). A VirtualMachine, a multi-node predictor
+    (its workers' Deployment keeps its count and its GPUs) or an autoscaler (a
+    HorizontalPodAutoscaler does not scale up from zero replicas) cannot sleep that way."""
+    if facts.isolation == "VirtualMachine":
+        out.refuse(
+            f"{base}.minReplicas",
+            "0 (scale to zero) is not accepted with runtime.isolation VirtualMachine: the "
+            "predictor is scaled to zero through KServe, and a virtual machine is not a "
+            "KServe predictor; accepts 1 or more there. Set minReplicas to 1 or more, or use "
+            "isolation Container.",
+        )
+    elif facts.nodes is not None and facts.nodes > 1:
+        out.refuse(
+            f"{base}.minReplicas",
+            f"0 (scale to zero) is not accepted with resources.nodesPerReplica {facts.nodes}: "
+            "KServe keeps a multi-node predictor's worker Deployment, and its GPUs, whatever "
+            "minReplicas says; accepts 1 or more there. Set minReplicas to 1 or more, or "
+            "nodesPerReplica to 1.",
+        )
+    elif facts.max_replicas is not None and facts.max_replicas > 1:
+        out.refuse(
+            f"{base}.maxReplicas",
+            f"{show(facts.max_replicas)} is above 1 with minReplicas 0 on Kubernetes profile "
+            f"{facts.profile.name}: a model that sleeps there runs one replica while awake, at "
+            "a fixed count (an autoscaler's HorizontalPodAutoscaler does not scale up from "
+            "zero replicas); accepts 1. Set maxReplicas to 1 (or leave it out), or set "
+            "minReplicas to 1 or more to autoscale.",
         )
 
 

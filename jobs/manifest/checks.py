@@ -144,9 +144,15 @@ DURATION_ACCEPTS = (
 )
 
 
+# Longer text is no duration of 1s to 720h (and its digits could exceed int()'s own limit).
+DURATION_MAX_LENGTH = 32
+
+
 def duration_seconds(text: str) -> int | None:
     """The seconds a duration like "1h30m" says; None when it is not one."""
-    found = _DURATION.fullmatch(text.strip()) if isinstance(text, str) else None
+    if not isinstance(text, str) or len(text) > DURATION_MAX_LENGTH:
+        return None
+    found = _DURATION.fullmatch(text.strip())
     if found is None or not any(found.groups()):
         return None
     hours, minutes, seconds = (int(part or 0) for part in found.groups())
@@ -155,6 +161,10 @@ def duration_seconds(text: str) -> int | None:
 
 def duration(value: Any) -> str:
     text = _text(value)
+    if len(text) > DURATION_MAX_LENGTH:
+        raise Reject(
+            f"is {len(text)} characters long, not a duration", "Write it like 90s, 15m or 2h."
+        )
     seconds = duration_seconds(text)
     if seconds is None:
         raise Reject(f"{show(text)} is not a duration", "Write it like 90s, 15m or 2h.")

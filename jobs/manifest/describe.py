@@ -112,3 +112,39 @@ def _awake_scaling(manifest: Any, low: int, high: int) -> str:
 
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def sleeping_of(manifest: Any, backend: str) -> str:
+    """What minReplicas 0 (scale to zero) means on the profile's target, `backend` "local" or
+    "kubernetes"; "" for a model that never sleeps."""
+    scaling = dig(_model(manifest), "scaling")
+    if _is_yaml(manifest) or dig(scaling, "minReplicas") != 0:
+        return ""
+    after = dig(scaling, "scaleToZeroAfter")
+    after = after if isinstance(after, str) else DEFAULT_SCALE_TO_ZERO_AFTER
+    idle = f"After {after} without a request through the gateway"
+    woken = (
+        "The next request through the gateway wakes it; it and the requests that follow are "
+        "held until the model is Running (streams get progress comments)."
+    )
+    if backend == "kubernetes":
+        return (
+            f"{idle}, the reconciler applies its InferenceService again with "
+            "spec.predictor.minReplicas 0 and serving.kserve.io/autoscalerClass none: in "
+            "KServe's Standard (raw deployment) mode that sets the predictor's Deployment to "
+            "zero replicas, so no pod runs and none holds a GPU; the Service stays, its "
+            "EndpointSlices empty, and the phase reads Sleeping. "
+            f"{woken[:-1]}, once the predictor's ready endpoints are in its EndpointSlices. "
+            "The cluster needs KServe 0.15.1 or later in Standard mode (it sets the "
+            "Deployment's replicas from minReplicas, 0 included, for autoscalerClass none), "
+            "the console's Role to patch InferenceServices and to list and watch "
+            "EndpointSlices in the namespace, and callers to come through the gateway: a "
+            "request sent straight to the predictor's Service while it sleeps finds no "
+            "endpoint and does not wake it."
+        )
+    return (
+        f"{idle}, its model server processes on this machine stop and their memory is freed, "
+        "and the phase reads Sleeping. "
+        f"{woken} When memory is short as it wakes, other idle models with minReplicas 0 are "
+        "put to sleep first; a model that must stay up never is."
+    )

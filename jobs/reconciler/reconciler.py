@@ -76,6 +76,15 @@ class Reconciler:
         self.scrape(running, self.local_scraper)
         return changed
 
+    def sleep_kubernetes(self) -> list:
+        """Put idle Running applications with minReplicas 0 on Kubernetes to sleep (their
+        predictors scaled to zero); the watches then see them Sleeping, and the first request
+        wakes them (sleeping.py). Those put to sleep."""
+        apps = Application.objects.filter(
+            profile__cluster__backend=Cluster.Backend.KUBERNETES, phase=Phase.RUNNING
+        ).select_related("profile__cluster")
+        return sleeping.sleep_idle(apps)
+
     def scrape_kubernetes(self) -> ScrapePass:
         """The Running applications on Kubernetes clusters: their vLLM servers' figures,
         through each cluster's API server."""
@@ -150,6 +159,7 @@ class Reconciler:
     def step(self) -> int:
         close_old_connections()
         changed = self.step_local()
+        changed += len(self.sleep_kubernetes())
         now = time.monotonic()
         due = self.scraped_kubernetes_at is None
         if due or now - self.scraped_kubernetes_at >= KUBERNETES_SCRAPE_SECONDS:

@@ -49,10 +49,16 @@ def should_sleep(application: Application, now: datetime) -> bool:
     return now - idle_since(application) >= timedelta(seconds=after)
 
 
+def _verb(backend, name: str, fallback: str):
+    """The backend's sleep or wake; a backend without them (local) stops and starts."""
+    return getattr(backend, name, None) or getattr(backend, fallback)
+
+
 def put_to_sleep(application: Application) -> None:
-    """Stop its replicas (local: the processes end, their memory freed) and say Sleeping."""
+    """Stop its replicas (local: the processes end, their memory freed; Kubernetes: the
+    predictor is scaled to zero) and say Sleeping."""
     after = sleep_after(application)
-    backend_for(application.profile).stop(application)
+    _verb(backend_for(application.profile), "sleep", "stop")(application)
     with transaction.atomic():
         Application.objects.filter(pk=application.pk).update(wake_requested_at=None)
         application.wake_requested_at = None
@@ -117,7 +123,7 @@ def _start(application_id: int) -> None:
     try:
         if refusal:
             raise BackendFailed(refusal, "")
-        observed = backend_for(application.profile).start(application)
+        observed = _verb(backend_for(application.profile), "wake", "start")(application)
     except BackendFailed as failure:
         observed = Observed(
             phase=Phase.FAILED,

@@ -24,7 +24,12 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from jobs.backends.base import Observed
-from jobs.backends.kubernetes.backend import client_for, machine_status_of, status_of
+from jobs.backends.kubernetes.backend import (
+    awaiting_endpoints,
+    client_for,
+    machine_status_of,
+    status_of,
+)
 from jobs.backends.kubernetes.errors import BackendError, Gone, Unreachable
 from jobs.backends.kubernetes.kubevirt_client import MachineObjects, is_virtual_machine_app
 from jobs.backends.kubernetes.owner import is_ours
@@ -337,6 +342,8 @@ class ClusterFollower:
                 status = status_of(application, isvc, pods, events)
                 endpoints = self.endpoints_of(namespace, application.name) if isvc else ()
                 observed = replace(Observed.of(status), replica_endpoints=endpoints)
+                if self.sees_endpoints(namespace):  # else Running goes by the pods alone
+                    observed = awaiting_endpoints(application, observed)
                 changed += record_status(application, observed)
         self.counts["drained"] += len(keys)
         return changed
@@ -347,6 +354,12 @@ class ClusterFollower:
         records nothing from an InferenceService whose pods are not listed yet."""
         streams = self.streams.copy()  # one C call: safe beside sync_streams' changes
         return all(s in self.listed or s in self.errors for s in streams)
+
+    def sees_endpoints(self, namespace: str) -> bool:
+        """Whether the namespace's EndpointSlices are in the copy (their watch listed, not
+        refused): a model that sleeps waits for its endpoints only then."""
+        stream = ("endpoint_slices", namespace)
+        return stream in self.listed and stream not in self.errors
 
     def endpoints_of(self, namespace: str, app: str) -> tuple[str, ...]:
         """The ready endpoints of the application's predictor Service, from the copy."""

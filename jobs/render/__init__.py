@@ -18,16 +18,21 @@ from typing import Any
 from .build import render, with_revision
 from .common import APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, REVISION_ANNOTATION, RenderError
 from .output import to_json, to_yaml
+from .scaling import SLEEPING_ANNOTATION
 from .schemas import CRD_DIR_SETTING, CrdDirError, crd_dir
 from .target import PARAKEET_IMAGE, PROFILE_DEFAULT_KEYS, RenderTarget
 from .validate import validate
 
 
 def render_for_profile(
-    manifest: Mapping[str, Any], profile: Any, *, revision: int | None = None
+    manifest: Mapping[str, Any],
+    profile: Any,
+    *,
+    revision: int | None = None,
+    asleep: bool = False,
 ) -> list[dict[str, Any]]:
     """render() for a jobs.models.Profile: what `manage.py app render` prints."""
-    return render(manifest, RenderTarget.from_profile(profile), revision=revision)
+    return render(manifest, RenderTarget.from_profile(profile), revision=revision, asleep=asleep)
 
 
 __all__ = [
@@ -41,6 +46,7 @@ __all__ = [
     "CrdDirError",
     "RenderError",
     "RenderTarget",
+    "SLEEPING_ANNOTATION",
     "crd_dir",
     "render",
     "render_for_profile",

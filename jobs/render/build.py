@@ -31,13 +31,19 @@ GATEWAY_API_ADDON = "gatewayApi"
 
 
 def render(
-    manifest: Mapping[str, Any], target: RenderTarget, *, revision: int | None = None
+    manifest: Mapping[str, Any],
+    target: RenderTarget,
+    *,
+    revision: int | None = None,
+    asleep: bool = False,
 ) -> list[dict[str, Any]]:
     """The objects for one application. `manifest` is what manifest.parse returned with no
-    refusals; `revision` (the deploy history number) is written as servedeck.io/revision."""
+    refusals; `revision` (the deploy history number) is written as servedeck.io/revision.
+    `asleep`: a model with scaling.minReplicas 0 put to sleep, its predictor scaled to zero
+    (scaling.py)."""
     stamp = revision_annotation(revision)
     try:
-        objects = _render(manifest, target)
+        objects = _render(manifest, target, asleep)
     except (KeyError, TypeError, AttributeError) as exc:
         raise RenderError(
             f"the manifest is not filled in ({type(exc).__name__}: {exc}); parse it with "
@@ -70,7 +76,9 @@ def _stamp(objects: list[dict[str, Any]], stamp: dict[str, str]) -> None:
         obj["metadata"].setdefault("annotations", {}).update(stamp)
 
 
-def _render(manifest: Mapping[str, Any], target: RenderTarget) -> list[dict[str, Any]]:
+def _render(
+    manifest: Mapping[str, Any], target: RenderTarget, asleep: bool = False
+) -> list[dict[str, Any]]:
     spec = manifest["spec"]
     name = spec["name"]
     namespace = spec.get("namespace") or target.namespace
@@ -81,7 +89,7 @@ def _render(manifest: Mapping[str, Any], target: RenderTarget) -> list[dict[str,
         objects.append(yaml_inference_service(source["inferenceService"], name, namespace, labels))
     else:
         model = source["model"]
-        objects.extend(_model_objects(model, name, namespace, labels, target))
+        objects.extend(_model_objects(model, name, namespace, labels, target, asleep))
     access = spec.get("access") or {}
     # Without Gateway API on the cluster the console's own gateway serves the domain (it routes
     # by host); an HTTPRoute there would only make the apply fail.
@@ -121,10 +129,11 @@ def _model_objects(
     namespace: str,
     labels: dict[str, str],
     target: RenderTarget,
+    asleep: bool = False,
 ) -> list[dict[str, Any]]:
     if dig(model, "runtime", "isolation") == "VirtualMachine":
         return vm_objects(model, name, namespace, labels, target)
-    isvc, runtime = model_inference_service(name, namespace, labels, model, target)
+    isvc, runtime = model_inference_service(name, namespace, labels, model, target, asleep=asleep)
     objects: list[dict[str, Any]] = []
     if runtime.kind == "parakeet":
         objects.append(parakeet_serving_runtime(name, namespace, labels, target.parakeet_image))

@@ -12,7 +12,7 @@ from .common import KSERVE_API, QUEUE_LABEL, RenderError, metadata
 from .engine import container_args, container_env
 from .placement import container_resources, gpu_of, node_affinity
 from .runtimes import Runtime, choose_runtime
-from .scaling import AUTOSCALER_CLASS, autoscaler
+from .scaling import AUTOSCALER_CLASS, SLEEPING_ANNOTATION, autoscaler
 from .target import RenderTarget
 
 DEPLOYMENT_MODE = "serving.kserve.io/deploymentMode"
@@ -45,16 +45,22 @@ def model_inference_service(
     labels: dict[str, str],
     model: Mapping[str, Any],
     target: RenderTarget,
+    *,
+    asleep: bool = False,
 ) -> tuple[dict[str, Any], Runtime]:
     resources = model["resources"]
     on_gpu = gpu_of(resources) is not None
     multinode = resources.get("nodesPerReplica", 1) > 1
     runtime = choose_runtime(name, model["runtime"]["engine"], model["format"], multinode)
-    scaler, replica_fields = autoscaler(model["scaling"], name, namespace, target.prometheus_url)
+    scaler, replica_fields = autoscaler(
+        model["scaling"], name, namespace, target.prometheus_url, asleep=asleep
+    )
 
     queue = (model.get("queue") or {}).get("name")
     isvc_labels = {**labels, QUEUE_LABEL: queue} if queue else dict(labels)
     annotations = {DEPLOYMENT_MODE: STANDARD, AUTOSCALER_CLASS: scaler}
+    if asleep:
+        annotations[SLEEPING_ANNOTATION] = "true"
     cache = model.get("cache") or {}
     if cache.get("enabled"):
         annotations[NODE_GROUP_ANNOTATION] = cache["nodeGroup"]

@@ -15,6 +15,9 @@ from .common import number_text
 
 AUTOSCALER_CLASS = "serving.kserve.io/autoscalerClass"
 WAITING_METRIC = "vllm:num_requests_waiting"
+# On an InferenceService ServeDeck scaled to zero (scaling.minReplicas 0, idle): the status
+# reads Sleeping from it, whoever looks.
+SLEEPING_ANNOTATION = "servedeck.io/sleeping"
 
 
 def autoscaler(
@@ -22,10 +25,20 @@ def autoscaler(
     name: str,
     namespace: str,
     prometheus_url: str,
+    *,
+    asleep: bool = False,
 ) -> tuple[str, dict[str, Any]]:
-    """(autoscaler class, predictor fields: minReplicas, maxReplicas, autoScaling)."""
-    low = scaling["minReplicas"]
+    """(autoscaler class, predictor fields: minReplicas, maxReplicas, autoScaling).
+
+    minReplicas 0 (scale to zero) runs one replica while awake. `asleep`: the predictor
+    scaled to zero, as KServe does it in Standard mode: with autoscalerClass none its
+    Deployment's replicas are the predictor's minReplicas, 0 included (any HPA of the
+    predictor is deleted), so no pod, and nothing holding a GPU, is left.
+    """
+    low = max(scaling["minReplicas"], 1)
     high = scaling.get("maxReplicas") or low
+    if asleep:
+        return "none", {"minReplicas": 0, "maxReplicas": max(high, 1)}
     fields: dict[str, Any] = {"minReplicas": low, "maxReplicas": high}
     metric = scaling.get("metric")
     metric = metric if isinstance(metric, Mapping) else {}

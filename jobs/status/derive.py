@@ -185,6 +185,26 @@ def _stopped(view: View) -> _Finding | None:
     )
 
 
+def _sleeping(view: View) -> _Finding | None:
+    """Scaled to zero by ServeDeck (minReplicas 0, idle): Sleeping, once its pods are gone
+    as while they go; the next request through the gateway wakes it."""
+    if not view.asleep:
+        return None
+    if left := len(view.pods) + len(view.leaving):
+        return _Finding(
+            Phase.SLEEPING,
+            f"{view.what[0].upper()}{view.what[1:]} is going to sleep (scaled to zero): "
+            f"{plural(left, 'pod')} still shutting down.",
+            "Nothing to do: the next request through the gateway wakes it.",
+        )
+    return _Finding(
+        Phase.SLEEPING,
+        f"{view.what[0].upper()}{view.what[1:]} is sleeping: its predictor is scaled to zero, "
+        "no replica runs and none holds a GPU.",
+        "Nothing to do: the next request through the gateway wakes it.",
+    )
+
+
 # --- Failed: a signal that will not clear by waiting ----------------------------------------
 
 
@@ -593,6 +613,7 @@ def _pending(view: View) -> _Finding:
 _PRIORITY: tuple[Callable[[View], _Finding | None], ...] = (
     _deleting,
     _stopped,
+    _sleeping,
     _failed,
     _updating,
     _running,

@@ -19,6 +19,8 @@ MAIN_CONTAINER = "kserve-container"
 # Containers riding along with the model server; they do not tell whether the model serves.
 SIDECARS = frozenset({"queue-proxy", "istio-proxy", "linkerd-proxy", "agent"})
 STOP_ANNOTATION = "serving.kserve.io/stop"
+# As jobs.render writes it on a predictor scaled to zero (scaling.minReplicas 0, idle).
+SLEEPING_ANNOTATION = "servedeck.io/sleeping"
 KUEUE_GATE = "kueue.x-k8s.io/admission"
 APP_LABELS = ("servedeck.io/application", "serving.kserve.io/inferenceservice")
 # Serverless pods carry the Knative revision; raw deployments the ReplicaSet's template hash.
@@ -335,6 +337,7 @@ class View:
     deleted_at: datetime | None
     finalizers: tuple[str, ...]
     stop_annotation: bool
+    asleep: bool  # ServeDeck scaled the predictor to zero (scale to zero)
     conditions: dict[str, Condition]
     model: ModelStatus
     latest_created: str
@@ -433,6 +436,7 @@ def read_view(
         deleted_at=parse_time(meta.get("deletionTimestamp")),
         finalizers=tuple(f for f in map(as_str, as_list(meta.get("finalizers"))) if f),
         stop_annotation=as_str(dig(meta, "annotations", STOP_ANNOTATION)).lower() == "true",
+        asleep=as_str(dig(meta, "annotations", SLEEPING_ANNOTATION)).lower() == "true",
         conditions=read_conditions(status),
         model=ModelStatus(
             active=as_str(dig(model, "states", "activeModelState")),

@@ -14,7 +14,6 @@ from jobs.models import UsageMinute
 from jobs.overview import replica_logs
 from jobs.overview.facts import cost_summary, serving_facts
 from jobs.overview.revision_diff import unified
-from jobs.reconciler import sleeping
 from jobs.usage import charts
 
 
@@ -41,7 +40,6 @@ def page_context(application, revisions, membership) -> dict:
         "cost": cost if per_key else replace(cost, keys=[]),
         "diff_from": revisions[1].number if len(revisions) > 1 else newest,
         "diff_to": newest,
-        "wakes": sleeping.wake_summary(application),
     }
 
 

@@ -301,6 +301,7 @@ def compute_context(state: State, check=None, data=None) -> dict:
         "vllm": get(filled, f"{MODEL}.runtime.engine") == "vllm",
         "queues": cluster.queues if cluster else [],
         "queueing": bool(cluster and "kueue" in cluster.addons),
+        "kubernetes": bool(cluster and cluster.backend == cluster.Backend.KUBERNETES),
         "cache_groups": sorted(cluster.cache_node_groups) if cluster else [],
         "caching": bool(cluster and "localModelCache" in cluster.addons),
         "cacheable": not str(get(doc, f"{MODEL}.uri") or "").startswith(("pvc://", "oci://")),

@@ -35,7 +35,7 @@ RULES = granted_rules(render_overlay("production"))
 # --- what the scenario deploys ---------------------------------------------------------------
 
 
-def rendered(name: str, model: dict, domain: bool = False) -> list[dict]:
+def rendered(name: str, model: dict, domain: bool = False, asleep: bool = False) -> list[dict]:
     """What jobs.render makes for a model of acme on a cluster with every add-on."""
     profile = ProfileFacts(
         name="prod",
@@ -66,7 +66,7 @@ def rendered(name: str, model: dict, domain: bool = False) -> list[dict]:
         organization=ORG,
         organization_name="Acme",
     )
-    return render(result.manifest, target, revision=1)
+    return render(result.manifest, target, revision=1, asleep=asleep)
 
 
 def chat() -> list[dict]:
@@ -78,6 +78,12 @@ def chat() -> list[dict]:
         "cache": {"enabled": True, "size": "20Gi"},
     }
     return rendered("llama", model, domain=True)
+
+
+def sleepy(asleep: bool) -> list[dict]:
+    """A chat model with minReplicas 0, awake or asleep (its predictor scaled to zero)."""
+    model = {"uri": f"hf://Qwen/Qwen3-8B:{COMMIT}", "scaling": {"minReplicas": 0}}
+    return rendered("sleepy", model, asleep=asleep)
 
 
 def speech() -> list[dict]:
@@ -152,6 +158,8 @@ class Scenario:
             ("restart", self.restart),
             ("stop", lambda: self.client.stop("llama", NS, organization=ORG)),
             ("start", lambda: self.client.start("llama", NS, organization=ORG)),
+            ("sleep (scale to zero)", lambda: self.client.apply(sleepy(asleep=True))),
+            ("wake", lambda: self.client.apply(sleepy(asleep=False))),
             ("leader election", self.leader_election),
             ("delete", self.delete),
         ]
@@ -178,6 +186,7 @@ class Scenario:
     def apply(self) -> None:
         self.client.apply(chat())
         self.client.apply(speech())
+        self.client.apply(sleepy(asleep=False))
 
     def observe(self) -> None:
         seen = self.client.observe("llama", NS, organization=ORG)
@@ -217,7 +226,7 @@ class Scenario:
         assert elector.try_acquire_or_renew(), "the Lease was not renewed"
 
     def delete(self) -> None:
-        for app in ("llama", "speech"):
+        for app in ("llama", "speech", "sleepy"):
             self.client.delete(app, NS, organization=ORG)
         left = [o for kind in ("InferenceService", "HTTPRoute", "LocalModelCache",
                                "ServingRuntime") for o in self.kube.objects(kind)]  # fmt: skip

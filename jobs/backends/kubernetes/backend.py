@@ -6,6 +6,7 @@ first API object costs about a second, every call after that milliseconds.
 """
 
 import threading
+from dataclasses import replace
 
 from jobs.backends.base import BackendFailed, Observed, Preflight, target_answer
 from jobs.backends.kubernetes.errors import BackendError, Unreachable
@@ -17,10 +18,13 @@ from jobs.backends.kubernetes.kubevirt_client import (
     is_virtual_machine_app,
 )
 from jobs.machine_catalog import gpu_kind_named, kubevirt_device_name, unpermitted_gpu_kinds
+from jobs.manifest.view import FilledManifest
 from jobs.models import Phase
 from jobs.render import render_for_profile, with_revision
 from jobs.status import MachineFacts, derive_status, derive_vm_status
 
+# How far back sleep and wake look for the revision an application runs.
+RECENT_REVISIONS = 20
 _clients: dict[tuple, KServeClient] = {}
 _clients_lock = threading.Lock()
 
@@ -57,6 +61,11 @@ def _org(application) -> str:
 def _desired(manifest: dict) -> int:
     model = manifest["spec"]["source"].get("model") or {}
     return (model.get("scaling") or {}).get("minReplicas", 1)
+
+
+def _awake(manifest: dict) -> int:
+    """The replicas it runs while awake: minReplicas, one for a model that sleeps."""
+    return max(_desired(manifest), 1)
 
 
 class ClusterBackend:
@@ -131,7 +140,7 @@ class ClusterBackend:
         return Observed(
             phase=Phase.UPDATING if application.served_at else Phase.PENDING,
             reason=f"Revision {revision.number} is applied; waiting for the cluster to run it.",
-            desired_replicas=_desired(revision.manifest),
+            desired_replicas=_awake(revision.manifest),
         )
 
     def _then_observe(self, verb: str, application) -> Observed:
@@ -145,10 +154,54 @@ class ClusterBackend:
     def restart(self, application) -> Observed:
         return self._then_observe("restart", application)
 
+    def sleep(self, application) -> Observed:
+        """Scale to zero (scaling.minReplicas 0, idle): apply its current revision rendered
+        asleep, the predictor's minReplicas 0 with autoscalerClass none, so KServe sets its
+        Deployment to zero replicas and no pod holds a GPU; the Service stays, its
+        EndpointSlices empty."""
+        self._apply_current(application, asleep=True)
+        return self.observe(application)
+
+    def wake(self, application) -> Observed:
+        """The first request after a sleep: apply its current revision as deployed (one
+        replica while awake); it reads Running once the predictor's endpoints are ready in
+        its EndpointSlices (awaiting_endpoints), as the reconciler's watches see them."""
+        self._apply_current(application, asleep=False)
+        return Observed(
+            phase=Phase.PENDING,
+            reason=(
+                f"{application.name} is waking: its predictor is scaled back up; it serves "
+                "once a replica is ready."
+            ),
+            endpoint=application.endpoint,
+            desired_replicas=_awake(application.manifest),
+            replica_endpoints=(),
+        )
+
+    def _apply_current(self, application, *, asleep: bool) -> None:
+        # The revision it runs (stamped as deploy stamps it): the latest with its manifest.
+        number = next(
+            (
+                r.number
+                for r in application.revisions.only("number", "manifest")[:RECENT_REVISIONS]
+                if r.manifest == application.manifest
+            ),
+            None,
+        )
+        objects = render_for_profile(
+            application.manifest, self.profile, revision=number, asleep=asleep
+        )
+        try:
+            self.client.apply(objects, prune_kinds=self._prune_kinds(application.manifest))
+        except BackendError as error:
+            raise self._fail(error) from None
+
     def stop(self, application) -> Observed:
         return self._then_observe("stop", application)
 
     def start(self, application) -> Observed:
+        if application.phase == Phase.SLEEPING:  # the page's Start on a model asleep wakes it
+            return self.wake(application)
         return self._then_observe("start", application)
 
     def delete(self, application) -> Observed | None:
@@ -214,13 +267,31 @@ class ClusterBackend:
         return Observed.of(status_of(application, seen.isvc, seen.pods, seen.events))
 
 
+def awaiting_endpoints(application, observed: Observed) -> Observed:
+    """A model that sleeps (minReplicas 0) reads Running only once its predictor's ready
+    endpoints are in its EndpointSlices: what the gateway, which held its requests while it
+    woke, sends them to. Before that it is Loading."""
+    if observed.phase != Phase.RUNNING or observed.replica_endpoints:
+        return observed
+    if FilledManifest(application.manifest).sleep_after_seconds is None:
+        return observed
+    return replace(
+        observed,
+        phase=Phase.LOADING,
+        reason=(
+            f"{observed.reason} Waiting for its ready endpoints in the predictor's "
+            "EndpointSlices, where the gateway sends requests."
+        ).strip(),
+    )
+
+
 def status_of(application, isvc, pods, events, deleting: bool | None = None):
     """derive_status for one application; Deleting while its phase says so (or `deleting`)."""
     return derive_status(
         isvc,
         pods,
         events,
-        desired_replicas=_desired(application.manifest),
+        desired_replicas=_awake(application.manifest),
         deleting=application.phase == Phase.DELETING if deleting is None else deleting,
         gpu_resource=_gpu_resource(application.manifest),
     )

@@ -1038,12 +1038,12 @@ CASES = [
     ),
     # --- scaling ------------------------------------------------------------------------
     (
-        "min-zero",
-        {"scaling.minReplicas": 0},
+        "min-zero-autoscaling-on-kubernetes",
+        {"scaling.minReplicas": 0, "scaling.maxReplicas": 3},
         {},
-        "scaling.minReplicas",
+        "scaling.maxReplicas",
         "r",
-        "0 (scale to zero) runs on a local profile only for now",
+        "3 is above 1 with minReplicas 0 on Kubernetes profile prod-inference",
     ),
     (
         "max-below-min",

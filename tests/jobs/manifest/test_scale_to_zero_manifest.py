@@ -42,7 +42,9 @@ def test_a_model_that_never_sleeps_has_no_scale_to_zero_after():
     assert FilledManifest(result.manifest).sleep_after_seconds is None
 
 
-@pytest.mark.parametrize("value", ["0s", "15", "1d", "15 minutes", 900, "721h", ""])
+@pytest.mark.parametrize(
+    "value", ["0s", "15", "1d", "15 minutes", 900, "721h", "", "9" * 5000 + "h", "1h" * 40]
+)
 def test_what_is_not_a_duration_from_1s_to_720h_is_refused(value):
     result = parsed({"scaling.minReplicas": 0, "scaling.scaleToZeroAfter": value})
     paths = [p.path for p in result.refusals]
@@ -64,10 +66,29 @@ def test_scale_to_zero_after_without_min_replicas_0_is_a_warning():
     assert "spec.source.model.scaling.scaleToZeroAfter" in paths, paths
 
 
-def test_kubernetes_refuses_min_replicas_0_for_now():
+def test_kubernetes_takes_min_replicas_0_at_one_replica_while_awake():
     result = parse(m({"scaling.minReplicas": 0}), context())
-    refusal = next(p for p in result.refusals if p.path.endswith("minReplicas"))
-    assert "local profile only" in refusal.message
+    assert result.ok, [str(p) for p in result.problems()]
+    assert scaling_of(result)["maxReplicas"] == 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "path", "words"),
+    [
+        ({"scaling.maxReplicas": 3}, "scaling.maxReplicas", "does not scale up from zero"),
+        (
+            {"resources.nodesPerReplica": 2, "resources.accelerator.gpu.countPerReplica": 1},
+            "scaling.minReplicas",
+            "worker Deployment",
+        ),
+        ({"runtime.isolation": "VirtualMachine"}, "scaling.minReplicas", "virtual machine"),
+    ],
+)
+def test_what_kubernetes_cannot_scale_to_zero_is_refused_naming_the_field(changes, path, words):
+    result = parse(m({"scaling.minReplicas": 0, **changes}), context())
+    refusal = next((p for p in result.refusals if p.path.endswith(path)), None)
+    assert refusal is not None, [str(p) for p in result.refusals]
+    assert words in refusal.message
 
 
 def test_the_json_schema_describes_the_new_field():
@@ -87,3 +108,30 @@ def test_the_dry_run_says_it_sleeps():
         "the next request wakes it"
     )
     assert scaling_of(parsed({}).manifest) == "fixed at 1 replica"
+
+
+@pytest.mark.parametrize(
+    ("backend", "words"),
+    [
+        ("local", ["After 5m without a request", "processes on this machine stop", "freed"]),
+        (
+            "kubernetes",
+            [
+                "After 5m without a request",
+                "spec.predictor.minReplicas 0 and serving.kserve.io/autoscalerClass none",
+                "Deployment to zero replicas",
+                "none holds a GPU",
+                "KServe 0.15.1 or later in Standard mode",
+                "list and watch EndpointSlices",
+            ],
+        ),
+    ],
+)
+def test_the_dry_run_says_what_sleeping_means_on_the_target(backend, words):
+    from jobs.manifest.describe import sleeping_of
+
+    result = parsed({"scaling.minReplicas": 0, "scaling.scaleToZeroAfter": "5m"})
+    said = sleeping_of(result.manifest, backend)
+    for phrase in words:
+        assert phrase in said, said
+    assert sleeping_of(parsed({}).manifest, backend) == ""
