@@ -214,6 +214,40 @@ def strings(value: Any) -> list[str]:
     return list(value)
 
 
+# rollout.steps: percents of traffic the new revision takes, rising, before it takes all.
+MAX_ROLLOUT_STEPS = 10
+STEPS_ACCEPTS = (
+    f"a list of 1 to {MAX_ROLLOUT_STEPS} rising whole percents from 1 to 99, such as [10, 50] "
+    "(100 follows the last)"
+)
+
+
+def percent_steps(value: Any) -> list[int]:
+    if not isinstance(value, (list, tuple)):
+        raise Reject(f"{given(value)}, not a list of percents", "Write it like [10, 50].")
+    if not 1 <= len(value) <= MAX_ROLLOUT_STEPS:
+        raise Reject(f"{len(value)} steps is not 1 to {MAX_ROLLOUT_STEPS}")
+    out: list[int] = []
+    for index, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise Reject(
+                f"step {index} is {show(item)}, {kind_of(item)}",
+                "Write each step as a whole percent without quotes, like [10, 50].",
+            )
+        if not 1 <= item <= 99:
+            raise Reject(
+                f"step {index} is {item}, outside 1 to 99",
+                "Leave 100 out: the last step is followed by all of the traffic.",
+            )
+        if out and item <= out[-1]:
+            raise Reject(
+                f"step {index} ({item}) is not above the step before it ({out[-1]})",
+                "Write the steps rising, like [10, 50].",
+            )
+        out.append(item)
+    return out
+
+
 def _positive_quantity(value: Any, parse) -> Qty:
     try:
         amount = parse(value)

@@ -167,6 +167,11 @@ def fill(draft: Any, ctx: ManifestContext) -> tuple[dict[str, Any] | None, Facts
         "access": _access(spec["access"]),
         "source": _source(spec["source"], ctx, facts),
     }
+    from . import rollout  # it reads this module's helpers
+
+    filled_rollout = rollout.fill(spec["rollout"])
+    if filled_rollout is not None:  # absent: Replace, and the manifest is as before the field
+        out_spec["rollout"] = filled_rollout
     # The document is ours whatever apiVersion/kind said (those were refused if wrong).
     return {"apiVersion": API_VERSION, "kind": KIND, "spec": out_spec}, facts
 

@@ -26,6 +26,12 @@ _PLAIN: dict[Any, dict[str, Any]] = {
     checks.cpu_quantity: {"type": ["string", "number"]},
     checks.byte_quantity: {"type": ["string", "integer"]},
     checks.uri: {"type": "string"},
+    checks.percent_steps: {
+        "type": "array",
+        "items": {"type": "integer", "minimum": 1, "maximum": 99},
+        "minItems": 1,
+        "maxItems": checks.MAX_ROLLOUT_STEPS,
+    },
     checks.duration: {"type": "string", "pattern": r"^\s*([0-9]+h)?([0-9]+m)?([0-9]+s)?\s*$"},
 }
 

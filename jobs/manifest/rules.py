@@ -11,6 +11,7 @@ from typing import Any
 
 from jobs.kube_names import PREDICTOR_SUFFIX
 
+from . import rollout
 from .capacity import byte_amount, check_capacity, kind_of_gpu
 from .checks import Bad, Qty
 from .context import ManifestContext
@@ -84,6 +85,7 @@ def check(
     _profile(spec, facts, ctx, out)
     _namespace(spec, facts, out)
     _access(spec, facts, ctx, out)
+    rollout.check(spec, facts, out)
     source = spec["source"]
     if isinstance(source, dict):
         _source(source, out)

@@ -16,6 +16,7 @@ from .checks import (
     DNS_LABEL_ACCEPTS,
     DURATION_ACCEPTS,
     INT32_MAX,
+    STEPS_ACCEPTS,
     Bad,
     Reject,
     boolean,
@@ -29,6 +30,7 @@ from .checks import (
     identifier,
     nonempty_text,
     number,
+    percent_steps,
     plain_copy,
     strings,
     uri,
@@ -348,6 +350,38 @@ MODEL = Group(
     }
 )
 
+ROLLOUT_STRATEGIES = ("Replace", "Canary")
+ROLLOUT = Group(
+    {
+        "strategy": Leaf(
+            enum(*ROLLOUT_STRATEGIES),
+            "Replace (the new revision takes every request at once) or Canary",
+            "Canary",
+            default="Replace",
+        ),
+        "steps": Leaf(percent_steps, STEPS_ACCEPTS, "[10, 50]", default="[10, 50] with Canary"),
+        "stepDuration": Leaf(duration, DURATION_ACCEPTS, "10m", default="10m with Canary"),
+        "maxErrorRateIncrease": Leaf(
+            number(0, 1),
+            "a fraction from 0 to 1 (0.02: two more server errors in a hundred requests)",
+            "0.02",
+            default="0.02 with Canary",
+        ),
+        "maxLatencyIncrease": Leaf(
+            number(0, 100),
+            "a fraction from 0 to 100 (0.25: a quarter slower)",
+            "0.25",
+            default="0.25 with Canary",
+        ),
+        "minRequests": Leaf(
+            whole(1, 1_000_000),
+            "a whole number from 1 to 1000000",
+            "100",
+            default="100 with Canary",
+        ),
+    }
+)
+
 SPEC = Group(
     {
         "name": Leaf(dns_label, DNS_LABEL_ACCEPTS, "bge-embed", required=True),
@@ -358,6 +392,7 @@ SPEC = Group(
             dns_label, DNS_LABEL_ACCEPTS, "ml-serving", default="the profile's namespace"
         ),
         "syncType": Leaf(enum(*SYNC_TYPES), "Auto or Manual", "Auto", default="Auto"),
+        "rollout": ROLLOUT,
         "access": Group(
             {
                 "exposure": Leaf(
