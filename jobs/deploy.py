@@ -20,6 +20,7 @@ from jobs.lifecycle import record_status
 from jobs.manifest.view import FilledManifest
 from jobs.models import Application, Event, Phase, Profile, Revision
 from jobs.render import APP_LABEL, RenderError, render_for_profile
+from jobs.rollouts import steps as rollouts
 
 __all__ = ["DryRun", "dry_run", "manifest_context"]  # the dry run lives in jobs.dry_run
 
@@ -119,6 +120,8 @@ def _save(run: DryRun, membership, *, create_only: bool) -> Applied:
             raise _already_exists(spec["name"])
         if application is not None and application.manifest == run.manifest:
             return Applied(application, None, run, created=False)
+        if application is not None:
+            _no_rollout_under_way(application, "save a new revision")
         created = application is None
         profile = Profile.objects.get(organization=organization, name=spec["profileName"])
         now = timezone.now()
@@ -160,14 +163,36 @@ def _record(application, reason: str, message: str, kind=Event.Kind.NORMAL) -> N
     Event.objects.create(application=application, reason=reason, message=message, kind=kind)
 
 
+def _no_rollout_under_way(application: Application, verb: str) -> None:
+    rollout = rollouts.active_rollout(application)
+    if rollout is not None:
+        raise ActionError(
+            application.name,
+            f"cannot {verb}: revision {rollout.canary_revision} is being rolled out as a "
+            f"canary beside revision {rollout.stable_revision} ({rollout.state}). Promote it "
+            f"(app promote {application.name}) or abort it (app abort {application.name}) "
+            "first.",
+            status=409,
+        )
+
+
 def deploy(
-    application: Application, revision: Revision | None = None, objects: list | None = None
+    application: Application,
+    revision: Revision | None = None,
+    objects: list | None = None,
+    *,
+    canary: bool = True,
 ) -> Revision:
     """Hand a revision (the latest by default) to the profile's cluster backend, then record
     the outcome. Call it outside a transaction: the backend call can take seconds. `objects`:
     what the dry run of the revision's manifest rendered (DryRun.objects), so the backend
-    does not render it again; None when no dry run was made (deploy the latest)."""
+    does not render it again; None when no dry run was made (deploy the latest). A manifest
+    with spec.rollout.strategy Canary starts a rollout (jobs/rollouts) beside the revision
+    serving now, unless `canary` is False (a rollback replaces at once)."""
     revision = revision or application.revisions.order_by("-number").first()
+    stable = rollouts.wants_canary(application, revision) if canary else None
+    if stable is not None:
+        return _deploy_canary(application, revision, stable)
     try:
         observed = backend_for(application.profile).apply(application, revision, objects=objects)
     except BackendFailed as failure:
@@ -184,6 +209,23 @@ def deploy(
         _record_outcome(application, revision, Revision.Outcome.FAILED, reason, observed)
         raise
     _record_outcome(application, revision, Revision.Outcome.APPLIED, "", observed)
+    return revision
+
+
+def _deploy_canary(application: Application, revision: Revision, stable: Revision) -> Revision:
+    """The revision starts beside the stable one, which keeps serving (its status stays)."""
+    try:
+        rollouts.start(application, revision, stable)
+    except BackendFailed as failure:
+        outcome, message = Revision.Outcome.FAILED, f"{failure.reason} {failure.next_step}"
+    else:
+        outcome = Revision.Outcome.APPLIED
+        message = f"Canary beside revision {stable.number}, judged step by step."
+    with transaction.atomic():
+        revision.outcome, revision.message = outcome, message
+        revision.save(update_fields=["outcome", "message"])
+        application.deployed_at = timezone.now()
+        application.save(update_fields=["deployed_at"])
     return revision
 
 
@@ -215,6 +257,7 @@ def _min_replicas(manifest: dict) -> int:
 
 def deploy_latest(application: Application, membership) -> Revision:
     membership = as_deployer(membership).membership
+    _no_rollout_under_way(application, "deploy")
     revision = deploy(application)
     audit.record(
         application.organization,
@@ -239,6 +282,7 @@ def rollback(application: Application, number: int, membership) -> Applied:
             f"{application.name} has no revision {number}; its history has revisions "
             f"{min(numbers)} to {max(numbers)}. Pick one of those.",
         )
+    _no_rollout_under_way(application, "roll back")
     if target.manifest == application.manifest:
         raise ActionError(
             "revision",
@@ -262,7 +306,7 @@ def rollback(application: Application, number: int, membership) -> Applied:
             "RolledBack",
             f"Revision {revision.number} rolls back to revision {number}, by {membership.user}.",
         )
-    deploy(application, revision, run.objects or None)
+    deploy(application, revision, run.objects or None, canary=False)
     audit.record(
         application.organization,
         membership.user,

@@ -71,6 +71,12 @@ def record_deleted(application: Application) -> None:
     _announce(application, group, deleted=True)
 
 
+def announce(application: Application) -> None:
+    """Tell the application's live pages to read it again (a change not of its status: a
+    Canary rollout's step, say), after the commit."""
+    _announce(application)
+
+
 def _announce(application: Application, group: str | None = None, deleted: bool = False) -> None:
     """To the application's live pages and to its organisation's dashboards, once what was
     saved is committed: a page reads the application again when told, and read before the

@@ -271,6 +271,9 @@ class Revision(models.Model):
     outcome = models.CharField(max_length=32, choices=Outcome.choices, default=Outcome.PENDING)
     message = models.TextField(blank=True)
     rolled_back_from = models.PositiveIntegerField(null=True, blank=True)
+    # What a Canary rollout made of it (jobs/rollouts): empty for a revision that replaced the
+    # one before at once.
+    release = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         constraints = [
@@ -282,6 +285,63 @@ class Revision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.application.name} revision {self.number}"
+
+
+class Rollout(models.Model):
+    """A Canary rollout: the canary revision serving a share of the requests beside the stable
+    one, step by step, until it is promoted (the stable one stops) or rolled back (the canary
+    stops). Everything the reconciler and the gateway need is here, never in a process's
+    memory: a restarted gateway keeps the split, a restarted reconciler the judge's state."""
+
+    class State(models.TextChoices):
+        STARTING = "Starting"  # the canary's replicas are starting; no share yet
+        PROGRESSING = "Progressing"  # serving steps[step] percent, judged at the step's end
+        PROMOTING = "Promoting"  # the canary takes every request while the stable one becomes it
+        PROMOTED = "Promoted"
+        ROLLED_BACK = "RolledBack"  # by the judge, or a canary that failed to start
+        ABORTED = "Aborted"  # by hand
+
+    ACTIVE = (State.STARTING, State.PROGRESSING, State.PROMOTING)
+
+    application = models.ForeignKey(Application, on_delete=models.CASCADE, related_name="rollouts")
+    stable_revision = models.PositiveIntegerField()
+    canary_revision = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.STARTING)
+    # The plan it runs by (jobs.manifest.rollout.RolloutPlan.as_dict), fixed at its start.
+    plan = models.JSONField(default=dict)
+    step = models.PositiveIntegerField(default=0)  # index into plan["steps"]
+    weight = models.PositiveIntegerField(default=0)  # percent of requests to the canary now
+    step_started_at = models.DateTimeField(null=True, blank=True)
+    canary_phase = models.CharField(max_length=16, blank=True, default="")
+    canary_reason = models.TextField(blank=True, default="")
+    # The canary's ready replicas' base URLs, which the gateway splits to.
+    canary_endpoints = models.JSONField(default=list, blank=True)
+    # Each decision: {"at", "step", "weight", "decision", "by", "reason", "figures"}.
+    decisions = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # The canary's processes are gone (after the gateway stopped sending it requests).
+    canary_removed = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["application"],
+                condition=models.Q(state__in=["Starting", "Progressing", "Promoting"]),
+                name="one_active_rollout_per_application",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.application.name}: revision {self.canary_revision} over "
+            f"{self.stable_revision} ({self.state})"
+        )
+
+    @property
+    def active(self) -> bool:
+        return self.state in self.ACTIVE
 
 
 class Event(models.Model):
@@ -387,6 +447,8 @@ class UsageMinute(models.Model):
         db_constraint=False,
         related_name="usage_minutes",
     )
+    # The revision that answered, during a Canary rollout (jobs/rollouts); null otherwise.
+    revision = models.PositiveIntegerField(null=True, blank=True)
     requests = models.PositiveIntegerField(default=0)
     errors_4xx = models.PositiveIntegerField(default=0)
     errors_5xx = models.PositiveIntegerField(default=0)

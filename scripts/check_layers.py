@@ -43,6 +43,8 @@ PURE_CORES = (
     "jobs.gateway.speech",
     "jobs.gateway.errors",
     "jobs.gateway.replica_choice",
+    "jobs.gateway.split",
+    "jobs.rollouts.judge",
     "jobs.usage.counters",
     "jobs.usage.histogram",
     "jobs.usage.cost",

@@ -32,7 +32,7 @@ spec:
 # an operator allows the flags of a server other than vLLM (SERVEDECK_EXTRA_ENGINE_FLAGS).
 STAND_IN_FLAGS = (
     "--startup-delay=float --crash-after=float --fail-on-start=bool --ignore-sigterm=bool "
-    "--spawn-worker=bool --stream-delay=float"
+    "--spawn-worker=bool --stream-delay=float --answer-delay=float --error-rate=float"
 )
 
 

@@ -21,7 +21,7 @@ import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
-from . import dialects, media, prompt, replica_choice, request, speech, upstream_failures
+from . import dialects, media, prompt, replica_choice, request, speech, split, upstream_failures
 from .errors import UNAUTHORIZED, GatewayError, bounded
 from .limits import LocalLimiter, Refused
 from .metering import Meter, RequestRecord
@@ -90,6 +90,7 @@ class Exchange:
     complete: bool = False  # the last byte of the answer is being sent
     events: EventFilter | None = None  # a stream's counts of what it sent, once it began
     reply: Any = None  # the send a held stream answers through (waking.py), else None
+    revision: int | None = None  # the revision that answered, during a Canary rollout
 
 
 class Gateway:
@@ -230,6 +231,7 @@ class Gateway:
             prompt_tokens=ex.prompt_tokens,
             completion_tokens=ex.completion_tokens,
             failed_in_stream=ex.failed_in_stream,
+            revision=ex.revision,
         )
 
     async def serve(self, ex: Exchange, scope, receive, send) -> None:
@@ -352,6 +354,8 @@ class Gateway:
         # The replica: by the prompt's prefix and the replicas' loads (replica_choice.py),
         # another one when it failed before anything reached the client (replicas.py).
         affinity = replica_choice.affinity_key(path, obj) if is_json else None
+        # During a Canary rollout, the revision: sticky per key and conversation (split.py).
+        routed, ex.revision = split.pick(target, key.id, affinity)
         try:
             if plan is not None:
 
@@ -364,7 +368,7 @@ class Gateway:
                     url = _url(upstream, path)
                     await self.forward(ex, url, body, headers, stream, events, receive, send)
 
-            await self.router.send(target, affinity, call, lambda: ex.status != 0)
+            await self.router.send(routed, affinity, call, lambda: ex.status != 0)
         finally:
             try:
                 if ex.events is not None:  # whichever way the stream ended

@@ -57,6 +57,7 @@ class RequestRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     failed_in_stream: bool = False  # an error arrived inside a 200 stream: counts as failure
+    revision: int | None = None  # the revision that answered, during a Canary rollout
 
 
 _ZERO_ROW = (0,) * c.WIDTH
@@ -95,11 +96,12 @@ class Meter:
         self._lock = threading.Lock()  # guards _pending (held briefly)
         self._totals_lock = threading.Lock()  # guards _totals; taken before _lock
         self._flush_lock = threading.Lock()  # one flush at a time, the exit's included
-        # (org, app, key, minute, route, status // 100) -> counters in COUNTER_FIELDS order
+        # (org, app, key, minute, route, status // 100, revision) -> counters in COUNTER_FIELDS
+        # order (revision: None but during a Canary rollout)
         self._pending: dict[tuple, list] = {}
         # (app, route, status // 100) -> counters since the process started, for /metrics
         self._totals: dict[tuple, list] = {}
-        # (org, app, key, minute) -> counters a failed write left, for the next flush
+        # (org, app, key, minute, revision) -> counters a failed write left, for the next flush
         self._unwritten: dict[tuple, list] = {}
         self._names: dict[int, str] = {}  # application id -> name, for /metrics labels
         # application id -> its latest request (epoch seconds) since the last flush, which
@@ -142,6 +144,7 @@ class Meter:
             int(rec.at // 60) * 60,
             rec.route,
             status // 100,
+            rec.revision,
         )
         with self._lock:
             if rec.application_id is not None:
@@ -257,7 +260,7 @@ class Meter:
                     latest.update((application_id, now) for application_id in self._active)
                 _fold(swapped, self._totals, lambda k: (k[1], k[4], k[5]))
             batch, self._unwritten = self._unwritten, {}
-            _fold(swapped, batch, lambda k: k[:4])
+            _fold(swapped, batch, lambda k: (*k[:4], k[6]))
             if not batch:
                 if latest and self._write is None:  # only answers still in progress
                     self._record_latest(latest)

@@ -1,6 +1,7 @@
 """Changes of applications that the gateway caches (phase, reason, endpoint, replicas, manifest,
-name) bump the change counter; every cached change also nudges other gateway processes through
-Redis pub/sub when REDIS_URL is set (after the commit, so they read the new rows)."""
+name, a Canary rollout's split) bump the change counter; every cached change also nudges other
+gateway processes through Redis pub/sub when REDIS_URL is set (after the commit, so they read
+the new rows)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
 
 from accesspolicies.models import AccessPolicy, APIKey, ChangeCounter, VerifiedDomain
-from jobs.models import Application
+from jobs.models import Application, Rollout
 
 from .snapshot import NUDGE_CHANNEL
 
@@ -77,7 +78,15 @@ def _application_deleted(sender, **kwargs) -> None:
     transaction.on_commit(nudge)
 
 
+def _rollout_changed(sender, **kwargs) -> None:
+    """A rollout's split (weight, state, the canary's replicas) is part of its route."""
+    ChangeCounter.bump()
+    transaction.on_commit(nudge)
+
+
 def connect() -> None:
+    post_save.connect(_rollout_changed, sender=Rollout, dispatch_uid="gateway-rollout-save")
+    post_delete.connect(_rollout_changed, sender=Rollout, dispatch_uid="gateway-rollout-del")
     pre_save.connect(_remember_routed, sender=Application, dispatch_uid="gateway-app-pre")
     post_save.connect(_application_saved, sender=Application, dispatch_uid="gateway-app-save")
     post_delete.connect(_application_deleted, sender=Application, dispatch_uid="gateway-app-del")

@@ -30,6 +30,7 @@ from accesspolicies.secrets import API_KEY
 from jobs.kube_names import predictor_url
 from jobs.manifest.view import dig
 
+from . import split
 from .errors import GatewayError
 
 logger = logging.getLogger(__name__)
@@ -93,6 +94,8 @@ class Route:
     # and its recent wakes' mean time in seconds (None before its first), for Retry-After.
     sleeps: bool = False
     wake_seconds: float | None = None
+    # A Canary rollout's split (split.py), None without one.
+    canary: Any = None
 
     @property
     def running(self) -> bool:
@@ -297,7 +300,7 @@ def load_snapshot(version: int = -1) -> Snapshot:
     from django.utils import timezone
 
     from accesspolicies.models import AccessPolicy, APIKey, VerifiedDomain
-    from jobs.models import Application
+    from jobs.models import Application, Rollout
 
     now = timezone.now()
     snap = Snapshot(version=version)
@@ -339,6 +342,9 @@ def load_snapshot(version: int = -1) -> Snapshot:
         for d in VerifiedDomain.objects.filter(verified_at__isnull=False)
     }
     wake_times = _wake_times()
+    rollouts = {
+        r.application_id: r for r in Rollout.objects.filter(state__in=Rollout.ACTIVE).order_by()
+    }
     for app in Application.objects.select_related("profile__cluster"):
         spec = dig(app.manifest, "spec") or {}
         access = spec.get("access") if isinstance(spec.get("access"), dict) else {}
@@ -369,6 +375,16 @@ def load_snapshot(version: int = -1) -> Snapshot:
             sleeps=dig(spec, "source", "model", "scaling", "minReplicas") == 0,
             wake_seconds=wake_times.get(app.pk),
         )
+        rollout = rollouts.get(app.pk)
+        if rollout is not None:
+            route = split.with_rollout(
+                route,
+                rollout.stable_revision,
+                rollout.canary_revision,
+                rollout.weight,
+                rollout.canary_endpoints or [],
+                rollout.state,
+            )
         snap.routes[(app.organization_id, app.name)] = route
         domain = access.get("domain")
         exposed = access.get("exposure") == "Domain" and isinstance(domain, str)

@@ -11,8 +11,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from .checks import Bad, duration_seconds
-from .defaults import Facts, ok, plain
 from .problems import Out, show
+
+
+def ok(value: Any) -> bool:  # as defaults.ok (which imports this module)
+    return value is not None and not isinstance(value, Bad)
+
+
+def plain(value: Any) -> Any:  # the block's values are plain already (text, numbers, a list)
+    if isinstance(value, Bad):
+        return value.raw
+    return list(value) if isinstance(value, tuple) else value
+
 
 PATH = "spec.rollout"
 DEFAULT_STEPS = (10, 50)
@@ -52,7 +62,7 @@ def fill(rollout: Any) -> Any:
     return out
 
 
-def check(spec: dict[str, Any], facts: Facts, out: Out) -> None:
+def check(spec: dict[str, Any], facts: Any, out: Out) -> None:
     rollout = spec.get("rollout")
     if not isinstance(rollout, dict):
         return

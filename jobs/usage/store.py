@@ -19,23 +19,35 @@ from jobs.models import UsageMinute
 from jobs.usage.counters import COUNTER_FIELDS, figures
 from jobs.usage.readers import SUMS, sums_of
 
-# (organization_id, application_id, api_key_id, minute as epoch seconds)
-Key = tuple[int | None, int | None, int | None, int]
+# (organization_id, application_id, api_key_id, minute as epoch seconds, revision); the
+# revision is None but during a Canary rollout (a 4-tuple is read as revision None)
+Key = tuple
 
 
-def scope_of(organization_id: int | None, application_id: int | None, key_id: int | None) -> str:
+def scope_of(
+    organization_id: int | None,
+    application_id: int | None,
+    key_id: int | None,
+    revision: int | None = None,
+) -> str:
     def part(value: int | None) -> str:
         return "-" if value is None else str(value)
 
-    return f"o{part(organization_id)}.a{part(application_id)}.k{part(key_id)}"
+    scope = f"o{part(organization_id)}.a{part(application_id)}.k{part(key_id)}"
+    return scope if revision is None else f"{scope}.r{revision}"
+
+
+def _parts(key: tuple) -> tuple:
+    org, app, api_key, minute = key[:4]
+    return org, app, api_key, minute, (key[4] if len(key) > 4 else None)
 
 
 def minute_at(epoch_seconds: int) -> datetime:
     return datetime.fromtimestamp(epoch_seconds, tz=UTC)
 
 
-ID_FIELDS = ("minute", "scope", "organization_id", "application_id", "api_key_id")
-# Rows per statement: 500 x 31 parameters stays under SQLite's and PostgreSQL's limits.
+ID_FIELDS = ("minute", "scope", "organization_id", "application_id", "api_key_id", "revision")
+# Rows per statement: 500 x 32 parameters stays under SQLite's and PostgreSQL's limits.
 ROWS_PER_STATEMENT = 500
 
 
@@ -89,8 +101,8 @@ def write(batch: Mapping[Key, list]) -> None:
     postgres = connection.vendor == "postgresql"
     adapt = (lambda value: value) if postgres else connection.ops.adapt_datetimefield_value
     rows = [
-        (adapt(minute_at(minute)), scope_of(org, app, key), org, app, key, *counters)
-        for (org, app, key, minute), counters in batch.items()
+        (adapt(minute_at(minute)), scope_of(org, app, key, rev), org, app, key, rev, *counters)
+        for (org, app, key, minute, rev), counters in ((_parts(k), v) for k, v in batch.items())
     ]
     with transaction.atomic(), connection.cursor() as cursor:
         if postgres:
@@ -108,7 +120,7 @@ def latest_minute_per_application(batch: Iterable[Key]) -> dict[int, dict[str, A
     """For each application in `batch`: its name and the figures of the latest minute the batch
     touched, summed over keys (what a live overview shows after this flush)."""
     latest: dict[int, int] = {}
-    for _org, app, _key, minute in batch:
+    for _org, app, _key, minute, _revision in map(_parts, batch):
         if app is not None and minute > latest.get(app, -1):
             latest[app] = minute
     if not latest:

@@ -6,7 +6,7 @@ deterministic text and vectors, and logs one line per request to stdout like uvi
 
     python tests/fakes/model_server.py --port P --served-model-name NAME
         [--startup-delay S] [--crash-after S] [--fail-on-start] [--ignore-sigterm] [--spawn-worker]
-        [--stream-delay S] [--answer-delay S] [--api-key KEY]
+        [--stream-delay S] [--answer-delay S] [--api-key KEY] [--error-rate R]
         [--runtime vllm|parakeet|infinity|faster-whisper]
         [vLLM engine arguments, logged and mostly ignored]
 
@@ -90,6 +90,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "--answer-delay", type=float, default=0.0, help="seconds before each chat answer"
     )
     parser.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY")
+    parser.add_argument(
+        "--error-rate",
+        type=float,
+        default=0.0,
+        help="answer this fraction of the model requests with a 500, evenly (every 20th at 0.05)",
+    )
     parser.add_argument(
         "--runtime", default="vllm", choices=["vllm", "parakeet", "infinity", "faster-whisper"]
     )
@@ -260,6 +266,9 @@ class ModelServer(ThreadingHTTPServer):
         self.requests: list[dict[str, Any]] = []
         self.prefixes: set[str] = set()
         self.answer_delay = args.answer_delay
+        self.error_rate = args.error_rate
+        self.answered = 0  # model requests so far, which --error-rate fails a share of
+        self.answered_lock = threading.Lock()
         self.created = int(time.time())
         self.max_model_len = engine_option(engine_args, "--max-model-len", DEFAULT_MAX_MODEL_LEN)
         self.metrics = Metrics(engine_option(engine_args, "--max-num-seqs", DEFAULT_MAX_NUM_SEQS))
@@ -450,11 +459,21 @@ class Handler(BaseHTTPRequestHandler):
             if self.fault == "hang":
                 self.hang()
                 return
-            if self.fault == "crash":
+            if self.fault == "crash" or self.injected_error():
                 raise RequestError(500, "the engine crashed")
             route(body)
         except RequestError as error:
             self.send_error_json(error)
+
+    def injected_error(self) -> bool:
+        """--error-rate: request n fails when n * rate passes a whole number (deterministic)."""
+        rate = self.server.error_rate
+        if rate <= 0 or self.path.split("?", 1)[0] == "/tokenize":
+            return False
+        with self.server.answered_lock:
+            self.server.answered += 1
+            n = self.server.answered
+        return math.floor(n * rate + 1e-9) > math.floor((n - 1) * rate + 1e-9)
 
     def form_fields(self, raw: bytes) -> dict[str, bytes] | None:
         """The fields of a multipart/form-data body by name, or None when it is not one."""

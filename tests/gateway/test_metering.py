@@ -138,7 +138,7 @@ def test_token_figures_that_are_not_numbers_count_as_zero():
     assert only_row([rec])["prompt_tokens"] == 0
 
 
-def test_rows_are_keyed_by_organisation_application_key_and_minute():
+def test_rows_are_keyed_by_organisation_application_key_minute_and_revision():
     records = [
         RequestRecord(at=AT, status=200, latency_ms=1, organization_id=1, application_id=2),
         RequestRecord(
@@ -154,10 +154,10 @@ def test_rows_are_keyed_by_organisation_application_key_and_minute():
     ]
     batch = flushed(records)
     assert {key: counts[c.REQUESTS] for key, counts in batch.items()} == {
-        (1, 2, None, MINUTE): 1,
-        (1, 2, 3, MINUTE): 2,
-        (1, 2, 3, MINUTE + 60): 1,
-        (None, None, None, MINUTE): 1,
+        (1, 2, None, MINUTE, None): 1,
+        (1, 2, 3, MINUTE, None): 2,
+        (1, 2, 3, MINUTE + 60, None): 1,
+        (None, None, None, MINUTE, None): 1,
     }
 
 
@@ -323,7 +323,7 @@ def test_a_failed_flush_keeps_its_counts_for_the_next():
     meter.record(rec)
     assert meter.flush() is True
     assert [{k: v[c.REQUESTS] for k, v in b.items()} for b in database.written] == [
-        {(None, 1, None, MINUTE): 3}
+        {(None, 1, None, MINUTE, None): 3}
     ]
     assert meter.failed_flushes == 2 and meter.flushes == 1 and meter.dropped_requests == 0
 

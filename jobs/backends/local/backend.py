@@ -71,7 +71,34 @@ class LocalBackend:
     def observe(self, application) -> Observed:
         return Observed.of(self.runner.observe(application.name))
 
+    # -- a Canary rollout: the canary's replicas beside the stable ones (jobs/rollouts)
 
+    def _canary_runner(self) -> LocalRunner:
+        return local_runner(self.profile.organization.slug + CANARY_SUFFIX)
+
+    def apply_canary(self, application, revision) -> Observed:
+        """Start `revision`'s replicas beside the running ones, which keep serving."""
+        try:
+            status = self._canary_runner().apply(
+                application.name, revision.manifest, revision.number
+            )
+        except LocalRefused as refused:
+            raise BackendFailed(
+                " ".join(refused.refusals), "Fix the manifest or the machine, then deploy again."
+            ) from None
+        return Observed.of(status)
+
+    def observe_canary(self, application) -> Observed:
+        return Observed.of(self._canary_runner().observe(application.name))
+
+    def remove_canary(self, application) -> None:
+        self._canary_runner().delete(application.name)
+
+
+# A Canary rollout's replicas run under a runner of their own, in a state folder beside the
+# organisation's ("<slug>~canary": "~" is in no organisation's slug), so the canary has the
+# application's own name, and the machine's GPU ledger and downloads are shared.
+CANARY_SUFFIX = "~canary"
 _local_lock = threading.Lock()
 _local_runners: dict[str, LocalRunner] = {}
 
@@ -84,7 +111,9 @@ def local_runner(organization_slug: str) -> LocalRunner:
         if organization_slug not in _local_runners:
             state = settings.SERVEDECK_LOCAL_STATE_DIR / organization_slug
             private_dir(state)
-            token_for = functools.partial(application_token, organization_slug)
+            token_for = functools.partial(
+                application_token, organization_slug.removesuffix(CANARY_SUFFIX)
+            )
             _local_runners[organization_slug] = LocalRunner(state, token_for=token_for)
         return _local_runners[organization_slug]
 
