@@ -15,7 +15,7 @@ from jobs import deploy as verbs
 from jobs.access import application_to_change, as_deployer, get_application
 from jobs.manifest.json_schema import manifest_json_schema
 from jobs.models import Application, Phase
-from jobs.present import described, dry_run_body, local_profile_note, summary
+from jobs.present import described, dry_run_body, local_profile_note, rollout_body, summary
 from jobs.present import history as revision_history
 from jobs.render import RenderError, to_json, to_yaml
 
@@ -98,6 +98,7 @@ class RevisionOut(Schema):
     outcome: str
     message: str
     rolledBackFrom: int | None
+    release: str = ""  # a Canary rollout's mark: Canary, Promoted, Rolled back, Aborted
     manifest: dict
 
 
@@ -246,6 +247,53 @@ def _operation(verb: str, summary: str):
 _operation("restart", "Replace the replicas; storage, caches and settings stay")
 _operation("stop", "Stop serving and free the GPUs; the configuration stays")
 _operation("start", "Start a stopped application again")
+
+
+class RolloutOut(Schema):
+    state: str
+    stableRevision: int
+    canaryRevision: int
+    weight: int
+    step: int
+    steps: list[int]
+    stepStartedAt: datetime | None
+    canaryPhase: str
+    decisions: list[dict]
+
+
+@router.get(
+    "/{name}/rollout",
+    response={200: RolloutOut, **errors(404)},
+    summary="The latest Canary rollout: its split, step and decisions",
+)
+def rollout(request, name: str):
+    application = get_application(request.auth, name)
+    found = application.rollouts.order_by("-created_at", "-id").first()
+    if found is None:
+        raise HttpError(
+            404,
+            f"{name} has had no Canary rollout; deploy a manifest with spec.rollout.strategy "
+            "Canary to start one.",
+        )
+    return rollout_body(found)
+
+
+def _decide(verb: str, summary: str):
+    @router.post(
+        f"/{{name}}/{verb}",
+        response={200: RolloutOut, **errors(400, 409)},
+        summary=summary,
+        operation_id=verb,
+    )
+    def decide(request, name: str):
+        application, deployer = application_to_change(request.auth, name)
+        return rollout_body(getattr(verbs, verb)(application, deployer))
+
+    return decide
+
+
+_decide("promote", "Promote a Canary rollout's canary to every request now")
+_decide("abort", "Abort a Canary rollout: the canary stops, the stable revision takes all")
 
 
 @router.post("/{name}/deploy", response=ApplicationOut, summary="Deploy the latest revision")

@@ -318,6 +318,25 @@ def rollback(application: Application, number: int, membership) -> Applied:
     return Applied(application, revision, run, created=False)
 
 
+def promote(application: Application, membership):
+    """A Canary rollout's canary to every request now (jobs/rollouts); the old revision stops
+    once it serves them."""
+    membership = as_deployer(membership).membership
+    try:
+        return rollouts.promote(application, membership.user)
+    except rollouts.RolloutError as error:
+        raise ActionError(application.name, error.message, error.status) from None
+
+
+def abort(application: Application, membership):
+    """Stop a Canary rollout's canary; the stable revision takes every request."""
+    membership = as_deployer(membership).membership
+    try:
+        return rollouts.abort(application, membership.user)
+    except rollouts.RolloutError as error:
+        raise ActionError(application.name, error.message, error.status) from None
+
+
 def _operate(verb: str, application: Application, membership) -> Observed:
     membership = as_deployer(membership).membership
     try:

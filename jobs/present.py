@@ -28,10 +28,28 @@ def history(app: Application) -> list[dict]:
             "outcome": r.outcome,
             "message": r.message,
             "rolledBackFrom": r.rolled_back_from,
+            "release": r.release,
             "manifest": r.manifest,
         }
         for r in app.revisions.select_related("created_by")
     ]
+
+
+def rollout_body(rollout) -> dict | None:
+    """A Canary rollout as the API and `app promote|abort` show it (None: there is none)."""
+    if rollout is None:
+        return None
+    return {
+        "state": rollout.state,
+        "stableRevision": rollout.stable_revision,
+        "canaryRevision": rollout.canary_revision,
+        "weight": rollout.weight,
+        "step": rollout.step + 1,
+        "steps": list(rollout.plan.get("steps", [])),
+        "stepStartedAt": rollout.step_started_at,
+        "canaryPhase": rollout.canary_phase,
+        "decisions": list(rollout.decisions),
+    }
 
 
 def described(app: Application) -> dict:

@@ -153,6 +153,8 @@ def history_rows(revisions: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]
     rows = [("REVISION", "WHEN", "WHO", "OUTCOME", "NOTE")]
     for r in revisions:
         note = f"rollback to {r['rolledBackFrom']}" if r.get("rolledBackFrom") else ""
+        if r.get("release"):  # a Canary rollout's mark: Canary, Promoted, Rolled back, Aborted
+            note = f"{note}; {r['release']}" if note else r["release"]
         who = r.get("createdBy") or "-"
         rows.append((str(r["number"]), when(r["createdAt"]), who, r["outcome"], note))
     return rows

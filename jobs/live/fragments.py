@@ -25,6 +25,7 @@ from django.template.loader import render_to_string
 from jobs.models import Application, UsageMinute
 from jobs.overview import serving_metrics
 from jobs.reconciler.sleeping import wake_summary
+from jobs.rollouts.view import rollout_view
 from jobs.status.phases import Phase, elapsed_text, steps_of
 from jobs.tables import phase_badge, replicas_text, sparkline
 from jobs.usage import charts
@@ -71,6 +72,7 @@ def status_context(application: Application, events: list, now: datetime | None 
         "wakes": wake_summary(application),
         "phase_since": since,
         "phase_elapsed": elapsed_text(seconds),
+        "rollout": rollout_view(application),
     }
 
 
@@ -134,7 +136,10 @@ class Moment:
         if name in ("status", "events"):
             context = {**status_context(application, self.events, self.now), "events": self.events}
             # While on the way to Running, the current step says for how long.
-            moving = name == "status" and context["steps"]
+            # While on the way to Running, the current step says for how long; a Canary
+            # rollout's figures move with its traffic.
+            rolling = context["rollout"] is not None and context["rollout"]["active"]
+            moving = name == "status" and (context["steps"] or rolling)
             return context, EACH_REFRESH if moving else NEVER
         if name == "traffic":
             # The page's charts grow by the newest points (overview.js); the page itself starts

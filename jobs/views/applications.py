@@ -116,6 +116,26 @@ def _operation(verb: str, done: str):
     return operate
 
 
+def _decision(verb: str, done: str):
+    """A Canary rollout's decision by hand (jobs.deploy.promote, abort)."""
+
+    @require_POST
+    def decide(request, name):
+        application, deployer = application_to_change(request.membership, name)
+        try:
+            rollout = getattr(verbs, verb)(application, deployer)
+        except verbs.ActionError as error:
+            messages.error(request, str(error))
+        else:
+            messages.success(request, f"{name}: revision {rollout.canary_revision} {done}")
+        return redirect("jobs:application-detail", name=name)
+
+    decide.__name__ = verb
+    return decide
+
+
+promote = _decision("promote", "is promoted; the old revision stops once it serves every request.")
+abort = _decision("abort", "is aborted; the stable revision takes every request.")
 restart = _operation("restart", "restarting: new replicas replace the old ones.")
 stop = _operation("stop", "stopped; its configuration is kept for Start.")
 start = _operation("start", STARTING)

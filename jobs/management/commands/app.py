@@ -1,4 +1,5 @@
-"""`manage.py app …`: apply, get, list, history, rollback, deploy and delete applications.
+"""`manage.py app …`: apply, get, list, history, rollback, deploy, delete applications, and
+promote or abort a Canary rollout.
 
 The same verbs as the REST API. Refusals print every problem and exit 1; warnings print with
 the word "warning" and exit 0.
@@ -19,8 +20,33 @@ from jobs import deploy as verbs
 from jobs.access import application_to_change, as_deployer, get_application
 from jobs.manifest.bounded import MANIFEST_LIMITS
 from jobs.models import Application
-from jobs.present import described, dry_run_body, history, local_profile_note, summary
+from jobs.present import (
+    described,
+    dry_run_body,
+    history,
+    local_profile_note,
+    rollout_body,
+    summary,
+)
 from jobs.render import RenderError, to_json, to_yaml
+
+# What `app promote|abort` do (a Canary rollout's decisions by hand).
+ROLLOUT_DECISIONS = {
+    "promote": "promote a Canary rollout's canary to every request now",
+    "abort": "abort a Canary rollout: the canary stops, the stable revision takes all",
+}
+
+
+def rollout_lines(verb: str, name: str, rollout: dict) -> list[str]:
+    done = "promoted" if verb == "promote" else "aborted"
+    lines = [
+        f"application/{name} revision {rollout['canaryRevision']} {done}: {rollout['state']}, "
+        f"{rollout['weight']}% of the requests"
+    ]
+    last = rollout["decisions"][-1] if rollout["decisions"] else None
+    if last and last.get("reason"):
+        lines.append(f"  {last['reason']}")
+    return lines
 
 
 class Command(ServeDeckCommand):
@@ -50,6 +76,8 @@ class Command(ServeDeckCommand):
         deploy.add_argument("name")
         for verb, text in OPERATIONS.items():
             add_verb(verbs_, verb, help=text).add_argument("name")
+        for verb, text in ROLLOUT_DECISIONS.items():
+            add_verb(verbs_, verb, help=text).add_argument("name")
         logs = add_verb(verbs_, "logs", help="the last lines of a replica's model server log")
         logs.add_argument("name")
         logs.add_argument("--lines", type=int, default=100, metavar="N", help="1 to 1000")
@@ -68,6 +96,8 @@ class Command(ServeDeckCommand):
             with audit.cli_origin():
                 if verb in OPERATIONS:
                     self.operate(verb, membership, options["name"])
+                elif verb in ROLLOUT_DECISIONS:
+                    self.decide(verb, membership, options["name"])
                 else:
                     getattr(self, f"do_{verb}")(membership, **options)
         except verbs.Refused as refused:
@@ -158,6 +188,10 @@ class Command(ServeDeckCommand):
     def operate(self, verb: str, membership, name: str) -> None:
         observed = getattr(verbs, verb)(*application_to_change(membership, name))
         self._lines(present.operation_lines(verb, name, observed.phase, observed.reason))
+
+    def decide(self, verb: str, membership, name: str) -> None:
+        rollout = getattr(verbs, verb)(*application_to_change(membership, name))
+        self._lines(rollout_lines(verb, name, rollout_body(rollout)))
 
     def do_logs(self, membership, name, lines, replica, **_):
         found = verbs.logs(get_application(membership, name, "deploy"), lines, replica).lines
