@@ -331,3 +331,14 @@ def test_promote_by_hand_skips_the_steps_left(stable, live, deployer):
     rolling.until(lambda: rollout_of(app).state == "Promoted", "the promotion did not finish")
     assert AuditEntry.objects.filter(action="application.promote", actor=deployer.user).exists()
     assert app.revisions.get(number=2).release == "Promoted"
+
+
+def test_deleting_the_application_mid_rollout_stops_the_canary_too(stable, live, deployer):
+    app, key, plain, rolling = stable
+    verbs.apply(canary_manifest("[--answer-delay, '0']"), deployer)
+    canary_endpoint = serving_canary(app, rolling).canary_endpoints[0]
+    backend = backend_for(app.profile)
+    verbs.delete(app, deployer)
+    assert backend.observe_canary(app).phase == "Pending"
+    with pytest.raises(httpx.TransportError):
+        httpx.get(canary_endpoint + "/v1/models", timeout=2)

@@ -67,6 +67,8 @@ class LocalBackend:
 
     def delete(self, application) -> None:
         self.runner.delete(application.name)
+        if self.profile is not None:  # a Canary rollout's replicas go with it
+            self._canary_runner().delete(application.name)
 
     def observe(self, application) -> Observed:
         return Observed.of(self.runner.observe(application.name))
