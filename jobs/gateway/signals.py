@@ -78,8 +78,14 @@ def _application_deleted(sender, **kwargs) -> None:
     transaction.on_commit(nudge)
 
 
-def _rollout_changed(sender, **kwargs) -> None:
+# What a save of a Rollout may touch without changing its route (the judge's waiting notes).
+ROLLOUT_NOT_ROUTED = frozenset({"decisions", "canary_phase", "canary_reason", "canary_removed"})
+
+
+def _rollout_changed(sender, update_fields=None, **kwargs) -> None:
     """A rollout's split (weight, state, the canary's replicas) is part of its route."""
+    if update_fields is not None and set(update_fields) <= ROLLOUT_NOT_ROUTED:
+        return
     ChangeCounter.bump()
     transaction.on_commit(nudge)
 

@@ -202,7 +202,7 @@ def judge_step(rollout: Rollout, plan: RolloutPlan, now: datetime) -> str:
             _decision(rollout, WAIT, "judge", verdict.reason, verdict.figures, now=now)
         else:  # the latest figures, not one more entry per pass
             last.update(reason=verdict.reason, figures=verdict.figures, at=now.isoformat())
-        rollout.save()
+        rollout.save(update_fields=["decisions"])  # the split is unchanged: no gateway reload
         announce(rollout.application)
         return WAIT
     if verdict.decision == ROLL_BACK:

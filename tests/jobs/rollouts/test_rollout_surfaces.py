@@ -146,3 +146,25 @@ def test_manage_py_app_abort(rolling, deployer):
     assert out.getvalue().startswith("application/bge-embed revision 2 aborted: Aborted, 0%")
     with pytest.raises(CommandError, match="no Canary rollout under way"):
         call_command("app", "promote", "bge-embed", "--user", deployer.user.username, stdout=out)
+
+
+def test_a_step_without_enough_requests_waits_and_says_so_once(rolling):
+    from datetime import timedelta
+
+    from accesspolicies.models import ChangeCounter
+    from jobs.rollouts import steps
+
+    app, rollout = rolling
+    due = rollout.step_started_at + timedelta(minutes=11)
+    before = ChangeCounter.read()
+    for _ in range(2):
+        rollout = Rollout.objects.select_related("application").get()
+        assert steps.judge_step(rollout, RolloutPlan.of_dict(rollout.plan), due) == "wait"
+    rollout.refresh_from_db()
+    assert [d["decision"] for d in rollout.decisions] == ["step", "wait"]
+    assert (
+        "revision 1 has answered 90 and revision 2 has answered 10 of the 100"
+        in (rollout.decisions[-1]["reason"])
+    )
+    assert rollout.state == "Progressing" and rollout.weight == 10
+    assert ChangeCounter.read() == before  # the split did not change: no gateway reloads
