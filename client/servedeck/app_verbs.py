@@ -142,6 +142,13 @@ def do_operation(args) -> int:
     return EXIT_OK
 
 
+def do_decision(args) -> int:
+    """`app promote|abort`: a Canary rollout's decision by hand."""
+    answer = console_for(args).post(f"/applications/{segment(args.name)}/{args.verb}")
+    lines(present.rollout_lines(args.verb, args.name, answer))
+    return EXIT_OK
+
+
 def do_deploy(args) -> int:
     console = console_for(args)
     answer = console.post(f"/applications/{segment(args.name)}/deploy")

@@ -209,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in present.OPERATIONS.items():
         op = verb(apps, name, text, f"servedeck app {name} bge-embed", app_verbs.do_operation)
         op.add_argument("name", metavar="NAME")
+    for name, text in present.ROLLOUT_DECISIONS.items():
+        decide = verb(apps, name, text, f"servedeck app {name} bge-embed", app_verbs.do_decision)
+        decide.add_argument("name", metavar="NAME")
     delete = verb(
         apps,
         "delete",

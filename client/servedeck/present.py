@@ -172,6 +172,27 @@ OPERATIONS = {
 }
 
 
+# What `app promote|abort` do (a Canary rollout's decisions by hand).
+ROLLOUT_DECISIONS = {
+    "promote": "promote a Canary rollout's canary to every request now",
+    "abort": "abort a Canary rollout: the canary stops, the stable revision takes all",
+}
+
+
+def rollout_lines(verb: str, name: str, rollout: Mapping[str, Any]) -> list[str]:
+    """`app promote|abort`: the rollout's state and share after it, and the decision's words."""
+    done = "promoted" if verb == "promote" else "aborted"
+    lines = [
+        f"application/{name} revision {rollout['canaryRevision']} {done}: {rollout['state']}, "
+        f"{rollout['weight']}% of the requests"
+    ]
+    decisions = rollout.get("decisions") or []
+    last = decisions[-1] if decisions else None
+    if last and last.get("reason"):
+        lines.append(f"  {last['reason']}")
+    return lines
+
+
 def deployed_lines(name: str, revision: int, outcome: str, reason: str | None) -> list[str]:
     """`app deploy`: the revision it deployed, its outcome, and why when there is a reason."""
     lines = [f"application/{name} revision {revision}: {outcome}"]

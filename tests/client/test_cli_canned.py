@@ -53,3 +53,27 @@ def test_a_redirect_is_refused_and_the_credential_stays_home(console, canned, ve
     assert said.startswith(f"error: the {who} answered 30"), said
     assert f"a redirect to {target}; nothing was sent there." in said, said
     assert elsewhere.seen == [], "the token or API key went along"
+
+
+def test_promote_prints_the_rollout_and_its_decision(console, capsys):
+    console.answer(
+        "POST",
+        "/api/v1/applications/bge-embed/promote",
+        200,
+        {
+            "state": "Promoting",
+            "stableRevision": 1,
+            "canaryRevision": 2,
+            "weight": 100,
+            "step": 2,
+            "steps": [10, 50],
+            "stepStartedAt": None,
+            "canaryPhase": "Running",
+            "decisions": [{"decision": "promote", "by": "user", "reason": "promoted by dan"}],
+        },
+    )
+    assert cli.main(["app", "promote", "bge-embed"]) == 0
+    assert capsys.readouterr().out == (
+        "application/bge-embed revision 2 promoted: Promoting, 100% of the requests\n"
+        "  promoted by dan\n"
+    )

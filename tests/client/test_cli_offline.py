@@ -29,6 +29,7 @@ def test_every_verb_is_listed():
         "login", "logout", "whoami", "context list", "context use", "context remove",
         "app apply", "app get", "app list", "app history", "app rollback", "app restart",
         "app stop", "app start", "app delete", "app logs", "app render", "app deploy",
+        "app promote", "app abort",
         "status", "check", "key create", "key list", "key revoke", "key rotate", "chat",
         "complete", "embed", "transcribe", "completion",
     }  # fmt: skip

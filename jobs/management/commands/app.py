@@ -12,7 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.management.base import CommandError
 from django.http import Http404
 from servedeck import present
-from servedeck.present import OPERATIONS, dump
+from servedeck.present import OPERATIONS, ROLLOUT_DECISIONS, dump, rollout_lines
 
 from accesspolicies import audit
 from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
@@ -29,24 +29,6 @@ from jobs.present import (
     summary,
 )
 from jobs.render import RenderError, to_json, to_yaml
-
-# What `app promote|abort` do (a Canary rollout's decisions by hand).
-ROLLOUT_DECISIONS = {
-    "promote": "promote a Canary rollout's canary to every request now",
-    "abort": "abort a Canary rollout: the canary stops, the stable revision takes all",
-}
-
-
-def rollout_lines(verb: str, name: str, rollout: dict) -> list[str]:
-    done = "promoted" if verb == "promote" else "aborted"
-    lines = [
-        f"application/{name} revision {rollout['canaryRevision']} {done}: {rollout['state']}, "
-        f"{rollout['weight']}% of the requests"
-    ]
-    last = rollout["decisions"][-1] if rollout["decisions"] else None
-    if last and last.get("reason"):
-        lines.append(f"  {last['reason']}")
-    return lines
 
 
 class Command(ServeDeckCommand):
