@@ -320,6 +320,9 @@ class Rollout(models.Model):
     decisions = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Promoting: the stable replicas are being replaced by the canary's revision (once the
+    # gateway processes sent every request to the canary for a moment).
+    stable_replaced = models.BooleanField(default=False)
     # The canary's processes are gone (after the gateway stopped sending it requests).
     canary_removed = models.BooleanField(default=False)
 

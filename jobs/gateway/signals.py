@@ -79,7 +79,9 @@ def _application_deleted(sender, **kwargs) -> None:
 
 
 # What a save of a Rollout may touch without changing its route (the judge's waiting notes).
-ROLLOUT_NOT_ROUTED = frozenset({"decisions", "canary_phase", "canary_reason", "canary_removed"})
+ROLLOUT_NOT_ROUTED = frozenset(
+    {"decisions", "canary_phase", "canary_reason", "canary_removed", "stable_replaced"}
+)
 
 
 def _rollout_changed(sender, update_fields=None, **kwargs) -> None:

@@ -156,9 +156,7 @@ def advance(rollout: Rollout, now: datetime) -> None:
     application = rollout.application
     plan = RolloutPlan.of_dict(rollout.plan)
     if rollout.state == Rollout.State.PROMOTING:
-        application.refresh_from_db()
-        if application.phase == Phase.RUNNING and application.ready_replicas:
-            _end(rollout, Rollout.State.PROMOTED, "system", "", {}, now=now)
+        _replace_stable(rollout, now)
         return
     observed = backend_for(application.profile).observe_canary(application)
     endpoints = list(observed.replica_endpoints or ())
@@ -237,7 +235,7 @@ def _promote(rollout, plan: RolloutPlan, by: str, reason: str, figures, now, *, 
 
 def _promote_fully(rollout, by: str, reason: str, figures, now, *, user=None):
     """Every request to the canary while the stable replicas are replaced by its revision (the
-    old revision stops); the rollout ends when they serve (advance, Promoting)."""
+    old revision stops: _replace_stable, once the gateways have moved every request)."""
     application = rollout.application
     rollout.state, rollout.weight, rollout.step_started_at = Rollout.State.PROMOTING, 100, now
     rollout.save()
@@ -251,9 +249,26 @@ def _promote_fully(rollout, by: str, reason: str, figures, now, *, user=None):
         + f" Revision {rollout.stable_revision} stops.",
     )
     _audit(application, user, "application.promote", rollout, figures, weight=100)
-    observed = backend_for(application.profile).apply(application, revision)
-    record_status(application, observed)
     announce(application)
+
+
+def _replace_stable(rollout: Rollout, now: datetime) -> None:
+    """Promoting: DRAIN_SECONDS after every gateway was told to send every request to the
+    canary, the stable replicas are replaced by the canary's revision (the old revision
+    stops); the rollout is done when they serve."""
+    application = rollout.application
+    if not rollout.stable_replaced:
+        if now < rollout.step_started_at + timedelta(seconds=DRAIN_SECONDS):
+            return
+        revision = application.revisions.get(number=rollout.canary_revision)
+        observed = backend_for(application.profile).apply(application, revision)
+        rollout.stable_replaced = True
+        rollout.save(update_fields=["stable_replaced"])
+        record_status(application, observed)
+        return
+    application.refresh_from_db()
+    if application.phase == Phase.RUNNING and application.ready_replicas:
+        _end(rollout, Rollout.State.PROMOTED, "system", "", {}, now=now)
 
 
 def _end(rollout, state, by: str, reason: str, figures, now=None, *, user=None):

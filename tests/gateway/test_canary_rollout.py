@@ -257,10 +257,24 @@ def test_a_healthy_canary_promotes_through_every_step_and_the_old_revision_stops
         rolling.step()
     assert weights == [10, 50]
     rollout = rollout_of(app)
-    assert rollout.state in ("Promoting", "Promoted") and rollout.weight == 100
-    assert [d["decision"] for d in rollout.decisions][:4] == ["start", "step", "promote", "promote"]
-    # The stable replicas now run revision 2; the old processes are gone.
+    assert rollout.state == "Promoting" and rollout.weight == 100
+    assert [d["decision"] for d in rollout.decisions] == ["start", "step", "promote", "promote"]
+    # Every request goes to the canary first; the stable replicas are replaced only after the
+    # gateways had a moment to move them, and no request fails meanwhile.
+    caught_up(live)
+    rolling.step()
+    assert not rollout_of(app).stable_replaced and pid_alive(old_pid)
+    answered = [ask(live, plain, app.name, f"promoting {n}").status_code for n in range(10)]
+    rolling.clock.step(rollouts.DRAIN_SECONDS + 1)
+    rolling.step()
+    assert rollout_of(app).stable_replaced
+    caught_up(live)
+    answered += [ask(live, plain, app.name, f"replacing {n}").status_code for n in range(10)]
     rolling.until(lambda: rollout_of(app).state == "Promoted", "the promotion did not finish")
+    caught_up(live)
+    answered += [ask(live, plain, app.name, f"promoted {n}").status_code for n in range(10)]
+    assert answered == [200] * 30
+    # The stable replicas now run revision 2; the old processes are gone.
     app.refresh_from_db()
     assert app.replica_endpoints and app.manifest["spec"]["rollout"]["strategy"] == "Canary"
     # The stable replicas' processes are new ones, of revision 2: none was asked before.
@@ -328,6 +342,7 @@ def test_promote_by_hand_skips_the_steps_left(stable, live, deployer):
     serving_canary(app, rolling)
     rollouts.promote(app, deployer.user, now=rolling.clock())
     assert rollout_of(app).weight == 100
+    rolling.clock.step(rollouts.DRAIN_SECONDS + 1)
     rolling.until(lambda: rollout_of(app).state == "Promoted", "the promotion did not finish")
     assert AuditEntry.objects.filter(action="application.promote", actor=deployer.user).exists()
     assert app.revisions.get(number=2).release == "Promoted"
