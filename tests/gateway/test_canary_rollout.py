@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from django.db import OperationalError
+from django.urls import reverse
 from django.utils import timezone
 
 from accesspolicies.models import AuditEntry
@@ -30,7 +31,7 @@ from jobs.models import Application, Rollout, UsageMinute
 from jobs.reconciler import Reconciler
 from jobs.rollouts import steps as rollouts
 from tests.gateway.support import LiveGateway, caught_up, make_key
-from tests.helpers import SHORTEST, wait_for
+from tests.helpers import SHORTEST, client_for, wait_for
 
 CHAT = "/v1/chat/completions"
 
@@ -219,6 +220,13 @@ def test_a_canary_failing_5_percent_more_rolls_back_at_its_first_step(stable, li
     assert "5.0%" in event.message and event.kind == "Warning"
     entry = AuditEntry.objects.get(action="application.rollback", object_name=app.name)
     assert entry.detail["automatic"] is True and entry.detail["figures"]["canary"]["requests"] == 40
+    # The figures on the model page: the decision, both revisions side by side, the history.
+    html = client_for(deployer).get(reverse("jobs:application-detail", args=[app.name]))
+    html = html.content.decode()
+    panel = html.split('<section class="rollout"', 1)[1].split("</section>", 1)[0]
+    assert "<strong>rollback</strong> by judge" in panel and "5.0%" in panel
+    assert "<td>40</td><td>40</td>" in panel  # requests of each revision in the step
+    assert '<span class="badge release">Rolled back</span>' in html
     app.refresh_from_db()
     assert "rollout" not in app.manifest["spec"]  # revision 1's manifest again
     assert app.revisions.get(number=2).release == "Rolled back"

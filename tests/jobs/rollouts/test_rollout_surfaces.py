@@ -168,3 +168,29 @@ def test_a_step_without_enough_requests_waits_and_says_so_once(rolling):
     )
     assert rollout.state == "Progressing" and rollout.weight == 10
     assert ChangeCounter.read() == before  # the split did not change: no gateway reloads
+
+
+def test_a_decision_reaches_the_live_pages(rolling, deployer, django_capture_on_commit_callbacks):
+    import asyncio
+
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from jobs.lifecycle import group_name
+
+    app, _ = rolling
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(group_name(app), channel)
+    with django_capture_on_commit_callbacks(execute=True):
+        verbs.abort(app, deployer)
+
+    async def receive():
+        return await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+
+    message = async_to_sync(receive)()
+    assert message["type"] == "application.status" and message["name"] == "bge-embed"
+    # and what the page then renders says so
+    from jobs.live.fragments import Moment
+
+    assert "<strong>abort</strong> by user" in Moment(app).render("status").html
