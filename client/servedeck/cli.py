@@ -209,6 +209,15 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in present.OPERATIONS.items():
         op = verb(apps, name, text, f"servedeck app {name} bge-embed", app_verbs.do_operation)
         op.add_argument("name", metavar="NAME")
+    benchmark = verb(
+        apps,
+        "benchmark",
+        present.BENCHMARK_HELP,
+        "servedeck app benchmark qwen-chat",
+        app_verbs.do_benchmark,
+    )
+    benchmark.add_argument("name", metavar="NAME")
+    json_flag(benchmark)
     delete = verb(
         apps,
         "delete",
