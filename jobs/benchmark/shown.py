@@ -84,9 +84,28 @@ def chart(compared: list[Benchmark]) -> list[dict]:
     return series
 
 
-def page_context(application: Application) -> dict:
+def headline(run: Benchmark) -> str:
+    """A run in a few words, for its revision's row in deploy history: the top level's
+    throughput ("880 tokens/s at 16 concurrent")."""
+    levels = list(run.levels.all())
+    if not levels:
+        return run.state
+    top = levels[-1]
+    if top.output_tokens_per_second is not None:
+        figure = f"{top.output_tokens_per_second:.0f} tokens/s"
+    else:
+        figure = f"{top.requests_per_second:.1f} requests/s"
+    return f"{figure} at {top.concurrency} concurrent"
+
+
+def page_context(application: Application, revisions=()) -> dict:
+    """The Benchmarks section's context; each of `revisions` (deploy history's rows) gets
+    `benchmark_headline`, its last result in a few words ("" when it has none)."""
     runs = runs_of(application)
     compared = last_per_revision(runs)
+    headlines = {run.revision.number: headline(run) for run in compared}
+    for revision in revisions:
+        revision.benchmark_headline = headlines.get(revision.number, "")
     running = next((r for r in runs if r.state == Benchmark.State.RUNNING), None)
     return {
         "benchmark_runs": runs[:5],

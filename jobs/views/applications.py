@@ -36,7 +36,7 @@ def _detail_page(request, application, status: int = 200, **more):
         "revisions": revisions,
         **overview.page_context(application, revisions, request.membership),
         **overview_context(application),  # the live top: status, cards, events
-        **benchmarks.page_context(application),
+        **benchmarks.page_context(application, revisions),
         "may_deploy": request.membership.may("deploy"),
         "offer_delete_from_console": False,
         **call_from_code(request, application),

@@ -14,7 +14,7 @@
   const layout = {
     margin: { l: 48, r: 12, t: 8, b: 40 }, height: 220, showlegend: true,
     legend: { orientation: "h", y: -0.3 },
-    xaxis: { type: "category", title: { text: "concurrent requests" } },
+    xaxis: { type: "category" },  // the captions say "by concurrency"
     yaxis: { rangemode: "tozero" },
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
   };

@@ -261,6 +261,7 @@ def test_the_button_runs_it_and_the_page_shows_the_results(org, deployer, viewer
     chart = chart_of(html)
     assert [s["revision"] for s in chart] == [1, 2]
     assert html.count('data-benchmark-revision="2"') == 3
+    assert html.count("data-benchmark-headline") == 2  # deploy history: both revisions
 
     # A viewer reads the results but has no button, and may not start one.
     seen = client_for(viewer)
