@@ -346,7 +346,9 @@ def start_benchmark(request, name: str):
     return Status(202, benchmark_body(run))
 
 
-@router.get("/{name}/benchmarks", response=list[BenchmarkOut], summary="Benchmarks, newest first")
+@router.get(
+    "/{name}/benchmarks", response=list[BenchmarkOut], summary="Benchmarks, the 20 newest first"
+)
 def list_benchmarks(request, name: str):
     return [
         benchmark_body(run) for run in benchmark_shown.runs_of(get_application(request.auth, name))
@@ -356,7 +358,7 @@ def list_benchmarks(request, name: str):
 @router.get("/{name}/benchmarks/{benchmark_id}", response=BenchmarkOut, summary="One benchmark")
 def get_benchmark(request, name: str, benchmark_id: int):
     application = get_application(request.auth, name)
-    benchmark_shown.runs_of(application, limit=0)  # ends overdue runs first
+    benchmark_runs.end_overdue(application)  # a run whose process stopped reads Failed
     run = application.benchmarks.filter(pk=benchmark_id).first()
     if run is None:
         raise HttpError(
