@@ -548,3 +548,18 @@ def test_delete_reads_as_the_console_says_it(cli, deployed):
     server_out, server_err, server_code = server_command("app", "delete", "bge-embed")
     assert again.returncode == 1 == server_code
     assert again.stderr == server_err and again.stderr.startswith("error: ")
+
+
+def test_benchmark_runs_on_the_console_and_prints_its_levels(cli, deployed):
+    """`servedeck app benchmark`: the console runs it on a worker thread through its gateway
+    against the running model server; the client reads it until it ends."""
+    said = ok(cli.run("app", "benchmark", "bge-embed")).splitlines()
+    assert said[0] == "application/bge-embed revision 1 benchmark: Succeeded", said
+    assert said[1].startswith("  prompts: "), said
+    rows = [line.split()[:3] for line in said if line[:1].isdigit()]
+    assert rows == [["1", "16", "0"], ["4", "48", "0"], ["16", "128", "0"]], said
+    again = json.loads(ok(cli.run("app", "benchmark", "bge-embed", "--json")))
+    assert again["state"] == "Succeeded" and again["task"] == "embedding", again
+    assert [level["requests"] for level in again["levels"]] == [16, 48, 128]
+    listed = json.loads(ok(cli.run("app", "history", "bge-embed", "--json")))
+    assert listed[0]["number"] == 1  # a benchmark makes no revision

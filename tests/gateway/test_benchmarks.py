@@ -292,3 +292,20 @@ def test_app_benchmark_runs_in_the_foreground_and_prints_its_levels(org, deploye
     _, err, code = command_line("app", "benchmark", "alpha", "--user", "vera")
     assert code == 1 and "viewer, which may not deploy" in err
     assert Benchmark.objects.count() == 1
+
+
+def test_the_meter_counts_benchmark_requests_apart_and_metrics_says_how_many(org):
+    written = []
+    meter = Meter(announce=False, write=written.append)
+    at = timezone.now().timestamp()
+    mine = {"at": at, "status": 200, "latency_ms": 5.0, "organization_id": org.pk}
+    meter.record(RequestRecord(**mine, application_id=7, benchmark=True, completion_tokens=9))
+    meter.record(RequestRecord(**{**mine, "status": 502}, application_id=7, benchmark=True))
+    assert meter.pending_entries() == 0 and meter.benchmark_requests == 2
+    meter.record(RequestRecord(**mine, application_id=7, api_key_id=3, completion_tokens=4))
+    assert meter.flush()
+    ((entry, counts),) = written[0].items()
+    assert entry[:3] == (org.pk, 7, 3) and counts[0] == 1  # the caller's request only
+    text = meter.render_metrics()
+    assert "servedeck_gateway_benchmark_requests_total 2" in text
+    assert 'servedeck_gateway_requests_total{application="#7",route="",code="2xx"} 1' in text
