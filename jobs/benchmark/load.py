@@ -140,7 +140,10 @@ class _Exchange:
         end = time.perf_counter()
         ok = self.status == 200 and not self.error and (not streams or self.first is not None)
         if not ok and not self.error:
-            self.error = f"status {self.status}: {self.answer[:300].decode(errors='replace')}"
+            said = self.answer[:300].decode(errors="replace")
+            self.error = (
+                "the stream carried no text" if self.sse else f"status {self.status}: {said}"
+            )
         tokens = self.usage_tokens if self.usage_tokens is not None else self.events
         return Sample(
             ok=ok,
@@ -240,24 +243,29 @@ async def _count_tokens(gateway, route, model: str, text: str) -> int | None:
 
 
 async def _sized(gateway, plan: p.Plan, model: str, organization_id: int) -> tuple[str, int, int]:
-    """(how the prompt was sized, its tokens, its words)."""
+    """(how the prompt was sized, its tokens, its words): the word count whose prompt the
+    model's tokenizer counts closest to the plan's tokens, in at most MAX_FITS counts; the
+    estimate where no tokenizer answers."""
     if plan.task == p.SPEECH:
         return prompts.AUDIO, 0, 0
-    words = prompts.estimated_words(plan.prompt_tokens)
+    target = plan.prompt_tokens
+    words = prompts.estimated_words(target)
     route = gateway.keeper.current.routes.get((organization_id, model))
     if route is None or route.runtime != "vllm" or not route.upstream:
-        return prompts.ESTIMATE, plan.prompt_tokens, words
-    counted = None
+        return prompts.ESTIMATE, target, words
+    best: tuple[int, int, int] | None = None  # (distance, words, tokens)
     for _ in range(prompts.MAX_FITS):
         counted = await _count_tokens(gateway, route, model, prompts.prompt_text(0, words))
         if counted is None:
-            return prompts.ESTIMATE, plan.prompt_tokens, prompts.estimated_words(plan.prompt_tokens)
-        if counted == plan.prompt_tokens:
             break
-        words = prompts.next_guess(plan.prompt_tokens, words, counted)
-    else:
-        counted = await _count_tokens(gateway, route, model, prompts.prompt_text(0, words))
-    return prompts.TOKENIZER, counted or plan.prompt_tokens, words
+        if best is None or abs(counted - target) < best[0]:
+            best = (abs(counted - target), words, counted)
+        if counted == target:
+            break
+        words = prompts.next_guess(target, words, counted)
+    if best is None:
+        return prompts.ESTIMATE, target, prompts.estimated_words(target)
+    return prompts.TOKENIZER, best[2], best[1]
 
 
 async def run(
@@ -272,16 +280,20 @@ async def run(
     )
     await gateway.startup()
     try:
-        source, tokens, words = await _sized(gateway, plan, model, organization_id)
-        outcome = Outcome(source, tokens)
-        index = 0
-        for level in plan.levels:
-            samples, seconds = await _level(gateway, plan, level, model, secret, words, index)
-            index += len(samples)
-            figures = summarise(level.concurrency, samples, seconds, plan.task == p.CHAT)
-            outcome.levels.append(figures)
-            failed = next((s.error for s in samples if not s.ok and s.error), "")
-            outcome.first_error = outcome.first_error or failed
-        return outcome
+        async with asyncio.timeout(plan.max_seconds):  # the plan's bound, whatever happens
+            return await _levels(gateway, plan, model, organization_id, secret)
     finally:
         await gateway.shutdown()
+
+
+async def _levels(gateway, plan: p.Plan, model: str, organization_id: int, secret: str) -> Outcome:
+    source, tokens, words = await _sized(gateway, plan, model, organization_id)
+    outcome = Outcome(source, tokens)
+    index = 0
+    for level in plan.levels:
+        samples, seconds = await _level(gateway, plan, level, model, secret, words, index)
+        index += len(samples)
+        outcome.levels.append(summarise(level.concurrency, samples, seconds, plan.task == p.CHAT))
+        failed = next((s.error for s in samples if not s.ok and s.error), "")
+        outcome.first_error = outcome.first_error or failed
+    return outcome

@@ -17,7 +17,7 @@ from jobs.benchmark import runs
 from jobs.gateway.metering import Meter, RequestRecord
 from jobs.gateway.snapshot import decide, load_snapshot
 from jobs.models import Benchmark, BenchmarkLevel, Event, Revision, UsageMinute
-from tests.gateway.support import StandIn, caught_up, make_app, make_key
+from tests.gateway.support import StandIn, caught_up, free_port, make_app, make_key
 from tests.helpers import api_error, bearer, client_for, command_line, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -309,3 +309,25 @@ def test_the_meter_counts_benchmark_requests_apart_and_metrics_says_how_many(org
     text = meter.render_metrics()
     assert "servedeck_gateway_benchmark_requests_total 2" in text
     assert 'servedeck_gateway_requests_total{application="#7",route="",code="2xx"} 1' in text
+
+
+def test_without_a_tokenizer_the_prompts_are_estimated_and_the_result_says_so(org, deployer, alpha):
+    # transformers serve has no POST /tokenize: plain synthetic text of the estimated length
+    app = served(org, "alpha", alpha.url, served_by="transformers")
+    run = benchmarked(app, deployer)
+    assert run.state == Benchmark.State.SUCCEEDED, run.message
+    assert (run.prompt_source, run.prompt_tokens) == ("estimate", p.PROMPT_TOKENS)
+    assert levels_of(run) == CHAT_LEVELS
+
+
+def test_a_model_server_that_does_not_answer_fails_the_run_with_every_error_counted(org, deployer):
+    app = served(org, "gone", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    run = benchmarked(app, deployer)
+    assert run.state == Benchmark.State.FAILED
+    assert run.message.startswith("Every request failed; the first: ")
+    levels = list(run.levels.all())
+    assert [lv.concurrency for lv in levels] == [1, 4, 16]
+    assert all(lv.requests > 0 and lv.errors == lv.requests for lv in levels)
+    assert all(lv.ttft_p50_ms is None and lv.output_tokens == 0 for lv in levels)
+    assert Event.objects.filter(application=app, reason="BenchmarkFailed").count() == 1
+    assert (run.lookup, run.secret_hash) == ("", "")
