@@ -21,7 +21,7 @@ MANIFEST = {
 
 
 def test_the_benchmark_chart_compares_revisions(
-    page: Page, channels_live_server, org, deployer, viewer, shoot, page_problems
+    page: Page, channels_live_server, org, deployer, viewer, shoot, page_problems, axe_violations
 ):
     def save():
         app = Application.objects.create(
@@ -75,6 +75,14 @@ def test_the_benchmark_chart_compares_revisions(
     )
     section.scroll_into_view_if_needed()
     shoot(page, "01-benchmarks")
+    assert axe_violations(page) == []
+    # On a phone's width the table scrolls in its own region; the page does not.
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.reload()  # drawn for this width, as a phone would first draw it
+    expect(section.locator("[data-benchmark-chart='throughput'] .main-svg").first).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert axe_violations(page) == []
+    page.set_viewport_size({"width": 1280, "height": 800})
 
     page.context.clear_cookies()
     page.goto("/login/")
