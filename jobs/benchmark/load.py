@@ -14,6 +14,8 @@ import json
 import time
 from dataclasses import dataclass, field
 
+import aiohttp
+
 from jobs.gateway.app import Gateway
 from jobs.gateway.metering import Meter, process_meter
 from jobs.gateway.proxy import Timeouts
@@ -25,7 +27,7 @@ from .stats import LevelFigures, Sample, summarise
 
 # A benchmark's request waits this long for a model server's connection or its next chunk.
 TIMEOUTS = Timeouts(connect=5.0, read=30.0)
-TOKENIZE_TIMEOUT = 5.0
+TOKENIZE_TIMEOUT = aiohttp.ClientTimeout(total=5.0)
 BOUNDARY = "servedeck-benchmark-boundary"
 
 
@@ -188,7 +190,8 @@ async def _one(gateway, plan, model, secret, index, words, stop, hard_stop) -> S
     try:
         await asyncio.wait_for(
             gateway.handle(exchange.scope(plan.route), exchange.receive, exchange.send),
-            max(hard_stop - time.perf_counter(), 0.1),
+            # a second after the level hangs up, so a stream ends as a client's would first
+            max(hard_stop + 1.0 - time.perf_counter(), 0.1),
         )
     except TimeoutError:
         exchange.error = "no answer before the level's end and its grace"

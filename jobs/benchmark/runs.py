@@ -41,6 +41,9 @@ OVERDUE = (
     "It did not finish by its deadline: the process running it stopped (the console "
     "restarted?). Start the benchmark again."
 )
+# After the load's own bound (plan.Plan.max_seconds), the time its figures take to be saved:
+# a run is taken as stopped (and its credential refused) only past both.
+FINISH_SECONDS = 30
 # The figures a level keeps (BenchmarkLevel's columns, LevelFigures' fields).
 FIGURES = (
     "concurrency",
@@ -107,7 +110,7 @@ def start(application: Application, member) -> tuple[Benchmark, str]:
                 started_by=user,
                 task=plan.task,
                 route=plan.route,
-                deadline=timezone.now() + timedelta(seconds=plan.max_seconds),
+                deadline=timezone.now() + timedelta(seconds=plan.max_seconds + FINISH_SECONDS),
                 lookup=minted.lookup,
                 secret_hash=minted.digest,
             )
@@ -168,11 +171,13 @@ def execute(run_id: int, secret: str, meter=None) -> Benchmark:
         plan = plan_for(run.task)
         coroutine = load.run(plan, application.name, application.organization_id, secret, meter)
         outcome = asyncio.run(coroutine)
+    except TimeoutError:
+        why = f"The load ran past its bound ({plan.max_seconds:.0f} s) and was stopped."
+        return _finish(run, [], Benchmark.State.FAILED, why)
     except Exception as error:
         logger.exception("the benchmark %s of %s failed", run.pk, application.name)
-        return _finish(run, [], Benchmark.State.FAILED, f"The load stopped: {error}"[:500])
-    finally:
-        secret = ""
+        why = f"The load stopped on an unexpected error ({type(error).__name__}: {error})"
+        return _finish(run, [], Benchmark.State.FAILED, why[:500])
     requests = sum(level.requests for level in outcome.levels)
     errors = sum(level.errors for level in outcome.levels)
     run.prompt_source, run.prompt_tokens = outcome.prompt_source, outcome.prompt_tokens
@@ -186,6 +191,8 @@ def execute(run_id: int, secret: str, meter=None) -> Benchmark:
 def _finish(run: Benchmark, levels: list[LevelFigures], state: str, message: str) -> Benchmark:
     succeeded = state == Benchmark.State.SUCCEEDED
     with transaction.atomic():
+        if not Benchmark.objects.select_for_update().filter(pk=run.pk).exists():
+            return run  # its application was deleted while it ran: nothing to keep
         for figures in levels:
             values = {name: getattr(figures, name) for name in FIGURES}
             BenchmarkLevel.objects.create(benchmark=run, **values)

@@ -540,16 +540,6 @@ def test_done_when_from_a_clean_install(cli, deployed, fresh_install, tmp_path):
         cli.run("app", "delete", "laptop")
 
 
-def test_delete_reads_as_the_console_says_it(cli, deployed):
-    gone = ok(cli.run("app", "delete", "bge-embed"))
-    assert gone.strip() == "application/bge-embed deleted"
-    assert "bge-embed" not in ok(cli.run("app", "list"))
-    again = cli.run("app", "delete", "bge-embed")
-    server_out, server_err, server_code = server_command("app", "delete", "bge-embed")
-    assert again.returncode == 1 == server_code
-    assert again.stderr == server_err and again.stderr.startswith("error: ")
-
-
 def test_benchmark_runs_on_the_console_and_prints_its_levels(cli, deployed):
     """`servedeck app benchmark`: the console runs it on a worker thread through its gateway
     against the running model server; the client reads it until it ends."""
@@ -563,3 +553,13 @@ def test_benchmark_runs_on_the_console_and_prints_its_levels(cli, deployed):
     assert [level["requests"] for level in again["levels"]] == [16, 48, 128]
     listed = json.loads(ok(cli.run("app", "history", "bge-embed", "--json")))
     assert listed[0]["number"] == 1  # a benchmark makes no revision
+
+
+def test_delete_reads_as_the_console_says_it(cli, deployed):
+    gone = ok(cli.run("app", "delete", "bge-embed"))
+    assert gone.strip() == "application/bge-embed deleted"
+    assert "bge-embed" not in ok(cli.run("app", "list"))
+    again = cli.run("app", "delete", "bge-embed")
+    server_out, server_err, server_code = server_command("app", "delete", "bge-embed")
+    assert again.returncode == 1 == server_code
+    assert again.stderr == server_err and again.stderr.startswith("error: ")
