@@ -82,7 +82,10 @@ class Kind:
 API_KEY = Kind("sdk_")  # callers of the gateway (`/v1`)
 PERSONAL_TOKEN = Kind("sdp_")  # a member's token for the REST API and the command line
 INVITATION = Kind("sdi_")  # the last part of an invitation link
-KINDS = (API_KEY, PERSONAL_TOKEN, INVITATION)
+# The console's own load on one application while a benchmark runs (jobs/benchmark/): held
+# by the worker running it only, never shown, not a member's key and never billed to one.
+BENCHMARK = Kind("sdb_")
+KINDS = (API_KEY, PERSONAL_TOKEN, INVITATION, BENCHMARK)
 
 
 def verify(presented: str, stored: str | None) -> bool:

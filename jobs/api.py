@@ -13,6 +13,9 @@ from pydantic import Field
 from console.api_errors import errors
 from jobs import deploy as verbs
 from jobs.access import application_to_change, as_deployer, get_application
+from jobs.benchmark import runs as benchmark_runs
+from jobs.benchmark import shown as benchmark_shown
+from jobs.benchmark.shown import body as benchmark_body
 from jobs.manifest.json_schema import manifest_json_schema
 from jobs.models import Application, Phase
 from jobs.present import described, dry_run_body, local_profile_note, rollout_body, summary
@@ -340,3 +343,73 @@ def logs(request, name: str, span: Query[LogSpan]):
         "lines": [x[:MAX_LINE] for x in found.lines],
         "cursor": found.cursor,
     }
+
+
+class BenchmarkLevelOut(Schema):
+    concurrency: int
+    requests: int
+    errors: int
+    seconds: float
+    output_tokens: int
+    output_tokens_per_second: float | None
+    requests_per_second: float
+    ttft_p50_ms: float | None
+    ttft_p95_ms: float | None
+    itl_p50_ms: float | None
+    itl_p95_ms: float | None
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+
+
+class BenchmarkOut(Schema):
+    id: int
+    application: str
+    revision: int
+    task: str
+    route: str
+    state: str
+    message: str
+    promptSource: str
+    promptTokens: int
+    maxOutputTokens: int
+    startedBy: str | None
+    createdAt: datetime
+    finishedAt: datetime | None
+    deadline: datetime
+    levels: list[BenchmarkLevelOut]
+
+
+@router.post(
+    "/{name}/benchmarks",
+    response={202: BenchmarkOut, **errors(400, 409)},
+    summary="Benchmark the running revision (in the background)",
+    description="Starts a short bounded load through the gateway (docs/benchmarks.md) and "
+    "answers at once with the run, state Running; read it again at GET .../benchmarks/{id}. "
+    "409 when the application is not Running or a benchmark of it runs already.",
+)
+def start_benchmark(request, name: str):
+    application, deployer = application_to_change(request.auth, name)
+    run, secret = benchmark_runs.start(application, deployer)
+    benchmark_runs.launch(run, secret)
+    return Status(202, benchmark_body(run))
+
+
+@router.get(
+    "/{name}/benchmarks", response=list[BenchmarkOut], summary="Benchmarks, the 20 newest first"
+)
+def list_benchmarks(request, name: str):
+    return [
+        benchmark_body(run) for run in benchmark_shown.runs_of(get_application(request.auth, name))
+    ]
+
+
+@router.get("/{name}/benchmarks/{benchmark_id}", response=BenchmarkOut, summary="One benchmark")
+def get_benchmark(request, name: str, benchmark_id: int):
+    application = get_application(request.auth, name)
+    benchmark_runs.end_overdue(application)  # a run whose process stopped reads Failed
+    run = application.benchmarks.filter(pk=benchmark_id).first()
+    if run is None:
+        raise HttpError(
+            404, f"{name} has no benchmark {benchmark_id}; GET .../benchmarks lists them."
+        )
+    return benchmark_body(run)

@@ -528,3 +528,80 @@ class ReplicaClock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.application.name}: {self.ready} ready since {self.since:%Y-%m-%d %H:%M}"
+
+
+class Benchmark(models.Model):
+    """One benchmark of an application's running revision (jobs/benchmark/): a short bounded
+    load through the gateway, its figures per concurrency level in BenchmarkLevel. At most one
+    runs per application at a time (the constraint; a run past its deadline is taken as
+    stopped). While it runs it holds the gateway's credential for this load: a lookup and the
+    SHA-256 of a secret that only the worker running it ever holds, cleared when it ends."""
+
+    class State(models.TextChoices):
+        RUNNING = "Running"
+        SUCCEEDED = "Succeeded"
+        FAILED = "Failed"
+
+    application = models.ForeignKey(
+        Application, on_delete=models.CASCADE, related_name="benchmarks"
+    )
+    revision = models.ForeignKey(Revision, on_delete=models.CASCADE, related_name="benchmarks")
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    task = models.CharField(max_length=16)  # jobs.benchmark.plan.TASKS
+    route = models.CharField(max_length=40)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.RUNNING)
+    message = models.TextField(blank=True)
+    # How the prompts were sized: "tokenizer" (the model's own), "estimate" (4 bytes a
+    # token), "audio" (speech to text); and the first prompt's length in tokens.
+    prompt_source = models.CharField(max_length=16, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    deadline = models.DateTimeField(help_text="The credential's end; a run is over by then.")
+    lookup = models.CharField(max_length=12, blank=True, db_index=True)
+    secret_hash = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["application"],
+                condition=models.Q(state="Running"),
+                name="one_running_benchmark_per_application",
+            )
+        ]
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"benchmark of {self.application.name} revision {self.revision.number}"
+
+
+class BenchmarkLevel(models.Model):
+    """One concurrency level of a benchmark: what its requests measured (times in ms)."""
+
+    benchmark = models.ForeignKey(Benchmark, on_delete=models.CASCADE, related_name="levels")
+    concurrency = models.PositiveSmallIntegerField()
+    requests = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    seconds = models.FloatField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    output_tokens_per_second = models.FloatField(null=True, blank=True)
+    requests_per_second = models.FloatField(default=0)
+    ttft_p50_ms = models.FloatField(null=True, blank=True)
+    ttft_p95_ms = models.FloatField(null=True, blank=True)
+    itl_p50_ms = models.FloatField(null=True, blank=True)
+    itl_p95_ms = models.FloatField(null=True, blank=True)
+    latency_p50_ms = models.FloatField(null=True, blank=True)
+    latency_p95_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["benchmark", "concurrency"], name="benchmark_level_per_concurrency"
+            )
+        ]
+        ordering = ["concurrency"]
+
+    def __str__(self) -> str:
+        return f"{self.benchmark} at concurrency {self.concurrency}"

@@ -1,7 +1,7 @@
 from django.urls import path
 
 import jobs.views.wizard as wizard
-from jobs.views import applications, clusters, first_models, overview
+from jobs.views import applications, benchmarks, clusters, first_models, overview
 
 app_name = "jobs"
 urlpatterns = [
@@ -15,6 +15,7 @@ urlpatterns = [
     path("models/<slug:name>/abort/", applications.abort, name="application-abort"),
     path("models/<slug:name>/stop/", applications.stop, name="application-stop"),
     path("models/<slug:name>/start/", applications.start, name="application-start"),
+    path("models/<slug:name>/benchmark/", benchmarks.start, name="application-benchmark"),
     path("models/<slug:name>/charts/", overview.chart_data, name="application-charts"),
     path("models/<slug:name>/logs/", overview.logs, name="application-logs"),
     path("models/<slug:name>/diff/", overview.diff, name="application-diff"),

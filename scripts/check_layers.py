@@ -51,6 +51,9 @@ PURE_CORES = (
     "jobs.backends.redaction",
     "jobs.token_refs",
     "accesspolicies.secrets",
+    "jobs.benchmark.plan",
+    "jobs.benchmark.stats",
+    "jobs.benchmark.prompts",
 )
 # The wiring: modules that compose every app into the product's surfaces (REST API, URLs,
 # pages, the command line). They may import any app; the apps' own layers may not loop.

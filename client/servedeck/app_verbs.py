@@ -158,6 +158,26 @@ def do_deploy(args) -> int:
     return EXIT_OK
 
 
+BENCHMARK_POLL_SECONDS = 2.0
+
+
+def do_benchmark(args) -> int:
+    """Start it, then read it every 2 s until it ends (the console bounds how long: its
+    deadline); the results as a table, or with --json the run as the API answers it."""
+    console = console_for(args)
+    path = f"/applications/{segment(args.name)}/benchmarks"
+    run = console.post(path)
+    err(f"benchmarking {args.name} revision {run['revision']} (until the end)")
+    while run["state"] == "Running":
+        time.sleep(BENCHMARK_POLL_SECONDS)
+        run = console.get(f"{path}/{run['id']}")
+    if args.as_json:
+        show_json(run)
+    else:
+        lines(present.benchmark_lines(run))
+    return EXIT_OK if run["state"] == "Succeeded" else 1
+
+
 def do_delete(args) -> int:
     console = console_for(args)
     response = console.call(

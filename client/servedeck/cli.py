@@ -212,6 +212,15 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in present.ROLLOUT_DECISIONS.items():
         decide = verb(apps, name, text, f"servedeck app {name} bge-embed", app_verbs.do_decision)
         decide.add_argument("name", metavar="NAME")
+    benchmark = verb(
+        apps,
+        "benchmark",
+        present.BENCHMARK_HELP,
+        "servedeck app benchmark qwen-chat",
+        app_verbs.do_benchmark,
+    )
+    benchmark.add_argument("name", metavar="NAME")
+    json_flag(benchmark)
     delete = verb(
         apps,
         "delete",

@@ -164,6 +164,49 @@ def rolled_back_line(name: str, to: int, revision: int) -> str:
     return f"application/{name} rolled back to revision {to} (revision {revision})"
 
 
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+PROMPT_SOURCES = {
+    "tokenizer": "sized with the model's own tokenizer",
+    "estimate": "plain synthetic text, estimated at 4 bytes a token (no tokenizer reachable)",
+    "audio": "a generated tone",
+}
+
+
+def benchmark_lines(run: Mapping[str, Any]) -> list[str]:
+    """`app benchmark`: the run's state, its prompts, and a table of its levels."""
+    head = f"application/{run['application']} revision {run['revision']} benchmark: {run['state']}"
+    lines = [head]
+    source = run.get("promptSource") or ""
+    if source:
+        tokens = f"{run['promptTokens']} tokens, " if source == "tokenizer" else ""
+        lines.append(f"  prompts: {tokens}{PROMPT_SOURCES.get(source, source)}")
+    if run.get("message"):
+        lines.append(f"  {run['message']}")
+    if run.get("levels"):
+        rows = [
+            ("CONCURRENCY", "REQUESTS", "ERRORS", "TOKENS/S", "TTFT P50/P95 MS", "ITL P50/P95 MS")
+        ]
+        for level in run["levels"]:
+            rate = level.get("output_tokens_per_second")
+            rows.append(
+                (
+                    str(level["concurrency"]),
+                    str(level["requests"]),
+                    str(level["errors"]),
+                    "-" if rate is None else f"{rate:.1f}",
+                    f"{_ms(level['ttft_p50_ms'])} / {_ms(level['ttft_p95_ms'])}",
+                    f"{_ms(level['itl_p50_ms'])} / {_ms(level['itl_p95_ms'])}",
+                )
+            )
+        lines.extend(table_lines(rows))
+    return lines
+
+
+BENCHMARK_HELP = "benchmark the running revision through the gateway (a few minutes at most)"
+
 # What `app restart|stop|start` do, said in every --help.
 OPERATIONS = {
     "restart": "replace the replicas; storage, caches and settings stay",

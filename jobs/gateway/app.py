@@ -224,7 +224,8 @@ class Gateway:
             latency_ms=(end - ex.started) * 1000.0,
             organization_id=key.organization_id if key is not None else None,
             application_id=target.id if target is not None else None,
-            api_key_id=key.id if key is not None else None,
+            api_key_id=key.id if key is not None and not key.benchmark else None,
+            benchmark=key is not None and key.benchmark,  # metered apart (metering.py)
             route=ex.route,
             stream=ex.stream,
             ttft_ms=(ex.ttft - ex.started) * 1000.0 if ex.ttft is not None else None,
@@ -286,7 +287,8 @@ class Gateway:
         if key is None:
             raise UNAUTHORIZED
         ex.key = key
-        self.keeper.touch(key.id, now)
+        if not key.benchmark:  # a benchmark's credential is no key: no last use to write
+            self.keeper.touch(key.id, now)
         if ex.route == MODELS_ROUTE:
             await self.models(ex, snapshot, key, path, method, send)
             return

@@ -58,6 +58,9 @@ class RequestRecord:
     completion_tokens: int = 0
     failed_in_stream: bool = False  # an error arrived inside a 200 stream: counts as failure
     revision: int | None = None  # the revision that answered, during a Canary rollout
+    # The console's own benchmark load (jobs/benchmark/): counted apart, in no usage row, so
+    # never a key's usage, cost or an application's traffic figures; its figures are its own.
+    benchmark: bool = False
 
 
 _ZERO_ROW = (0,) * c.WIDTH
@@ -120,6 +123,7 @@ class Meter:
         self.flushes = 0
         self.failed_flushes = 0
         self.dropped_requests = 0
+        self.benchmark_requests = 0  # benchmark requests answered (never in a usage row)
 
     # -- the hot path ----------------------------------------------------------------------
 
@@ -154,6 +158,9 @@ class Meter:
                     self._active[rec.application_id] = active - 1
                 else:
                     self._active.pop(rec.application_id, None)
+            if rec.benchmark:
+                self.benchmark_requests += 1
+                return
             row = self._pending.get(key)
             if row is None:
                 row = self._pending[key] = list(_ZERO_ROW)

@@ -101,6 +101,12 @@ def render_metrics(meter: Meter, in_flight: Callable[[], int] | None = None) -> 
         family("servedeck_gateway_in_flight_requests", "gauge", "Requests being answered now.")
         lines.append(f"servedeck_gateway_in_flight_requests {int(in_flight())}")
 
+    family(
+        "servedeck_gateway_benchmark_requests_total",
+        "counter",
+        "Requests of the console's benchmarks: in none of the figures above, nor in usage.",
+    )
+    lines.append(f"servedeck_gateway_benchmark_requests_total {meter.benchmark_requests}")
     family("servedeck_gateway_usage_flushes_total", "counter", "Usage flushes written.")
     lines.append(f"servedeck_gateway_usage_flushes_total {meter.flushes}")
     family("servedeck_gateway_usage_flush_failures_total", "counter", "Usage flushes that failed.")

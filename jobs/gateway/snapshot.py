@@ -26,7 +26,7 @@ from typing import Any
 # module locks and stopped the server's start-up.
 import redis
 
-from accesspolicies.secrets import API_KEY
+from accesspolicies.secrets import API_KEY, BENCHMARK
 from jobs.kube_names import predictor_url
 from jobs.manifest.view import dig
 
@@ -60,6 +60,9 @@ class Key:
     all_applications: bool
     applications: frozenset[str]
     limits: Limits
+    # A benchmark's credential (jobs/benchmark/), not a member's key: its one application
+    # only, no policy's limits or networks, metered apart and never as a key's usage.
+    benchmark: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +133,7 @@ class Secret:
 @dataclass
 class Snapshot:
     secrets: dict[str, Secret] = field(default_factory=dict)  # lookup -> secret
+    benchmarks: dict[str, Secret] = field(default_factory=dict)  # running benchmarks' lookups
     routes: dict[tuple[int, str], Route] = field(default_factory=dict)  # (org, name) -> route
     hosts: dict[str, Route] = field(default_factory=dict)  # "<app>.<domain>" -> route
     version: int = -1
@@ -138,7 +142,10 @@ class Snapshot:
 
     def authenticate(self, presented: str, now: float) -> Key | None:
         """The live key `presented` is, or None; unknown, wrong, revoked and expired look alike."""
-        secret = API_KEY.recognise(presented, self.secrets.get, lambda found: found.digest)
+        if presented.startswith(BENCHMARK.prefix):
+            secret = BENCHMARK.recognise(presented, self.benchmarks.get, lambda f: f.digest)
+        else:
+            secret = API_KEY.recognise(presented, self.secrets.get, lambda f: f.digest)
         if secret is None:
             return None
         key = secret.key
@@ -185,6 +192,10 @@ def decide(key: Key, route: Route) -> Grant:
             (),
             (),
         )
+    if key.benchmark:
+        # The console's own bounded load (jobs/benchmark/plan.py): no caller's limits apply,
+        # and it comes from the console's host, not a caller's network.
+        return Grant(None, (), ())
     policy = route.policy
     if route.policy_name and policy is None:
         return Grant(
@@ -321,6 +332,7 @@ def load_snapshot(version: int = -1) -> Snapshot:
             snap.secrets[row.previous_lookup] = Secret(
                 key, row.previous_secret_hash, grace.timestamp()
             )
+    _load_benchmarks(snap, now)
     members: dict[int, set[int]] = {}
     for policy_id, key_id in AccessPolicy.keys.through.objects.values_list(
         "accesspolicy_id", "apikey_id"
@@ -391,6 +403,26 @@ def load_snapshot(version: int = -1) -> Snapshot:
         if exposed and (app.organization_id, domain.lower()) in verified:
             snap.hosts[f"{app.name}.{domain.lower()}"] = route
     return snap
+
+
+def _load_benchmarks(snap: Snapshot, now) -> None:
+    """The credentials of the benchmarks running now, each for its one application."""
+    from jobs.models import Benchmark
+
+    running = Benchmark.objects.filter(state=Benchmark.State.RUNNING, deadline__gt=now)
+    for row in running.exclude(lookup="").select_related("application"):
+        key = Key(
+            id=-row.pk,  # never an API key's id: no key's limits, last use or usage
+            organization_id=row.application.organization_id,
+            name=f"benchmark {row.pk}",
+            secret_hash=row.secret_hash,
+            expires_at=row.deadline.timestamp(),
+            all_applications=False,
+            applications=frozenset({row.application.name}),
+            limits=Limits(),
+            benchmark=True,
+        )
+        snap.benchmarks[row.lookup] = Secret(key, row.secret_hash, None)
 
 
 # --- keeping it fresh --------------------------------------------------------------------------

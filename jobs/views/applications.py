@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST, require_safe
 from accesspolicies.access import require
 from jobs import deploy as verbs
 from jobs.access import application_to_change, as_deployer, get_application
+from jobs.benchmark import shown as benchmarks
 from jobs.live.fragments import overview_context, shown
 from jobs.models import Profile
 from jobs.overview import snippets
@@ -35,6 +36,7 @@ def _detail_page(request, application, status: int = 200, **more):
         "revisions": revisions,
         **overview.page_context(application, revisions, request.membership),
         **overview_context(application),  # the live top: status, cards, events
+        **benchmarks.page_context(application, revisions),
         "may_deploy": request.membership.may("deploy"),
         "offer_delete_from_console": False,
         **call_from_code(request, application),

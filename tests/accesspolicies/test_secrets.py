@@ -18,7 +18,7 @@ def kind(request):
 
 
 def test_the_kinds_have_their_prefixes_and_no_two_share_one():
-    assert [k.prefix for k in KINDS] == ["sdk_", "sdp_", "sdi_"]
+    assert [k.prefix for k in KINDS] == ["sdk_", "sdp_", "sdi_", "sdb_"]
     assert len({k.prefix for k in KINDS}) == len(KINDS)
 
 

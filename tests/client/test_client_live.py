@@ -540,6 +540,21 @@ def test_done_when_from_a_clean_install(cli, deployed, fresh_install, tmp_path):
         cli.run("app", "delete", "laptop")
 
 
+def test_benchmark_runs_on_the_console_and_prints_its_levels(cli, deployed):
+    """`servedeck app benchmark`: the console runs it on a worker thread through its gateway
+    against the running model server; the client reads it until it ends."""
+    said = ok(cli.run("app", "benchmark", "bge-embed")).splitlines()
+    assert said[0] == "application/bge-embed revision 1 benchmark: Succeeded", said
+    assert said[1].startswith("  prompts: "), said
+    rows = [line.split()[:3] for line in said if line[:1].isdigit()]
+    assert rows == [["1", "16", "0"], ["4", "48", "0"], ["16", "128", "0"]], said
+    again = json.loads(ok(cli.run("app", "benchmark", "bge-embed", "--json")))
+    assert again["state"] == "Succeeded" and again["task"] == "embedding", again
+    assert [level["requests"] for level in again["levels"]] == [16, 48, 128]
+    listed = json.loads(ok(cli.run("app", "history", "bge-embed", "--json")))
+    assert listed[0]["number"] == 1  # a benchmark makes no revision
+
+
 def test_delete_reads_as_the_console_says_it(cli, deployed):
     gone = ok(cli.run("app", "delete", "bge-embed"))
     assert gone.strip() == "application/bge-embed deleted"

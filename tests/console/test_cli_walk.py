@@ -41,6 +41,7 @@ CLI = {
     "app start bge-embed": "refused refused 403 404",
     "app delete bge-embed": "ok ok 403 404",
     "app logs bge-embed": "ok ok 403 404",
+    "app benchmark bge-embed": "refused refused 403 404",  # not Running
     "apikey list": "ok 403 403 ok",
     "apikey create walk-key": "ok 403 403 ok",
     "apikey revoke bge-embed": "ok 403 403 404",

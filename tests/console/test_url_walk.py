@@ -29,7 +29,7 @@ from accesspolicies.models import (
 )
 from console.api import api
 from jobs.deploy import apply
-from jobs.models import Cluster, Draft, Profile
+from jobs.models import Application, Benchmark, Cluster, Draft, Profile
 from models_catalog.models import ModelMaster
 from tests.helpers import SHORTEST, client_for
 
@@ -52,6 +52,7 @@ PARAMETERS = {
     ("password", "token"): "not-a-token",
     ("api", "name"): "bge-embed",  # the application, the API key and the access policy
     ("api", "domain"): "walk.example.com",
+    ("api", "benchmark_id"): "BENCHMARK",  # a finished benchmark of bge-embed
 }
 
 # route (as Django spells it) -> method -> what anonymous, admin, deployer, viewer and outsider
@@ -87,6 +88,11 @@ PAGES = {
         "POST": "login 302 302 403 404",
     },
     "models/<slug:name>/stop/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
+    # Benchmark (not Running: the page says why, 302 back to it)
+    "models/<slug:name>/benchmark/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 302 403 404",
+    },
     "models/<slug:name>/start/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
     "models/<slug:name>/edit/": {"GET": "login 200 200 403 404", "POST": "login 302 302 403 404"},
     # the overview's chart data (JSON), a replica's log, the diff of two revisions (no
@@ -254,6 +260,12 @@ API = {
     "/api/v1/applications/{name}/stop": {"POST": "401 400 400 403 404"},
     "/api/v1/applications/{name}/start": {"POST": "401 400 400 403 404"},
     "/api/v1/applications/{name}/deploy": {"POST": "401 200 200 403 404"},
+    # a benchmark: 409 while it is not Running; its runs are every member's to read
+    "/api/v1/applications/{name}/benchmarks": {
+        "GET": "401 200 200 200 404",
+        "POST": "401 409 409 403 404",
+    },
+    "/api/v1/applications/{name}/benchmarks/{benchmark_id}": {"GET": "401 200 200 200 404"},
     # the terminal client's: render a manifest (a dry run), a replica's log, who calls
     "/api/v1/applications/render": {"POST": "401 400 400 403 400"},
     "/api/v1/applications/{name}/logs": {"GET": "401 200 200 403 404"},
@@ -333,7 +345,17 @@ def world(admin, deployer, viewer, outsider):
     def api_client(persona):
         return Client(headers=bearers.get(persona, {}))
 
+    application = Application.objects.get(organization=org, name="bge-embed")
+    benchmark = Benchmark.objects.create(
+        application=application,
+        revision=application.revisions.get(),
+        task="embedding",
+        route="/v1/embeddings",
+        state=Benchmark.State.SUCCEEDED,
+        deadline=timezone.now(),
+    )
     values = {
+        "BENCHMARK": str(benchmark.pk),
         "DRAFT": draft.key,
         "TOKEN": token.lookup,
         "MASTER": master.slug,

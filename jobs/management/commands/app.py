@@ -1,5 +1,5 @@
-"""`manage.py app …`: apply, get, list, history, rollback, deploy, delete applications, and
-promote or abort a Canary rollout.
+"""`manage.py app …`: apply, get, list, history, rollback, deploy, benchmark and delete
+applications, and promote or abort a Canary rollout.
 
 The same verbs as the REST API. Refusals print every problem and exit 1; warnings print with
 the word "warning" and exit 0.
@@ -18,6 +18,8 @@ from accesspolicies import audit
 from accesspolicies.cli import ServeDeckCommand, acting_membership, add_verb
 from jobs import deploy as verbs
 from jobs.access import application_to_change, as_deployer, get_application
+from jobs.benchmark import runs as benchmark_runs
+from jobs.benchmark import shown as benchmark_shown
 from jobs.manifest.bounded import MANIFEST_LIMITS
 from jobs.models import Application
 from jobs.present import (
@@ -33,7 +35,8 @@ from jobs.render import RenderError, to_json, to_yaml
 
 class Command(ServeDeckCommand):
     help = (
-        "Manage applications from a manifest: apply, get, list, history, rollback, deploy, delete."
+        "Manage applications from a manifest: apply, get, list, history, rollback, deploy, "
+        "benchmark, delete."
     )
 
     def add_arguments(self, parser):
@@ -60,6 +63,7 @@ class Command(ServeDeckCommand):
             add_verb(verbs_, verb, help=text).add_argument("name")
         for verb, text in ROLLOUT_DECISIONS.items():
             add_verb(verbs_, verb, help=text).add_argument("name")
+        add_verb(verbs_, "benchmark", help=present.BENCHMARK_HELP).add_argument("name")
         logs = add_verb(verbs_, "logs", help="the last lines of a replica's model server log")
         logs.add_argument("name")
         logs.add_argument("--lines", type=int, default=100, metavar="N", help="1 to 1000")
@@ -180,6 +184,16 @@ class Command(ServeDeckCommand):
         self._lines(found)
         if not found:
             self.stderr.write(present.no_log_lines(name, replica))
+
+    def do_benchmark(self, membership, name, **_):
+        """Runs in this process, in the foreground: the command is the worker."""
+        application, deployer = application_to_change(membership, name)
+        run, secret = benchmark_runs.start(application, deployer)
+        self.stderr.write(f"benchmarking {name} revision {run.revision.number} (until the end)")
+        run = benchmark_runs.execute(run.pk, secret)
+        self._lines(present.benchmark_lines(benchmark_shown.body(run)))
+        if run.state != run.State.SUCCEEDED:
+            raise CommandError(f"the benchmark of {name} failed.", returncode=1)
 
     def do_delete(self, membership, name, keep_on_cluster=False, **_):
         application, deployer = application_to_change(membership, name)
