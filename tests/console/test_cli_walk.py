@@ -42,6 +42,8 @@ CLI = {
     "app delete bge-embed": "ok ok 403 404",
     "app logs bge-embed": "ok ok 403 404",
     "app benchmark bge-embed": "refused refused 403 404",  # not Running
+    "app promote bge-embed": "refused refused 403 404",  # no Canary rollout runs
+    "app abort bge-embed": "refused refused 403 404",
     "apikey list": "ok 403 403 ok",
     "apikey create walk-key": "ok 403 403 ok",
     "apikey revoke bge-embed": "ok 403 403 404",

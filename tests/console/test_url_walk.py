@@ -94,6 +94,12 @@ PAGES = {
         "POST": "login 302 302 403 404",
     },
     "models/<slug:name>/start/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
+    # Promote and Abort rollout (no rollout runs: the page says so, 302 back to it)
+    "models/<slug:name>/promote/": {
+        "GET": "login 405 405 405 405",
+        "POST": "login 302 302 403 404",
+    },
+    "models/<slug:name>/abort/": {"GET": "login 405 405 405 405", "POST": "login 302 302 403 404"},
     "models/<slug:name>/edit/": {"GET": "login 200 200 403 404", "POST": "login 302 302 403 404"},
     # the overview's chart data (JSON), a replica's log, the diff of two revisions (no
     # revisions named: 400 saying which to name)
@@ -266,6 +272,10 @@ API = {
         "POST": "401 409 409 403 404",
     },
     "/api/v1/applications/{name}/benchmarks/{benchmark_id}": {"GET": "401 200 200 200 404"},
+    # a Canary rollout: none runs, so there is none to read (404) or decide (409)
+    "/api/v1/applications/{name}/rollout": {"GET": "401 404 404 404 404"},
+    "/api/v1/applications/{name}/promote": {"POST": "401 409 409 403 404"},
+    "/api/v1/applications/{name}/abort": {"POST": "401 409 409 403 404"},
     # the terminal client's: render a manifest (a dry run), a replica's log, who calls
     "/api/v1/applications/render": {"POST": "401 400 400 403 400"},
     "/api/v1/applications/{name}/logs": {"GET": "401 200 200 403 404"},
