@@ -65,7 +65,6 @@ def start_one(
         command, cwd = launch.argv, launch.cwd
         # How this runtime is probed and named: the launch decides, the state keeps it.
         state.model_id, state.readiness_path = launch.model_id, launch.readiness_path
-        state.ready_before_load = launch.ready_before_load
         if state.download is not None:
             # The replica downloads first, then execs the runtime: its recorded command is
             # the runtime's, which the launcher's command line ends with (runs_command).

@@ -157,6 +157,7 @@ class LocalRunner:
             )
             if same and (state.runtime, state.model) == (chosen.runtime, chosen.model):
                 state.revision = revision  # the same servers now run this revision
+                state.task = chosen.task
             else:
                 with self._gpus.book(manifest, state) as book:
                     gpus = self._gpus.plan(app_name, manifest, book)
@@ -326,6 +327,9 @@ class LocalRunner:
         try:
             data = json.loads(path.read_text())
             data["replicas"] = [Replica(**r) for r in data.get("replicas", [])]
+            # Written by consoles before every runtime answered a first request (state.task
+            # and the runtime decide it now).
+            data.pop("ready_before_load", None)
             return AppState(**data)
         except FileNotFoundError:
             return None
@@ -372,6 +376,7 @@ class LocalRunner:
             # own are its Launch's, recorded when a replica starts (replica_start.py).
             model_id=name,
             download=chosen.download.as_dict() if chosen.download else None,
+            task=chosen.task,
         )
 
     # --- processes -----------------------------------------------------------------------

@@ -159,10 +159,6 @@ class Launch:
     route_prefix: str
     # The model name the runtime answers to; the gateway sends it in place of the client's.
     model_id: str
-    # The readiness path answers before the model is loaded (faster-whisper-server loads it on
-    # the first request, so a folder with no model still reads as ready): Running needs one
-    # real request first.
-    ready_before_load: bool = False
 
 
 def weights_layout(file_names: Iterable[str]) -> str | None:
@@ -354,7 +350,6 @@ def cpu_launch(
     env = {**QUIET_ENV, **(OFFLINE_ENV if folder else {})}
     port_text = str(port)
     cwd: str | None = None
-    ready_before_load = False
     if spec is TRANSFORMERS:
         # transformers serve names a model by how it was given: a folder is served as its own
         # name from its parent folder, so the id clients must send carries no path.
@@ -369,9 +364,6 @@ def cpu_launch(
             argv.append("--continuous-batching")
         pinned = model_arg if revision is None else f"{model_arg}@{revision}"
         argv += ["--log-level", "info", pinned]
-        # It loads the model on the first request (the first chat after Running took 15 s):
-        # a replica is Running once it answered one.
-        ready_before_load = True
     elif spec is INFINITY:
         argv = [program, "v2", "--model-id", model, "--served-model-name", name]
         if revision is not None:
@@ -390,7 +382,6 @@ def cpu_launch(
         # faster-whisper-server loads the model on the first request, not at start.
         argv = [program, model, "--host", LOOPBACK, "--port", port_text, "--log-level", "info"]
         model_id = name
-        ready_before_load = True
     return Launch(
         runtime=spec.name,
         argv=argv,
@@ -399,7 +390,6 @@ def cpu_launch(
         readiness_path=spec.readiness_path,
         route_prefix=spec.route_prefix,
         model_id=model_id,
-        ready_before_load=ready_before_load,
     )
 
 

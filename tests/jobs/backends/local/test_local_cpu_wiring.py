@@ -225,7 +225,7 @@ def test_a_runtime_ready_before_its_model_loads_is_running_after_one_request(cpu
         wait_for(warmed_up, "no warm-up request was sent", 20)
         status = runner.observe("broken")  # /health answers, the warm-up does not
         assert status.phase == "Loading", status
-        assert "does not answer GET /health yet" in status.reason
+        assert "has not answered GET /health and a transcription" in status.reason
         assert "faster-whisper-server" in status.reason
     finally:
         runner.shutdown()
