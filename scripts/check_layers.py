@@ -35,6 +35,7 @@ PURE_CORES = (
     "models_catalog.sizing",
     "jobs.backends.local.runtimes",
     "jobs.backends.local.first_request",
+    "jobs.backends.local.vllm_cpu",
     "jobs.backends.local.download_files",
     "jobs.backends.local.model_files",
     "jobs.backends.local.memory_plan",

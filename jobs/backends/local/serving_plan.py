@@ -19,6 +19,7 @@ from typing import Any
 
 from jobs.manifest.uri import UriError, parse_uri
 from models_catalog import hub
+from models_catalog.architectures import vllm_cpu_here
 from models_catalog.folders import (
     FolderRefused,
     configured_models_dir,
@@ -123,6 +124,7 @@ def plan(
         vllm_installed=vllm,
         installed=rt.installed_runtimes(runtimes_dir),
         runtimes_dir=runtimes_dir,
+        vllm_cpu=vllm_cpu_here(runtimes_dir),
     )
     if isinstance(choice, rt.Refusal):
         field = None if choice.install else "spec.source.model.uri"
@@ -166,6 +168,7 @@ def _hub_plan(
         vllm_installed=vllm,
         installed=rt.installed_runtimes(runtimes_dir),
         runtimes_dir=runtimes_dir,
+        vllm_cpu=vllm_cpu_here(runtimes_dir),
     )
     if isinstance(choice, rt.Refusal):
         return Refused(choice.message, None if choice.install else URI)

