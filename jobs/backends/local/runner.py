@@ -157,7 +157,7 @@ class LocalRunner:
             )
             if same and (state.runtime, state.model) == (chosen.runtime, chosen.model):
                 state.revision = revision  # the same servers now run this revision
-                state.task = chosen.task
+                state.task, state.why = chosen.task, chosen.why
             else:
                 with self._gpus.book(manifest, state) as book:
                     gpus = self._gpus.plan(app_name, manifest, book)
@@ -254,6 +254,12 @@ class LocalRunner:
             for replica in state.replicas:
                 proc.cap_log(self._log(app_name, replica.index), self.max_log_bytes)
             return self._status(state)
+
+    def chosen_because(self, app_name: str) -> str:
+        """Why its server was chosen, as Check model said it when it was applied ("" when
+        unknown: not applied here, or by an older console)."""
+        state = self._load(app_name)
+        return state.why if state is not None else ""
 
     def tail(self, app_name: str, n: int = 100, replica: int = 0) -> list[str]:
         """The last n lines of a replica's log (across its rotation)."""
@@ -377,6 +383,7 @@ class LocalRunner:
             model_id=name,
             download=chosen.download.as_dict() if chosen.download else None,
             task=chosen.task,
+            why=chosen.why,
         )
 
     # --- processes -----------------------------------------------------------------------

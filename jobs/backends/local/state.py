@@ -63,6 +63,9 @@ class AppState:
     # a replica answers before it reads Running (first_request.py); "" when unknown (the
     # configured command).
     task: str = ""
+    # Why this server runs it (serving_plan.Plan.why, Check model's words): the model's page
+    # says it beside the runtime.
+    why: str = ""
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,8 @@ def test_chat_runs_on_vllms_cpu_build_where_installed_and_answers_before_running
         runner.apply("chat", manifest("chat", f"file://{folder}"), 1)
         status = running(runner, "chat")
         assert status.runtime == "vllm-cpu"
+        # Why, as Check model said it: the model's page shows it beside the runtime.
+        assert runner.chosen_because("chat").startswith("vLLM's CPU build (vLLM 0.32.0) serves")
         assert "POST /v1/completions" in runner.tail("chat", 50)
         given = seen(runner, "chat")
         argv = given["argv"]
