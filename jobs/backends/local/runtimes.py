@@ -361,11 +361,10 @@ def _chat_on_cpu(
             f"{here.instruction_set} kernels.",
         )
     if TRANSFORMERS.name in installed:
-        gpu = "" if not vllm_installed else f"{_why_not_vllm(facts, vllm_installed)}, and "
         return Choice(
             TRANSFORMERS.name,
-            f"{TRANSFORMERS.label} serves chat and completions; {gpu}not {VLLM_CPU.label}, "
-            f"as {why_not}.",
+            f"{TRANSFORMERS.label} serves chat and completions; "
+            f"{_why_not_vllm(facts, vllm_installed)}, and not {VLLM_CPU.label}, as {why_not}.",
         )
     # Neither: install the one that would serve it here.
     fits = here.unfit is None and not here.off and facts.architecture in here.architectures

