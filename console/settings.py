@@ -301,6 +301,12 @@ SERVEDECK_MODELS_DIR = Path(env_str("SERVEDECK_MODELS_DIR", str(VAR_DIR / "model
 # hf:// models served by a CPU runtime are downloaded here first (one folder for the console,
 # the Hugging Face cache layout, each snapshot at its commit).
 SERVEDECK_DOWNLOADS_DIR = Path(env_str("SERVEDECK_DOWNLOADS_DIR", str(VAR_DIR / "downloads")))
+# vLLM's CPU build keeps each model's compiled kernels here, one folder per vLLM version and
+# model: a restart or a second replica starts warm (minutes of compiling saved on a small CPU).
+SERVEDECK_VLLM_CACHE_DIR = Path(env_str("SERVEDECK_VLLM_CACHE_DIR", str(VAR_DIR / "vllm-cache")))
+# "off": chat never runs on vLLM's CPU build, transformers serve serves it (an operator's way
+# back, and the benchmark's way to compare both); "auto": vLLM's CPU build wherever it can.
+SERVEDECK_VLLM_CPU = env_str("SERVEDECK_VLLM_CPU", "auto").strip().lower()
 # The free disk the downloads folder keeps (bytes, with Ki/Mi/Gi/Ti, or a percentage of its
 # file system); empty: the larger of 5 GiB and 10%. A download that would eat into it is
 # refused. A bad value stops the start (jobs' AppConfig checks it with the local backend's

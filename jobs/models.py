@@ -40,7 +40,7 @@ class ProfileQuerySet(MemberQuerySet):
 
 class ApplicationQuerySet(MemberQuerySet):
     what = "applications"
-    related = ("profile__cluster",)
+    related = ("profile__cluster", "organization")  # the local backend keys by its slug
 
 
 class DraftQuerySet(MemberQuerySet):

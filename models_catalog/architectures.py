@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import jobs.backends.local.runtimes as rt
+import jobs.backends.local.vllm_cpu as vc
+
 DATA_FILE = Path(__file__).with_name("data") / "vllm_architectures.json"
 
 # The registry's groups, in the order that decides an architecture's main task when it sits in
@@ -312,3 +315,25 @@ def _last_served(arch: str, vllm_version: str, data: Mapping) -> str | None:
 def _first_served(arch: str, vllm_version: str, data: Mapping) -> str | None:
     newer = [v for v in _served_in(arch, data) if version_key(v) > version_key(vllm_version)]
     return newer[0] if newer else None
+
+
+def text_generation(vllm_version: str, data: Mapping | None = None) -> frozenset[str]:
+    """The architectures `vllm_version` serves for chat from text alone (no image, audio or
+    video inputs: vLLM's CPU runtime here is installed without torchvision)."""
+    data = load_data() if data is None else data
+    entry = data["versions"][data_version_for(vllm_version, data)]
+    return frozenset(
+        name
+        for name, found in entry["architectures"].items()
+        if found["task"] == "generate" and not found.get("modalities")
+    )
+
+
+def vllm_cpu_here(runtimes_dir: str | Path) -> vc.Here:
+    """What vLLM's CPU build can do on this machine, read for one runtime choice: its version
+    in the runtimes folder, this CPU, the console's setting, and the architectures that
+    version serves for chat (the data above)."""
+    installed = rt.VLLM_CPU.name in rt.installed_runtimes(runtimes_dir)
+    version = rt.installed_version(rt.VLLM_CPU.name, runtimes_dir) if installed else None
+    served = text_generation(version) if version else frozenset()
+    return vc.here(version, rt.configured_text(vc.ENABLED_SETTING), served)

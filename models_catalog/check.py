@@ -285,6 +285,7 @@ def _on_this_machine(
         installed=runtimes.installed_runtimes(folder),
         runtimes_dir=folder,
         gpu_profiles=profiles_that_hold(result, here.gpu_profiles),
+        vllm_cpu=architectures.vllm_cpu_here(folder),
     )
     if isinstance(choice, runtimes.Refusal):
         return refuse(result, choice.message, choice.install or "See above.")

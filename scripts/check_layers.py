@@ -34,6 +34,8 @@ PURE_CORES = (
     "jobs.status",
     "models_catalog.sizing",
     "jobs.backends.local.runtimes",
+    "jobs.backends.local.first_request",
+    "jobs.backends.local.vllm_cpu",
     "jobs.backends.local.download_files",
     "jobs.backends.local.model_files",
     "jobs.backends.local.memory_plan",

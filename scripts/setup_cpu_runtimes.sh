@@ -11,7 +11,8 @@ if [ "${SERVEDECK_CPU_RUNTIMES:-1}" = 0 ]; then
   echo "CPU runtimes: skipped (SERVEDECK_CPU_RUNTIMES=0); install them later with $PWD/scripts/cpu_runtimes.sh"
   exit 0
 fi
-echo "CPU runtimes for models on this machine: transformers serve, infinity-emb, faster-whisper-server"
+echo "CPU runtimes for models on this machine: transformers serve, infinity-emb, faster-whisper-server,"
+echo "  vLLM's CPU build"
 echo "  (scripts/cpu_runtimes.sh; SERVEDECK_CPU_RUNTIMES=0 skips this step). The first time this"
 echo "  downloads a few GB and takes several minutes; once installed it takes seconds."
 started=$SECONDS

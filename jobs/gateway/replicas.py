@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
-from jobs.overview.serving_metrics import MAX_METRICS_BYTES, parse
+from jobs.overview.serving_metrics import MAX_METRICS_BYTES, VLLM_RUNTIMES, parse
 
 from . import replica_choice
 from .errors import GatewayError
@@ -148,9 +148,14 @@ class Router:
         while True:
             await asyncio.sleep(every)
             try:
-                routes = [r for r in routes_of() if r.runtime == "vllm"]
-                await self.scrape(session_of(), routes)
+                await self.scrape(session_of(), with_vllm_figures(routes_of()))
             except asyncio.CancelledError:
                 raise
             except Exception:
                 logger.exception("gateway: reading the replicas' figures failed")
+
+
+def with_vllm_figures(routes: list[Route]) -> list[Route]:
+    """The routes whose replicas publish vLLM's /metrics: vLLM's, and vLLM's CPU build's on
+    the local backend."""
+    return [r for r in routes if r.runtime in VLLM_RUNTIMES]

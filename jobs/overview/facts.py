@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from jobs.backends.local import runtimes as rt
+from jobs.backends.local.backend import local_runner
 from jobs.backends.local.command import DEFAULT_TEMPLATE, configured_template
 from jobs.manifest.view import FilledManifest
 from jobs.models import Application, UsageMinute
@@ -58,6 +59,11 @@ def local_runtime_words(recorded: str) -> str:
     )
 
 
+def _chosen_because(application: Application) -> str:
+    """Why the local backend runs it on that server, as recorded when it was applied."""
+    return local_runner(application.organization.slug).chosen_because(application.name)
+
+
 def serving_facts(application: Application, revision_number: int | None) -> list[Fact]:
     filled = FilledManifest(application.manifest)
     profile = application.profile
@@ -82,6 +88,9 @@ def serving_facts(application: Application, revision_number: int | None) -> list
         runtime += " (the cluster's serving runtime image; each pod's is under Logs)"
     else:
         runtime = local_runtime_words(application.runtime)
+        why = _chosen_because(application)
+        if why:
+            runtime += f". {why}"
     return [
         Fact("Model", application.model_uri),
         Fact("Revision", str(revision_number) if revision_number else "none yet"),

@@ -28,6 +28,8 @@ SCRAPE_DEADLINE_SECONDS = 2.0
 MAX_METRICS_BYTES = 1_000_000  # vLLM's page is tens of kB; a larger one is not a model server's
 CACHE_SECONDS = 60  # older figures are not shown: the server stopped answering
 VLLM = "vllm"
+VLLM_CPU = "vllm-cpu"  # jobs.backends.local.vllm_cpu.NAME: the same /metrics
+VLLM_RUNTIMES = (VLLM, VLLM_CPU)  # the recorded runtimes whose server has vLLM's /metrics
 WAITING = "vllm:num_requests_waiting"
 RUNNING = "vllm:num_requests_running"
 # vLLM renamed the KV-cache gauge (gpu_cache_usage_perc before the V1 engine); either is read.
@@ -123,9 +125,9 @@ def _get(endpoint: str, timeout: float, deadline: float) -> str:
 
 
 def is_vllm(application) -> bool:
-    """vLLM serves it: the runtime the backend recorded (a CPU runtime on the local backend is
-    not vLLM, whatever the manifest's engine), else the manifest's runtime.engine."""
-    return application.serving_runtime == VLLM
+    """vLLM serves it: the runtime the backend recorded (vLLM, or vLLM's CPU build on the local
+    backend; another CPU runtime is not vLLM, whatever the manifest's engine)."""
+    return application.serving_runtime in VLLM_RUNTIMES
 
 
 def cache_key(application_pk: int) -> str:

@@ -14,7 +14,7 @@ from jobs.backends.local import runtimes as rt
 
 ROOT = Path(__file__).resolve().parents[2]
 STEP = ROOT / "scripts" / "setup_cpu_runtimes.sh"
-RUNTIMES = ("transformers", "infinity", "faster-whisper")
+RUNTIMES = ("transformers", "infinity", "faster-whisper", "vllm")
 
 
 def run_step(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
@@ -48,7 +48,7 @@ def test_installed_runtimes_are_said_to_be_so_one_by_one(tmp_path):
     done = run_step(tmp_path, PYTHON="/bin/false")
     assert done.returncode == 0, done.stderr
     for index, name in enumerate(RUNTIMES, start=1):
-        assert f"[{index}/3] {name}: already installed in" in done.stdout, done.stdout
+        assert f"[{index}/{len(RUNTIMES)}] {name}: already installed in" in done.stdout, done.stdout
     assert "The first time this" in done.stdout and "CPU runtimes: ready" in done.stdout
 
 
@@ -57,7 +57,7 @@ def test_a_failed_install_says_which_and_how_to_retry_and_the_console_still_star
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for index, name in enumerate(RUNTIMES, start=1):
-        assert f"[{index}/3] {name}: could not create the virtualenv" in out, out
+        assert f"[{index}/{len(RUNTIMES)}] {name}: could not create the virtualenv" in out, out
     # The command every refusal names (absolute paths: it works from any folder).
     retry = rt.install_command(" ".join(RUNTIMES), tmp_path / "runtimes")
     assert retry.startswith(f"SERVEDECK_RUNTIMES_DIR={tmp_path / 'runtimes'} {ROOT}/scripts/")
@@ -111,7 +111,9 @@ def test_torch_comes_alone_from_pytorchs_cpu_index_and_the_rest_without_it(tmp_p
     pip = "-m pip install --disable-pip-version-check --progress-bar off"
     assert calls.read_text().splitlines() == [
         f"{pip} --quiet --upgrade pip",
-        f"{pip} --no-deps --extra-index-url https://download.pytorch.org/whl/cpu {torch}",
+        # torch's line with its hashes, alone in a file beside the virtualenv.
+        f"{pip} --no-deps --extra-index-url https://download.pytorch.org/whl/cpu -r "
+        f"{tmp_path / 'runtimes' / 'transformers' / 'torch-requirement.txt'}",
         f"{pip} -r requirements/cpu/transformers.txt",
         f"{pip} --quiet --upgrade pip",
         f"{pip} -r requirements/cpu/faster-whisper.txt",

@@ -59,10 +59,15 @@ def cpu_machine(settings, tmp_path, monkeypatch):
     return runtimes, models
 
 
-def install_fake(runtimes: Path, name: str = "transformers") -> None:
+def install_fake(runtimes: Path, name: str = "transformers", version: str | None = None) -> None:
+    """The stand-in where scripts/cpu_runtimes.sh would install runtime `name`, with its
+    package's version on record (a .dist-info folder) when `version` is given."""
     spec = rt.CPU_RUNTIMES[name]
-    program = runtimes / name / "bin" / spec.program
+    if version is not None:
+        site = runtimes / spec.folder / "lib" / "python3.11" / "site-packages"
+        (site / f"{spec.package.replace('-', '_')}-{version}.dist-info").mkdir(parents=True)
+    program = runtimes / spec.folder / "bin" / spec.program
     program.parent.mkdir(parents=True)
     program.write_text(FAKE_RUNTIME.format(python=sys.executable))
     program.chmod(0o755)
-    (runtimes / name / rt.INSTALLED_STAMP).write_text("test\n")
+    (runtimes / spec.folder / rt.INSTALLED_STAMP).write_text("test\n")

@@ -1,7 +1,9 @@
 """The gateway's fixtures: stand-in model servers, a live gateway, the live console (Daphne),
 and the real machine the real-model tests run on."""
 
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -69,4 +71,10 @@ def real_machine(settings):
     settings.SERVEDECK_LOCAL_COMMAND = ""
     settings.SERVEDECK_RUNTIMES_DIR = RUNTIMES_DIR
     settings.SERVEDECK_MODELS_DIR = default_models_dir().resolve()
+    # vLLM's CPU build compiles a model once per version: its cache is kept beside the runtimes
+    # (CI keeps both between runs), so the next run starts it warm.
+    settings.SERVEDECK_VLLM_CACHE_DIR = os.environ.get("SERVEDECK_VLLM_CACHE_DIR") or (
+        Path(RUNTIMES_DIR).resolve().parent / "vllm-cache"
+    )
+    settings.SERVEDECK_VLLM_CPU = "auto"
     return models

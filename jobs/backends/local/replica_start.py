@@ -10,12 +10,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from jobs.manifest.quantity import parse_bytes, parse_cpu
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
 from . import download_launcher, model_files, serving_plan
 from . import processes as proc
 from . import runtimes as rt
-from .command import describe, local_command, local_env, server_environment
+from . import vllm_cpu as vc
+from .command import describe, engine_args, local_command, local_env, server_environment
 from .download_plan import LAUNCHER, snapshot_folder, write_plan
 from .machine_check import which
 from .state import AppState, Replica, now_iso
@@ -65,7 +67,6 @@ def start_one(
         command, cwd = launch.argv, launch.cwd
         # How this runtime is probed and named: the launch decides, the state keeps it.
         state.model_id, state.readiness_path = launch.model_id, launch.readiness_path
-        state.ready_before_load = launch.ready_before_load
         if state.download is not None:
             # The replica downloads first, then execs the runtime: its recorded command is
             # the runtime's, which the launcher's command line ends with (runs_command).
@@ -168,11 +169,42 @@ def cpu_launch(state: AppState, port: int, model: str, folder: Path) -> rt.Launc
         link.symlink_to(model, target_is_directory=True)
         model = str(link)
     serving = (state.manifest["spec"]["source"]["model"].get("serving")) or {}
+    runtimes_dir = rt.configured_runtimes_dir()
+    engine, engine_env = [], None
+    if state.runtime == rt.VLLM_CPU.name:
+        engine, engine_env = vllm_cpu_settings(state, model, runtimes_dir)
     return rt.cpu_launch(
         state.runtime,
         model=model,
         name=state.name,
         port=port,
-        runtimes_dir=rt.configured_runtimes_dir(),
+        runtimes_dir=runtimes_dir,
         max_concurrent=serving.get("maxConcurrentRequests"),
+        engine_args=engine,
+        engine_env=engine_env,
     )
+
+
+def vllm_cpu_settings(
+    state: AppState, model: str, runtimes_dir: Path
+) -> tuple[list[str], dict[str, str]]:
+    """vLLM's CPU build's engine arguments (the manifest's, as on clusters: limits, dtype,
+    parsers, extraArgs through the allowlist) and environment: its KV cache from
+    serving.kvCacheSize (else a quarter of resources.memory), its threads and their binding from
+    resources.cpu, its compile cache in the console's vLLM cache for this version and model."""
+    engine = engine_args(state.manifest)
+    if "--revision" in engine:  # the folder it is given is already the revision asked for
+        at = engine.index("--revision")
+        del engine[at : at + 2]
+    block = state.manifest["spec"]["source"]["model"]
+    serving, resources = block.get("serving") or {}, block.get("resources") or {}
+    kv = serving.get("kvCacheSize")
+    memory, cores = resources.get("memory"), resources.get("cpu")
+    kv_gib = vc.kv_cache_gib(
+        parse_bytes(kv) if kv is not None else None,
+        parse_bytes(memory) if memory is not None else None,
+    )
+    bind = vc.threads_bind(parse_cpu(cores) if cores is not None else None, vc.allowed_cpus())
+    version = rt.installed_version(rt.VLLM_CPU.name, runtimes_dir) or "unknown"
+    cache_dir = rt.configured_folder(vc.CACHE_SETTING, "vllm-cache")
+    return engine, vc.environment(kv_gib, bind, vc.compile_cache(cache_dir, version, model))

@@ -1,12 +1,10 @@
 """What a local application's status reads from its replicas: whether each serves (its
-readiness path, and one real request for a runtime that answers it before loading its model:
-Running means the model answered), whether it is still downloading and how far, and the last
-run's log lines a Failed status quotes."""
+readiness path, then one real request of its model's task: Running means the model answered),
+whether it is still downloading and how far, and the last run's log lines a Failed status
+quotes."""
 
 from __future__ import annotations
 
-import io
-import wave
 from pathlib import Path
 
 import httpx
@@ -16,6 +14,7 @@ from jobs.backends.redaction import operator_secrets, redact, secret_values
 from . import download_launcher
 from . import processes as proc
 from .download_plan import LAUNCHER
+from .first_request import first_request
 from .replica_start import MARKER
 from .state import AppState, Replica
 
@@ -23,23 +22,11 @@ FAILED_LOG_LINES = 20
 WARM_UP_SECONDS = 5.0  # a warm-up request waits this long for the model to load
 
 
-def _silence_wav(seconds: float = 0.5, rate: int = 16000) -> bytes:
-    """A mono 16-bit WAV of silence: the warm-up request's audio."""
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(b"\0\0" * int(seconds * rate))
-    return buffer.getvalue()
-
-
-SILENCE_WAV = _silence_wav()
-
-
 def probe(state: AppState, replicas: list[Replica], probe_timeout: float) -> dict[int, bool]:
-    """GET the runtime's readiness path on each live replica; a 200 means it serves. A
-    runtime that answers it before loading its model is sent one warm-up request too."""
+    """GET the runtime's readiness path on each live replica; once it answers 200, the replica
+    is sent one real request of its model's task (warm_up), and serves only once that was
+    answered: a server may answer its readiness path before its model is loaded
+    (faster-whisper-server, transformers serve), and a replica reading Running must answer."""
     ready = {}
     timeout = httpx.Timeout(probe_timeout)
     # trust_env=False: an HTTP(S)_PROXY in the environment must not carry loopback probes.
@@ -51,36 +38,27 @@ def probe(state: AppState, replicas: list[Replica], probe_timeout: float) -> dic
                 ready[replica.index] = response.status_code == 200
             except httpx.HTTPError:
                 ready[replica.index] = False
-            if ready[replica.index] and state.ready_before_load and not replica.warmed:
+            if ready[replica.index] and not replica.warmed:
                 replica.warmed = warm_up(client, base, state, probe_timeout)
                 ready[replica.index] = replica.warmed
     return ready
 
 
 def warm_up(client: httpx.Client, base: str, state: AppState, probe_timeout: float) -> bool:
-    """One real request, the smallest of the runtime's task: a one-token chat for transformers
-    serve, a transcription of a moment of silence for faster-whisper-server. Both load the
-    model on the first request; loading takes longer than a probe's timeout, so the server goes
-    on loading after the probe gives up, and a later probe finds it loaded."""
-    timeout = httpx.Timeout(max(probe_timeout, WARM_UP_SECONDS))
+    """The replica's first real request (first_request.py), True once it was answered; True
+    at once for a server whose task is unknown (the configured command). A server that loads
+    its model on the first request (transformers serve, faster-whisper-server) takes longer
+    than a probe's timeout: it goes on loading after the probe gives up, and a later probe
+    finds it loaded."""
+    first = first_request(state.runtime, state.task)
+    if first is None:
+        return True
     try:
-        if state.runtime == "transformers":
-            response = client.post(
-                base + "/v1/chat/completions",
-                json={
-                    "model": state.model_id,
-                    "messages": [{"role": "user", "content": "Hi"}],
-                    "max_tokens": 1,
-                },
-                timeout=timeout,
-            )
-        else:
-            response = client.post(
-                base + "/v1/audio/transcriptions",
-                data={"model": state.model_id, "response_format": "json"},
-                files={"file": ("warm-up.wav", SILENCE_WAV, "audio/wav")},
-                timeout=timeout,
-            )
+        response = client.post(
+            base + first.route,
+            timeout=httpx.Timeout(max(probe_timeout, WARM_UP_SECONDS)),
+            **first.httpx_arguments(state.model_id),
+        )
     except httpx.HTTPError:
         return False
     return response.status_code == 200

@@ -157,6 +157,7 @@ class LocalRunner:
             )
             if same and (state.runtime, state.model) == (chosen.runtime, chosen.model):
                 state.revision = revision  # the same servers now run this revision
+                state.task, state.why = chosen.task, chosen.why
             else:
                 with self._gpus.book(manifest, state) as book:
                     gpus = self._gpus.plan(app_name, manifest, book)
@@ -254,6 +255,12 @@ class LocalRunner:
                 proc.cap_log(self._log(app_name, replica.index), self.max_log_bytes)
             return self._status(state)
 
+    def chosen_because(self, app_name: str) -> str:
+        """Why its server was chosen, as Check model said it when it was applied ("" when
+        unknown: not applied here, or by an older console)."""
+        state = self._load(app_name)
+        return state.why if state is not None else ""
+
     def tail(self, app_name: str, n: int = 100, replica: int = 0) -> list[str]:
         """The last n lines of a replica's log (across its rotation)."""
         return proc.tail_lines(self._log(check_name(app_name), replica), n)
@@ -326,6 +333,9 @@ class LocalRunner:
         try:
             data = json.loads(path.read_text())
             data["replicas"] = [Replica(**r) for r in data.get("replicas", [])]
+            # Written by consoles before every runtime answered a first request (state.task
+            # and the runtime decide it now).
+            data.pop("ready_before_load", None)
             return AppState(**data)
         except FileNotFoundError:
             return None
@@ -372,6 +382,8 @@ class LocalRunner:
             # own are its Launch's, recorded when a replica starts (replica_start.py).
             model_id=name,
             download=chosen.download.as_dict() if chosen.download else None,
+            task=chosen.task,
+            why=chosen.why,
         )
 
     # --- processes -----------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 vLLM for a replica that asks for a GPU, where it is installed; else an OpenAI-compatible CPU
 server chosen by the model's task and weights layout, each in its own virtualenv under the
-runtimes folder (made by scripts/cpu_runtimes.sh). Decisions on plain values; the only reads of
-the machine are configured_runtimes_dir() and installed_runtimes(), kept apart for the caller.
+runtimes folder (made by scripts/cpu_runtimes.sh): vLLM's CPU build for chat wherever this CPU
+and the model's architecture allow it (vllm_cpu.py), transformers serve otherwise. Decisions
+on plain values; the only reads of the machine are configured_runtimes_dir() and
+installed_runtimes(), kept apart for the caller.
 Which files of an hf:// model a CPU runtime downloads, and where, is download_files.py.
 """
 
@@ -17,6 +19,11 @@ import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
+
+try:
+    from . import vllm_cpu as vc
+except ImportError:  # run by path, from the download launcher (download_files.py)
+    import vllm_cpu as vc  # type: ignore[no-redef]
 
 RUNTIMES_DIR_SETTING = "SERVEDECK_RUNTIMES_DIR"
 # Where hf:// models served by a CPU runtime are downloaded to: one folder for the console,
@@ -70,13 +77,18 @@ OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 class CpuRuntime:
     """One CPU model server: its virtualenv's name, program, what it serves and its routes."""
 
-    name: str  # the folder under the runtimes dir, and the install script's argument
+    name: str  # as states and pages name it; also its folder unless `venv` says otherwise
     label: str
     program: str  # in the venv's bin/
     serves: frozenset[tuple[str, str]]  # (task, layout) pairs
     readiness_path: str  # answers 200 once the server accepts requests
     route_prefix: str  # where its OpenAI-style routes start
     package: str  # the distribution installed in its venv (its version is shown on pages)
+    venv: str = ""  # the folder under the runtimes dir and the install script's argument
+
+    @property
+    def folder(self) -> str:
+        return self.venv or self.name
 
 
 TRANSFORMERS = CpuRuntime(
@@ -108,7 +120,17 @@ FASTER_WHISPER = CpuRuntime(
     "/v1",
     "faster-whisper-server",
 )
-CPU_RUNTIMES = {r.name: r for r in (TRANSFORMERS, INFINITY, FASTER_WHISPER)}
+VLLM_CPU = CpuRuntime(
+    vc.NAME,
+    "vLLM's CPU build",
+    "python",  # python -m vllm.entrypoints.openai.api_server (vllm_cpu.MODULE)
+    frozenset({(GENERATE, HF)}),
+    "/health",  # 200 only once the engine is compiled, warmed up and listening
+    "/v1",
+    vc.PACKAGE,
+    vc.VENV,
+)
+CPU_RUNTIMES = {r.name: r for r in (TRANSFORMERS, INFINITY, FASTER_WHISPER, VLLM_CPU)}
 
 
 @dataclass(frozen=True)
@@ -159,10 +181,6 @@ class Launch:
     route_prefix: str
     # The model name the runtime answers to; the gateway sends it in place of the client's.
     model_id: str
-    # The readiness path answers before the model is loaded (faster-whisper-server loads it on
-    # the first request, so a folder with no model still reads as ready): Running needs one
-    # real request first.
-    ready_before_load: bool = False
 
 
 def weights_layout(file_names: Iterable[str]) -> str | None:
@@ -238,6 +256,7 @@ def choose_runtime(
     installed: Collection[str] = (),
     runtimes_dir: str | os.PathLike[str] = "var/runtimes",
     gpu_profiles: Sequence[str] = (),
+    vllm_cpu: vc.Here | None = None,
 ) -> Choice | Refusal:
     """The runtime for this model on this machine, or a refusal that says what would serve it.
 
@@ -245,7 +264,9 @@ def choose_runtime(
     pip installs is a CUDA build, which serves nothing on the CPU, so a replica without a GPU
     runs on the CPU runtime of its task and layout wherever vLLM is installed. `installed`
     names the CPU runtimes whose virtualenv is complete (installed_runtimes()); `gpu_profiles`
-    the organisation's profiles that would serve a model no CPU runtime serves."""
+    the organisation's profiles that would serve a model no CPU runtime serves; `vllm_cpu`
+    what vLLM's CPU build can do here (None: it is left out, as before it existed). Chat goes
+    to vLLM's CPU build where it can serve the model, else to transformers serve."""
     elsewhere = gpu_profile_words(gpu_profiles)
     if facts.layout == NEMO or facts.architecture == PARAKEET_ARCHITECTURE:
         return Refusal(
@@ -279,31 +300,75 @@ def choose_runtime(
             f"{CPU_MOE_MAX_PARAMETERS // 10**9}B parameters at a usable speed. "
             f"{_sentence(elsewhere)}."
         )
+    if (facts.task, facts.layout) == (GENERATE, HF) and vllm_cpu is not None:
+        return _chat_on_cpu(facts, vllm_cpu, installed, runtimes_dir, vllm_installed)
     runtime = next(
-        (r for r in CPU_RUNTIMES.values() if (facts.task, facts.layout) in r.serves), None
+        (
+            r
+            for r in CPU_RUNTIMES.values()
+            if (facts.task, facts.layout) in r.serves and r is not VLLM_CPU
+        ),
+        None,
     )
     if runtime is None:
         return _no_cpu_runtime(facts, elsewhere)
     if runtime is INFINITY and facts.files_refusal is not None:
         return Refusal(facts.files_refusal)  # installing anything would not change it
     if runtime.name not in installed:
-        command = install_command(runtime.name, runtimes_dir)
-        return Refusal(
-            f"{_task_words(facts.task).capitalize()} on this machine needs the CPU runtime "
-            f"{runtime.label}, which is not installed in {runtimes_dir}. "
-            f"Install it with: {command}",
-            install=command,
-        )
-    if not vllm_installed:
-        why = "vLLM is not installed on this machine"
-    elif facts.layout != HF:
-        why = f"vLLM does not load {layout}"
-    else:
-        why = (
-            "the replica asks for no GPU (no resources.accelerator), and the vLLM installed "
-            "here serves on NVIDIA GPUs only"
-        )
+        return _not_installed(facts, runtime, runtimes_dir)
+    why = _why_not_vllm(facts, vllm_installed)
     return Choice(runtime.name, f"{runtime.label} serves {_task_words(facts.task)}; {why}.")
+
+
+def _why_not_vllm(facts: ModelFacts, vllm_installed: bool) -> str:
+    """Why the GPU vLLM (on the PATH) does not serve this CPU replica, as a clause."""
+    if not vllm_installed:
+        return "vLLM is not installed on this machine"
+    if facts.layout != HF:
+        layout = LAYOUT_WORDS.get(facts.layout, f"the layout {facts.layout!r}").split(" (")[0]
+        return f"vLLM does not load {layout}"
+    return (
+        "the replica asks for no GPU (no resources.accelerator), and the vLLM installed "
+        "here serves on NVIDIA GPUs only"
+    )
+
+
+def _not_installed(facts: ModelFacts, runtime: CpuRuntime, runtimes_dir) -> Refusal:
+    command = install_command(runtime.folder, runtimes_dir)
+    return Refusal(
+        f"{_task_words(facts.task).capitalize()} on this machine needs the CPU runtime "
+        f"{runtime.label}, which is not installed in {runtimes_dir}. "
+        f"Install it with: {command}",
+        install=command,
+    )
+
+
+def _chat_on_cpu(
+    facts: ModelFacts,
+    here: vc.Here,
+    installed: Collection[str],
+    runtimes_dir,
+    vllm_installed: bool,
+) -> Choice | Refusal:
+    """Chat from a Hugging Face folder without a GPU: vLLM's CPU build where it serves the
+    model here, else transformers serve, saying why not vLLM."""
+    why_not = here.why_not(facts.architecture, install_command(vc.VENV, runtimes_dir))
+    if why_not is None:
+        return Choice(
+            VLLM_CPU.name,
+            f"{VLLM_CPU.label} (vLLM {here.installed}) serves chat and completions: vLLM "
+            f"serves the architecture {facts.architecture}, and this CPU runs its "
+            f"{here.instruction_set} kernels.",
+        )
+    if TRANSFORMERS.name in installed:
+        return Choice(
+            TRANSFORMERS.name,
+            f"{TRANSFORMERS.label} serves chat and completions; "
+            f"{_why_not_vllm(facts, vllm_installed)}, and not {VLLM_CPU.label}, as {why_not}.",
+        )
+    # Neither: install the one that would serve it here.
+    fits = here.unfit is None and not here.off and facts.architecture in here.architectures
+    return _not_installed(facts, VLLM_CPU if fits else TRANSFORMERS, runtimes_dir)
 
 
 def _sentence(text: str) -> str:
@@ -315,6 +380,7 @@ def _no_cpu_runtime(facts: ModelFacts, elsewhere: str) -> Refusal:
     served = [
         f"{_task_words(task)} from {LAYOUT_WORDS[lay].split(' (')[0]}"
         for r in CPU_RUNTIMES.values()
+        if r is not VLLM_CPU  # the same as transformers serve's
         for task, lay in sorted(r.serves)
     ]
     if facts.layout == GGUF:
@@ -344,17 +410,19 @@ def cpu_launch(
     runtimes_dir: str | os.PathLike[str],
     revision: str | None = None,
     max_concurrent: int | None = None,
+    engine_args: Sequence[str] = (),
+    engine_env: Mapping[str, str] | None = None,
 ) -> Launch:
     """The command of one CPU runtime replica serving `model` (a folder's absolute path, or a
     Hugging Face repo id) as `name` on 127.0.0.1:`port`; `max_concurrent` is the manifest's
-    serving.maxConcurrentRequests."""
+    serving.maxConcurrentRequests. vLLM's CPU build also takes the manifest's `engine_args`
+    (command.engine_args) and `engine_env` (vllm_cpu.environment)."""
     spec = CPU_RUNTIMES[runtime]
-    program = str(Path(runtimes_dir) / spec.name / "bin" / spec.program)
+    program = str(Path(runtimes_dir) / spec.folder / "bin" / spec.program)
     folder = os.path.isabs(model)
     env = {**QUIET_ENV, **(OFFLINE_ENV if folder else {})}
     port_text = str(port)
     cwd: str | None = None
-    ready_before_load = False
     if spec is TRANSFORMERS:
         # transformers serve names a model by how it was given: a folder is served as its own
         # name from its parent folder, so the id clients must send carries no path.
@@ -369,9 +437,10 @@ def cpu_launch(
             argv.append("--continuous-batching")
         pinned = model_arg if revision is None else f"{model_arg}@{revision}"
         argv += ["--log-level", "info", pinned]
-        # It loads the model on the first request (the first chat after Running took 15 s):
-        # a replica is Running once it answered one.
-        ready_before_load = True
+    elif spec is VLLM_CPU:
+        argv = vc.argv(program, model, name, port, LOOPBACK, engine_args)
+        env.update(engine_env or {})
+        model_id = name
     elif spec is INFINITY:
         argv = [program, "v2", "--model-id", model, "--served-model-name", name]
         if revision is not None:
@@ -390,7 +459,6 @@ def cpu_launch(
         # faster-whisper-server loads the model on the first request, not at start.
         argv = [program, model, "--host", LOOPBACK, "--port", port_text, "--log-level", "info"]
         model_id = name
-        ready_before_load = True
     return Launch(
         runtime=spec.name,
         argv=argv,
@@ -399,7 +467,6 @@ def cpu_launch(
         readiness_path=spec.readiness_path,
         route_prefix=spec.route_prefix,
         model_id=model_id,
-        ready_before_load=ready_before_load,
     )
 
 
@@ -460,7 +527,7 @@ def installed_runtimes(runtimes_dir: str | os.PathLike[str]) -> frozenset[str]:
     script's mark of a complete install."""
     found = set()
     for spec in CPU_RUNTIMES.values():
-        venv = Path(runtimes_dir) / spec.name
+        venv = Path(runtimes_dir) / spec.folder
         program = venv / "bin" / spec.program
         if (venv / INSTALLED_STAMP).is_file() and os.access(program, os.X_OK):
             found.add(spec.name)
@@ -478,7 +545,9 @@ def installed_version(runtime: str, runtimes_dir: str | os.PathLike[str]) -> str
     if spec is None:
         return None
     wanted = _distribution_key(spec.package)
-    for info in (Path(runtimes_dir) / spec.name / "lib").glob("python*/site-packages/*.dist-info"):
+    for info in (Path(runtimes_dir) / spec.folder / "lib").glob(
+        "python*/site-packages/*.dist-info"
+    ):
         name, _, version = info.name.removesuffix(".dist-info").rpartition("-")
         if _distribution_key(name) == wanted and version:
             return version

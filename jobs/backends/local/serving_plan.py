@@ -19,6 +19,7 @@ from typing import Any
 
 from jobs.manifest.uri import UriError, parse_uri
 from models_catalog import hub
+from models_catalog.architectures import vllm_cpu_here
 from models_catalog.folders import (
     FolderRefused,
     configured_models_dir,
@@ -65,6 +66,9 @@ class Plan:
     why: str  # for Check model and the log: "... because ..."
     # An hf:// model on a CPU runtime: `model` is its snapshot folder, filled by this download.
     download: Download | None = None
+    # What the model does (runtimes.GENERATE ...), for the first real request a replica must
+    # answer before it reads Running; "" for the configured command, whose server is unknown.
+    task: str = ""
 
 
 @dataclass(frozen=True)
@@ -120,11 +124,12 @@ def plan(
         vllm_installed=vllm,
         installed=rt.installed_runtimes(runtimes_dir),
         runtimes_dir=runtimes_dir,
+        vllm_cpu=vllm_cpu_here(runtimes_dir),
     )
     if isinstance(choice, rt.Refusal):
         field = None if choice.install else "spec.source.model.uri"
         return Refused(choice.message, field)
-    return Plan(choice.runtime, model, revision, choice.why)
+    return Plan(choice.runtime, model, revision, choice.why, task=facts.task)
 
 
 def _hub_plan(
@@ -163,11 +168,12 @@ def _hub_plan(
         vllm_installed=vllm,
         installed=rt.installed_runtimes(runtimes_dir),
         runtimes_dir=runtimes_dir,
+        vllm_cpu=vllm_cpu_here(runtimes_dir),
     )
     if isinstance(choice, rt.Refusal):
         return Refused(choice.message, None if choice.install else URI)
     if choice.runtime == rt.VLLM:
-        return Plan(rt.VLLM, repo, revision, choice.why)  # vLLM downloads it itself
+        return Plan(rt.VLLM, repo, revision, choice.why, task=found.facts.task)  # it downloads
     if not found.files:
         return Refused(f"spec.source.model.uri: hf://{repo} has no files its runtime reads.", URI)
     try:
@@ -176,4 +182,4 @@ def _hub_plan(
         return Refused(f"spec.source.model.uri: {exc}.", URI)
     download = Download(repo, found.commit, found.facts.layout, found.files)
     why = f"{choice.why} It is downloaded from the Hub into {folder.parents[2]} first."
-    return Plan(choice.runtime, str(folder), found.commit, why, download)
+    return Plan(choice.runtime, str(folder), found.commit, why, download, found.facts.task)

@@ -12,6 +12,7 @@ from typing import Any
 
 from .command import replica_count
 from .download_launcher import NEXT_STEP, SAY
+from .first_request import first_request
 
 PENDING, LOADING, RUNNING, FAILED, STOPPED = "Pending", "Loading", "Running", "Failed", "Stopped"
 DOWNLOADING = "Downloading"
@@ -33,8 +34,7 @@ class Replica:
     exit_code: int | None = None
     exited_at: str | None = None  # set once it is seen gone; exit_code may stay unknown
     boot_id: str | None = None  # pids and start times mean nothing after a reboot
-    # A runtime whose readiness path answers before the model is loaded has answered one
-    # real request (AppState.ready_before_load): only then is it ready.
+    # It answered its first real request (first_request.py): only then is it ready.
     warmed: bool = False
 
 
@@ -56,10 +56,16 @@ class AppState:
     model: str = ""
     model_id: str = ""
     readiness_path: str = "/v1/models"
-    ready_before_load: bool = False
     # An hf:// model on a CPU runtime: what each replica downloads first (serving_plan.Download
     # as a dict: repo, commit, layout, files); `model` is then its snapshot folder.
     download: dict[str, Any] | None = None
+    # What the model does (runtimes.GENERATE ...): with the runtime, it decides the real request
+    # a replica answers before it reads Running (first_request.py); "" when unknown (the
+    # configured command).
+    task: str = ""
+    # Why this server runs it (serving_plan.Plan.why, Check model's words): the model's page
+    # says it beside the runtime.
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -150,8 +156,14 @@ def derive_status(
         )
         reason += f": {line.removeprefix(SAY)}" if line else "."
         return LocalStatus(DOWNLOADING, reason, "Wait; its log shows the progress.", **common)
+    first = first_request(state.runtime, state.task)
     reason, next_step = _loading_words(
-        replicas, len(ready_ones), desired, state.runtime, state.readiness_path
+        replicas,
+        len(ready_ones),
+        desired,
+        state.runtime,
+        state.readiness_path,
+        first.words if first else None,
     )
     return LocalStatus(LOADING, reason, next_step, **common)
 
@@ -232,6 +244,10 @@ def _failed_next_step(replica: Replica, lines: list[str]) -> str:
 # What a server does before it answers, per runtime (AppState.runtime).
 LOADING_WORDS = {
     "vllm": "vLLM downloads the weights, then loads them",
+    "vllm-cpu": (
+        "vLLM's CPU build loads the model, compiles it for this CPU and warms up (minutes the "
+        "first time; a restart finds the compiled kernels)"
+    ),
     "transformers": "transformers serve loads the model from its folder",
     "infinity": "infinity-emb loads the model from its folder",
     "faster-whisper": "faster-whisper-server starts, then loads the model",
@@ -245,13 +261,15 @@ def _loading_words(
     desired: int,
     runtime: str = "",
     readiness_path: str = "/v1/models",
+    first: str | None = None,
 ) -> tuple[str, str]:
     waiting = next((r for r in replicas if r.state == "starting"), None)
     reason = f"{ready} of {desired} replicas answer."
     if waiting is not None:
         age = span(seconds_between(waiting.started_at))
+        asked = f"GET {readiness_path} and {first}" if first else f"GET {readiness_path}"
         reason += (
-            f" Replica {waiting.index} (port {waiting.port}) started {age} ago and does not "
-            f"answer GET {readiness_path} yet: {LOADING_WORDS.get(runtime, LOADING_WORDS[''])}."
+            f" Replica {waiting.index} (port {waiting.port}) started {age} ago and has not "
+            f"answered {asked} yet: {LOADING_WORDS.get(runtime, LOADING_WORDS[''])}."
         )
     return reason, "Wait; its log shows the progress."

@@ -282,13 +282,15 @@ def test_not_vllm_or_not_running_is_not_scraped(org):
 
 def test_the_runtime_the_local_backend_recorded_decides_not_the_manifest(stand_in, org):
     """The manifest asks for vLLM, but this machine serves it with a CPU runtime: its server
-    has no vLLM metrics, so it is not scraped; recorded as vllm, it is."""
+    has no vLLM metrics, so it is not scraped; recorded as vllm, or as vLLM's CPU build, it is."""
     app = make_app(org, phase="Running", endpoint=stand_in, runtime="transformers")
     app.manifest["spec"]["source"]["model"]["runtime"] = {"engine": "vllm"}
     assert serving_metrics.observe(app) is None
     assert serving_metrics.latest(app.pk) is None
     app.runtime = "vllm"
     assert serving_metrics.observe(app)["kv_cache_usage"] == 0.0
+    app.runtime = "vllm-cpu"  # the same figures: observe() says None for unchanged ones
+    assert serving_metrics.scraped(app)
 
 
 def on_prod(org, **fields) -> Application:

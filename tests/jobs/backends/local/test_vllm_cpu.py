@@ -1,0 +1,268 @@
+"""vLLM's CPU build on the local backend, pure: which chat runtime a model gets and why, and
+the command line and environment one replica is started with from the manifest."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from jobs.backends.local import runtimes as rt
+from jobs.backends.local import vllm_cpu as vc
+from models_catalog.architectures import text_generation
+
+DIR = "/srv/runtimes"
+AVX512 = frozenset({"avx2", "avx512f", "avx512_bf16"})
+FIT = vc.Here(
+    installed="0.32.0",
+    instruction_set="AVX-512 with bf16",
+    architectures=frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"}),
+)
+ALL = frozenset({"transformers", "infinity", "faster-whisper", "vllm-cpu"})
+LLAMA = rt.ModelFacts(task=rt.GENERATE, layout=rt.HF, architecture="LlamaForCausalLM")
+
+
+def choose(facts=LLAMA, here=FIT, installed=ALL, vllm_installed=False):
+    return rt.choose_runtime(
+        facts, vllm_installed=vllm_installed, installed=installed, runtimes_dir=DIR, vllm_cpu=here
+    )
+
+
+# ---- which runtime, and why ----
+
+
+@pytest.mark.parametrize(
+    ("here", "installed", "runtime", "said"),
+    [
+        (FIT, ALL, "vllm-cpu", "this CPU runs its AVX-512 with bf16 kernels"),
+        (FIT, ALL - {"transformers"}, "vllm-cpu", "vLLM serves the architecture LlamaForCausalLM"),
+        (
+            vc.Here(installed=None),
+            ALL - {"vllm-cpu"},
+            "transformers",
+            "vLLM is not installed on this machine, and "  # the GPU vLLM, as ever
+            f"not vLLM's CPU build, as it is not installed (install it with: "
+            f"SERVEDECK_RUNTIMES_DIR={DIR} {rt.INSTALL_SCRIPT} vllm)",
+        ),
+        (
+            vc.Here(installed="0.32.0", unfit="this CPU lacks AVX2, which vLLM's CPU build needs"),
+            ALL,
+            "transformers",
+            "as this CPU lacks AVX2",
+        ),
+        (
+            vc.Here(installed="0.32.0", off=True, architectures=FIT.architectures),
+            ALL,
+            "transformers",
+            "as SERVEDECK_VLLM_CPU is off on this console",
+        ),
+        (
+            vc.Here(installed="0.32.0", architectures=frozenset({"Qwen2ForCausalLM"})),
+            ALL,
+            "transformers",
+            "as vLLM 0.32.0 does not serve the architecture LlamaForCausalLM",
+        ),
+    ],
+)
+def test_chat_goes_to_vllm_on_the_cpu_where_it_can_else_transformers_saying_why(
+    here, installed, runtime, said
+):
+    choice = choose(here=here, installed=installed)
+    assert isinstance(choice, rt.Choice), choice
+    assert choice.runtime == runtime
+    assert said in choice.why
+    assert choice.cpu is rt.CPU_RUNTIMES[runtime]
+
+
+def test_a_model_naming_no_architecture_stays_on_transformers():
+    facts = rt.ModelFacts(task=rt.GENERATE, layout=rt.HF)
+    choice = choose(facts=facts)
+    assert choice.runtime == "transformers"
+    assert "names no architecture" in choice.why
+
+
+@pytest.mark.parametrize(
+    ("here", "install"),
+    [
+        (vc.Here(installed=None, architectures=FIT.architectures), "vllm"),
+        (vc.Here(installed=None, unfit="it is installed on x86-64 CPUs only"), ""),
+    ],
+)
+def test_with_neither_chat_runtime_the_refusal_installs_the_one_that_would_serve(here, install):
+    """vLLM's CPU build where this CPU and the architecture allow it, else transformers."""
+    refused = choose(here=here, installed=frozenset({"infinity"}))
+    assert isinstance(refused, rt.Refusal)
+    wanted = "vllm" if install else "transformers"
+    assert refused.install == rt.install_command(wanted, DIR)
+
+
+@pytest.mark.parametrize(
+    ("facts", "runtime"),
+    [
+        (rt.ModelFacts(task=rt.EMBED, layout=rt.HF, architecture="BertModel"), "infinity"),
+        (rt.ModelFacts(task=rt.SCORE, layout=rt.HF, architecture="BertForSeq"), "infinity"),
+        (rt.ModelFacts(task=rt.TRANSCRIBE, layout=rt.CTRANSLATE2), "faster-whisper"),
+    ],
+)
+def test_embeddings_reranking_and_transcription_keep_their_runtimes(facts, runtime):
+    assert choose(facts=facts).runtime == runtime
+
+
+def test_a_replica_on_a_gpu_still_gets_the_gpu_vllm():
+    gpu = rt.ModelFacts(rt.GENERATE, rt.HF, "LlamaForCausalLM", wants_gpu=True)
+    assert choose(facts=gpu, vllm_installed=True).runtime == "vllm"
+
+
+def test_without_its_facts_the_choice_is_as_before_vllm_on_the_cpu():
+    choice = rt.choose_runtime(LLAMA, vllm_installed=False, installed=ALL, runtimes_dir=DIR)
+    assert choice.runtime == "transformers"
+
+
+def test_the_registry_data_serves_the_packaged_chat_model_for_text():
+    served = text_generation("0.32.0")
+    assert "LlamaForCausalLM" in served
+    assert "LlavaForConditionalGeneration" not in served  # images need torchvision
+    assert "BertModel" not in served  # embeddings: not chat
+
+
+# ---- this CPU ----
+
+
+@pytest.mark.parametrize(
+    ("machine", "flags", "unfit", "kernels"),
+    [
+        ("x86_64", AVX512, None, "AVX-512 with bf16"),
+        ("x86_64", {"avx2", "avx512f"}, None, "AVX-512"),
+        ("x86_64", {"avx2"}, None, "AVX2"),
+        ("x86_64", {"sse4_2", "avx"}, "lacks AVX2", "neither AVX2 nor AVX-512"),
+        ("aarch64", {"asimd"}, "x86-64 CPUs only, and this one is aarch64", None),
+    ],
+)
+def test_the_cpu_it_needs(machine, flags, unfit, kernels):
+    found = vc.cpu_unfit(machine, flags)
+    assert (found is None) if unfit is None else (unfit in found)
+    if kernels is not None:
+        assert vc.instruction_set(flags) == kernels
+
+
+def test_the_flags_are_read_from_cpuinfo(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f\nbugs\t\t: none\n")
+    assert vc.cpu_flags(info) == {"fpu", "avx2", "avx512f"}
+    assert vc.cpu_flags(tmp_path / "missing") == frozenset()
+
+
+# ---- the manifest drives it ----
+
+
+@pytest.mark.parametrize(
+    ("kv", "memory", "gib"),
+    [
+        (2 * vc.GIB, 16 * vc.GIB, 2),  # kvCacheSize wins
+        (1536 * 2**20, None, 2),  # rounded up: it reads whole GiB
+        (100, None, 1),
+        (None, 16 * vc.GIB, 4),  # a quarter of memory
+        (None, 6 * vc.GIB, 1),  # rounded down, at least 1
+        (None, None, None),  # vLLM sizes it
+    ],
+)
+def test_kv_cache_space(kv, memory, gib):
+    assert vc.kv_cache_gib(kv, memory) == gib
+
+
+@pytest.mark.parametrize(
+    ("cores", "allowed", "bind"),
+    [
+        (None, [0, 1], "auto"),
+        (Fraction(1), [0, 1], "1"),
+        (Fraction(2), [0, 1], "0,1"),
+        (Fraction(1, 2), [0, 1, 2, 3], "3"),  # 500m: one thread
+        (Fraction(3, 2), [0, 1, 2, 3], "2,3"),
+        (Fraction(16), [4, 5, 6], "4,5,6"),  # never more than the CPUs allowed
+        (Fraction(2), [], "auto"),
+    ],
+)
+def test_threads_and_their_binding_from_resources_cpu(cores, allowed, bind):
+    assert vc.threads_bind(cores, allowed) == bind
+
+
+def test_the_compile_cache_is_one_per_version_and_model():
+    one = vc.compile_cache("/var/vllm-cache", "0.32.0", "/models/smollm2-135m-instruct")
+    assert one.parent == Path("/var/vllm-cache/0.32.0")
+    assert one.name.startswith("smollm2-135m-instruct-")
+    assert one == vc.compile_cache("/var/vllm-cache", "0.32.0", "/models/smollm2-135m-instruct")
+    assert one != vc.compile_cache("/var/vllm-cache", "0.33.0", "/models/smollm2-135m-instruct")
+    assert one != vc.compile_cache("/var/vllm-cache", "0.32.0", "/other/smollm2-135m-instruct")
+    odd = vc.compile_cache("/c", "../1", "/m/../weird name")
+    assert odd.parent.parent == Path("/c") and ".." not in odd.parts
+
+
+def test_the_environment_it_reads():
+    env = vc.environment(3, "0,1", Path("/var/vllm-cache/0.32.0/m-1"))
+    assert env == {
+        "VLLM_CPU_OMP_THREADS_BIND": "0,1",
+        "VLLM_CACHE_ROOT": "/var/vllm-cache/0.32.0/m-1",
+        "TORCHINDUCTOR_CACHE_DIR": "/var/vllm-cache/0.32.0/m-1/inductor",
+        "VLLM_USE_AOT_COMPILE": "0",
+        "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_DO_NOT_TRACK": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "3",
+    }
+    assert "VLLM_CPU_KVCACHE_SPACE" not in vc.environment(None, "auto", Path("/c"))
+
+
+def test_a_replica_runs_the_api_server_module_from_its_venv_with_the_engine_args():
+    launch = rt.cpu_launch(
+        "vllm-cpu",
+        model="/models/smollm2-135m-instruct",
+        name="chat",
+        port=41234,
+        runtimes_dir=DIR,
+        engine_args=["--max-model-len", "2048", "--max-num-seqs", "4"],
+        engine_env={"VLLM_CPU_KVCACHE_SPACE": "2"},
+    )
+    assert launch.argv == [
+        f"{DIR}/vllm/bin/python", "-m", "vllm.entrypoints.openai.api_server",
+        "--model", "/models/smollm2-135m-instruct", "--served-model-name", "chat",
+        "--host", "127.0.0.1", "--port", "41234", "--max-model-len", "2048",
+        "--max-num-seqs", "4",
+    ]  # fmt: skip
+    assert launch.model_id == "chat"
+    assert launch.readiness_path == "/health"
+    assert launch.env["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert launch.env["HF_HUB_OFFLINE"] == "1" and launch.env["DO_NOT_TRACK"] == "1"
+    assert launch.cwd is None
+
+
+def test_the_manifest_maps_to_the_replicas_arguments_and_environment(settings, tmp_path):
+    from jobs.backends.local.replica_start import vllm_cpu_settings
+    from jobs.backends.local.state import AppState
+
+    settings.SERVEDECK_VLLM_CACHE_DIR = str(tmp_path / "cache")
+    model = {
+        "uri": "hf://HuggingFaceTB/SmolLM2-135M-Instruct:" + "a" * 40,
+        "engine": {"dtype": "float32", "extraArgs": ["--enforce-eager"]},
+        "serving": {"maxContextTokens": 2048, "maxConcurrentRequests": 4, "kvCacheSize": "3Gi"},
+        "resources": {"cpu": "1", "memory": "8Gi"},
+    }
+    manifest = {"spec": {"name": "chat", "source": {"type": "Model", "model": model}}}
+    state = AppState(name="chat", revision=1, manifest=manifest, template="", runtime="vllm-cpu")
+    engine, env = vllm_cpu_settings(state, "/snap/smollm2", Path(DIR))
+    assert engine == [
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "2048",
+        "--max-num-seqs",
+        "4",
+        "--enforce-eager",
+    ]  # fmt: skip  (no --revision: the snapshot folder is that revision)
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "3"
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == str(vc.allowed_cpus()[-1])
+    cache = Path(env["VLLM_CACHE_ROOT"])
+    assert cache.parent == tmp_path / "cache" / "unknown"  # no vLLM installed in DIR
+    del model["serving"]["kvCacheSize"], model["resources"]["cpu"]
+    _, env = vllm_cpu_settings(state, "/snap/smollm2", Path(DIR))
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "2"  # a quarter of 8Gi
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
