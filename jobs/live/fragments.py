@@ -130,12 +130,17 @@ class Moment:
     def events(self) -> list:
         return list(self.application.events.all()[:EVENTS_SHOWN])
 
+    @cached_property
+    def status(self) -> dict:
+        """The status fragment's context, which the events fragment shares (one read of the
+        events and of the rollout)."""
+        return {**status_context(self.application, self.events, self.now), "events": self.events}
+
     def context(self, name: str) -> tuple[dict, str]:
         """The fragment's template context, and how it changes with time alone."""
         application = self.application
         if name in ("status", "events"):
-            context = {**status_context(application, self.events, self.now), "events": self.events}
-            # While on the way to Running, the current step says for how long.
+            context = self.status
             # While on the way to Running, the current step says for how long; a Canary
             # rollout's figures move with its traffic.
             rolling = context["rollout"] is not None and context["rollout"]["active"]

@@ -206,11 +206,12 @@ def test_the_overview_queries_stay_the_same_as_usage_grows(as_viewer, org, minut
     assert response.status_code == 200
     # session, user, membership, the application, revisions, replica days and clock (cost),
     # the week's usage per key (cost), events, the cards' window, the other organisations
-    # (the switcher)
+    # (the switcher), the latest rollout, the benchmarks (runs past their deadline marked
+    # Failed, then the latest per revision)
     assert len(queries) == OVERVIEW_QUERIES, "\n".join(q["sql"] for q in queries)
 
 
-OVERVIEW_QUERIES = 11
+OVERVIEW_QUERIES = 14
 
 
 @pytest.fixture
@@ -348,7 +349,9 @@ def test_a_status_message_reads_the_events_once_for_its_fragments(org):
     with CaptureQueriesContext(connection) as queries:
         html = moment.render("status").html + moment.render("events").html
     assert "Loading the weights." in html and 'aria-current="step">Loading' in html
-    assert len(queries) == 1, [q["sql"] for q in queries]
+    # the events once, and the latest rollout once (its panel is part of the status)
+    assert len(queries) == 2, [q["sql"] for q in queries]
+    assert sum("jobs_event" in q["sql"] for q in queries) == 1
 
 
 def test_figures_of_a_server_no_longer_running_are_not_shown(org):
