@@ -10,6 +10,7 @@ Pure: the same rule where a reference is saved (the profile form) and where it i
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -144,6 +145,31 @@ def credentials(
     return Credentials("keys", key_id, secret, token)
 
 
+def profile_credentials(profile, machine_orgs: Iterable[str]) -> Credentials | None:
+    """What a profile's storageCredentials name, read from this process's environment at each
+    use (as token_refs.profile_token), so taking a variable or the machine's chain back takes
+    effect at once; None when the reference is not allowed any more, or its variables are
+    not set."""
+    org = profile.organization
+    return credentials(
+        profile.storage_credentials_ref or "",
+        org.token_variables or [],
+        os.environ,
+        org.slug,
+        machine_orgs,
+    )
+
+
+def credentials_unusable(profile_name: str, ref: str) -> str:
+    """Why a profile's storage credentials cannot be used now (profile_credentials gave
+    None), and what to do."""
+    return (
+        f"profile {profile_name}'s {CREDENTIALS_FIELD} {_shown(ref)} cannot be used: the "
+        "operator no longer allows it for the organisation, or its variables are not set on "
+        "the console's host. Ask the operator, or set the profile's storageCredentials again."
+    )
+
+
 @dataclass(frozen=True)
 class ClusterAccess:
     """A Kubernetes profile's references to its cluster's objects (names only)."""
@@ -157,6 +183,14 @@ class ClusterAccess:
 
     def reads_images(self) -> bool:
         return bool(self.image_pull_secret or self.service_account)
+
+    @classmethod
+    def of(cls, profile) -> ClusterAccess:
+        return cls(
+            profile.storage_service_account or "",
+            profile.storage_secret or "",
+            profile.image_pull_secret or "",
+        )
 
 
 def cluster_access_refusal(scheme: str, access: ClusterAccess, profile: str) -> str | None:
