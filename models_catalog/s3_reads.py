@@ -198,6 +198,26 @@ class S3Reader:
                 f"{name} of s3://{folder.bucket}/{folder.prefix} is not valid JSON ({exc})"
             ) from None
 
+    def pins(self, folder: Folder, names: list[str]) -> list[tuple[str, int, str]]:
+        """(name, size, version) of each file as it is now: its versionId, or `etag:<ETag>`
+        where the bucket keeps no versions; what the local backend downloads at exactly."""
+        found = []
+        for name in names:
+            key = folder.prefix + name
+
+            def head(client, key=key) -> dict:
+                answer = client.get_object(Bucket=folder.bucket, Key=key, Range="bytes=0-0")
+                answer["Body"].close()
+                return answer
+
+            answer = self._call(f"reading s3://{folder.bucket}/{key}", head)
+            version = answer.get("VersionId")
+            if not version or version == "null":
+                version = "etag:" + str(answer.get("ETag", "")).strip('"')
+            size = next((f.size or 0 for f in folder.files if f.name == name), 0)
+            found.append((name, size, str(version)))
+        return found
+
     def readable_anonymously(self, folder: Folder, name: str) -> bool:
         """Whether anyone may read `name` of the folder without credentials (one byte)."""
         try:
