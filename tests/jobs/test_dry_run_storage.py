@@ -1,6 +1,7 @@
-"""The dry run of a model in a private S3 bucket (moto's server, the real boto3 client): Check
-model reads it with the profile's storageCredentials only, and a Kubernetes profile that gives
-its cluster nothing to read it with is refused at the profile, naming the fields to set."""
+"""The dry run and deploy of a model in a private S3 bucket (moto's server, the real boto3
+client): Check model reads it with the profile's storageCredentials only, a Kubernetes profile
+that gives its cluster nothing to read it with is refused at the profile, naming the fields to
+set, and the local profile checks, deploys and serves it."""
 
 from __future__ import annotations
 
@@ -92,3 +93,32 @@ def test_credentials_taken_back_by_the_operator_are_not_used(org, s3, keys_on_th
     [at_uri] = at(run, "spec.source.model.uri")
     assert "storageCredentials 'env/ACME_S3' cannot be used" in at_uri
     assert s3.requests() == []  # refused before anything was read
+
+
+def test_a_private_s3_model_is_checked_deployed_and_served_on_the_local_profile(
+    org, deployer, s3, keys_on_the_host, cpu_machine, settings, tmp_path
+):
+    from jobs import deploy as verbs
+    from jobs.backends.local.backend import local_runner
+    from tests.fakes.cpu_runtime import install_fake
+    from tests.jobs.backends.local.test_local_cpu_wiring import running
+
+    install_fake(cpu_machine[0])
+    settings.SERVEDECK_DOWNLOADS_DIR = str(tmp_path / "downloads")
+    s3.folder("private-models", "tiny/", tiny_files()[0], versioned=True)
+    text = manifest("local").replace(
+        "format: vLLM", "format: vLLM\n      resources: {cpu: '1', memory: 2Gi}"
+    )
+    refused = dry_run(text, org)
+    assert "storageCredentials" in at(refused, "spec.source.model.uri")[0]
+    Profile.objects.filter(organization=org, name="local").update(
+        storage_credentials_ref="env/ACME_S3"
+    )
+    checked = dry_run(text, org)
+    assert checked.ok, [str(p) for p in checked.refusals]
+    application = verbs.apply(text, deployer).application
+    status = running(local_runner("acme"), application.name)
+    assert status.phase == "Running"
+    log = "\n".join(local_runner("acme").tail(application.name, 100))
+    assert "servedeck download: s3://private-models/tiny/ is complete in" in log
+    assert SECRET_ACCESS_KEY not in log

@@ -124,6 +124,13 @@ def plan(
     if isinstance(source, Refused):
         return source
     scheme, model, revision = source
+    if template != DEFAULT_TEMPLATE and scheme == "s3":
+        return Refused(
+            f"spec.source.model.uri is {model}: the local backend downloads s3:// folders for "
+            "its own CPU runtimes, and SERVEDECK_LOCAL_COMMAND names another server; use an "
+            "hf:// or file:// model with it, or a Kubernetes profile.",
+            URI,
+        )
     if template != DEFAULT_TEMPLATE:
         return Plan(COMMAND, model, revision, "SERVEDECK_LOCAL_COMMAND names the server.")
     vllm = rt.vllm_installed()
