@@ -74,10 +74,10 @@ class S3Reader:
     """One check's reads: a deadline shared by every call (TIME_BUDGET seconds from the
     reader's making), each call's read timeout cut to what is left of it, no retries."""
 
-    def __init__(self, credentials: Credentials, seconds: float = TIME_BUDGET) -> None:
+    def __init__(self, credentials: Credentials, seconds: float | None = None) -> None:
         self.credentials = credentials
-        self.seconds = seconds
-        self.deadline = time.monotonic() + seconds
+        self.seconds = TIME_BUDGET if seconds is None else seconds  # read now: tests set it
+        self.deadline = time.monotonic() + self.seconds
         self._clients: dict[int, object] = {}
         self._lock = threading.Lock()
 

@@ -180,6 +180,16 @@ def test_an_unreachable_endpoint_is_inconclusive(s3, monkeypatch):
     assert result.inconclusive and "AWS_ENDPOINT_URL_S3" in result.next_step
 
 
+def test_every_read_shares_one_deadline(s3, monkeypatch):
+    from models_catalog import s3_reads
+
+    s3.folder("models", "tiny/", tiny_files()[0], public=True)
+    monkeypatch.setattr(s3_reads, "TIME_BUDGET", 0.0)  # spent before the first read
+    result = check("s3://models/tiny")
+    assert result.inconclusive and "no answer within 0 s" in result.verdict
+    assert s3.requests() == []
+
+
 def test_a_predictive_format_is_not_read(s3):
     result = check_model("s3://models/iris", catalog=CATALOG, format="SKLearn")
     assert result.can_serve and result.runtime == "sklearn"
