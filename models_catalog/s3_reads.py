@@ -22,8 +22,11 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from jobs.storage_access import Credentials
-from models_catalog.hub import CONNECT_TIMEOUT, MAX_JSON_BYTES, TIME_BUDGET, HubFile
+from models_catalog.hub import CONNECT_TIMEOUT, MAX_JSON_BYTES, HubFile, default_budget
 
+# Seconds one check's S3 reads may take together; None: the Hub's (hub.default_budget, which
+# SERVEDECK_HUB_TIME_BUDGET sets).
+TIME_BUDGET: float | None = None
 MAX_OBJECTS = 1000  # objects under one model's prefix: configs, tokenizer, shards
 LIST_PAGE = 1000
 DEFAULT_REGION = "us-east-1"
@@ -71,12 +74,14 @@ class Folder:
 
 
 class S3Reader:
-    """One check's reads: a deadline shared by every call (TIME_BUDGET seconds from the
-    reader's making), each call's read timeout cut to what is left of it, no retries."""
+    """One check's reads: a deadline shared by every call (the budget, from the reader's
+    making), each call's read timeout cut to what is left of it, no retries."""
 
     def __init__(self, credentials: Credentials, seconds: float | None = None) -> None:
         self.credentials = credentials
-        self.seconds = TIME_BUDGET if seconds is None else seconds  # read now: tests set it
+        if seconds is None:
+            seconds = default_budget() if TIME_BUDGET is None else TIME_BUDGET
+        self.seconds = seconds
         self.deadline = time.monotonic() + self.seconds
         self._clients: dict[int, object] = {}
         self._lock = threading.Lock()

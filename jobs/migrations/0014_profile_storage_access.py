@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0011_scale_to_zero'),
+        ('jobs', '0013_benchmarks'),
     ]
 
     operations = [
