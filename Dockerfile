@@ -5,12 +5,16 @@ FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /venv
 COPY requirements.txt /tmp/requirements.txt
+COPY requirements/no-deps.txt /tmp/no-deps.txt
 COPY client /tmp/client
 # Only the runtime part of requirements.txt: everything above the "Tests and tooling" line; the
 # client package (whose presenter the commands use) installed, not linked to the build's copy.
+# Then boto3 without its dependencies (requirements/no-deps.txt says why).
 RUN sed -e '/^# Tests and tooling/,$d' -e 's|^-e ./client$|./client|' /tmp/requirements.txt \
       > /tmp/runtime.txt \
- && cd /tmp && /venv/bin/pip install -r /tmp/runtime.txt
+ && sed -e '/^# Tests and tooling/,$d' /tmp/no-deps.txt > /tmp/runtime-no-deps.txt \
+ && cd /tmp && /venv/bin/pip install -r /tmp/runtime.txt \
+ && /venv/bin/pip install --no-deps -r /tmp/runtime-no-deps.txt
 
 FROM python:3.11-slim
 ENV PATH=/venv/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \

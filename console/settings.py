@@ -343,6 +343,10 @@ SERVEDECK_GATEWAY_SERVICE = env_str("SERVEDECK_GATEWAY_SERVICE", "servedeck/serv
 SERVEDECK_VM_CALLER_NAMESPACES = env_namespaces(
     "SERVEDECK_VM_CALLER_NAMESPACES", [SERVEDECK_GATEWAY_SERVICE.partition("/")[0] or "servedeck"]
 )
+# The organisations (slugs, comma-separated; "*" for every one) whose profiles may read private
+# artifacts with this machine's own credentials chain (storageCredentials: machine): the
+# operator's credentials, never a member's choice (jobs/storage_access.py).
+SERVEDECK_MACHINE_CREDENTIALS = env_list("SERVEDECK_MACHINE_CREDENTIALS", [])
 # Where KServe's CRDs are read from to validate rendered objects (tests; optional elsewhere).
 KSERVE_CRD_DIR = env_str("KSERVE_CRD_DIR")
 

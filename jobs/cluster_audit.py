@@ -30,6 +30,10 @@ PROFILE_FIELDS = {
     "namespace": "namespace",
     "extra_namespaces": "otherNamespaces",
     "hf_token_ref": "hfToken",
+    "storage_credentials_ref": "storageCredentials",
+    "storage_service_account": "storageServiceAccount",
+    "storage_secret": "storageSecret",
+    "image_pull_secret": "imagePullSecret",
     "vllm_version": "vllmVersion",
     "defaults": "defaults",
 }

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from django.conf import settings
+
 from accesspolicies import domains
 from accesspolicies.models import AccessPolicy
 from console.env import configured_engine_flags
@@ -23,6 +25,15 @@ from jobs.manifest.rules import file_on_kubernetes
 from jobs.manifest.view import FilledManifest
 from jobs.models import Application, Cluster, Profile
 from jobs.render import RenderError, render_for_profile
+from jobs.storage_access import (
+    ANONYMOUS,
+    SECRET_FIELD,
+    SERVICE_ACCOUNT_FIELD,
+    ClusterAccess,
+    cluster_access_refusal,
+    credentials_unusable,
+    profile_credentials,
+)
 from jobs.token_refs import profile_token
 from models_catalog.architectures import default_gpu_memory_utilization
 from models_catalog.check import check_model
@@ -230,6 +241,8 @@ def dry_run(
         run.model_defaults = result.facts.model_filled
     if checked is not None:
         _add_check_problems(run, checked)
+        if checked.storage_private and result.manifest is not None:
+            _add_access_problem(run, organization, checked)
     if result.manifest is not None and run.ok:
         _on_target(run, organization, server_side)
     if result.manifest is not None and run.ok:
@@ -332,6 +345,23 @@ def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
             run.refusals.append(mf.Problem(layout.path, layout.message, origin="check-model"))
 
 
+def _add_access_problem(run: DryRun, organization, checked: CheckResult) -> None:
+    """A private artifact on a Kubernetes profile that gives its cluster nothing to read it
+    with is refused now, at the profile, naming the profile's fields to set: not minutes
+    later, by a storage initializer that cannot download it."""
+    spec = run.manifest["spec"]
+    profile = Profile.objects.select_related("cluster").get(
+        organization=organization, name=spec["profileName"]
+    )
+    if profile.cluster.backend != Cluster.Backend.KUBERNETES:
+        return
+    scheme = checked.uri.partition("://")[0]
+    refusal = cluster_access_refusal(scheme, ClusterAccess.of(profile), profile.name)
+    if refusal is not None:
+        message = f"{checked.uri.partition('?')[0]}: {refusal}"
+        run.refusals.append(mf.Problem("spec.profileName", message, "refusal", "check-model"))
+
+
 def _context_refused(run: DryRun, checked: CheckResult) -> bool:
     """The context limit is the manifest rule's decision, at its field: Check model refusing
     for the same reason is not said again at the uri."""
@@ -367,6 +397,10 @@ def check_for_profile(
     # The local backend chooses the server on this machine (SERVEDECK_LOCAL_COMMAND, when set,
     # names one itself): Check model says which, and that it fits the free memory.
     local = profile.cluster.backend == "local" and configured_template() == DEFAULT_TEMPLATE
+    storage = profile_credentials(profile, settings.SERVEDECK_MACHINE_CREDENTIALS)
+    if storage is None and uri.startswith("s3://"):
+        why = credentials_unusable(profile.name, profile.storage_credentials_ref)
+        return CheckResult(uri=uri, can_serve=False, verdict=why, next_step="", about_storage=True)
     result = check_model(
         uri,
         on_this_machine=local,
@@ -383,7 +417,13 @@ def check_for_profile(
         concurrency=concurrency,
         format=format,
         gpu_memory_utilization=gpu_memory_utilization,
+        storage=storage or ANONYMOUS,
     )
+    if result.about_storage and profile.cluster.backend == Cluster.Backend.KUBERNETES:
+        result.next_step += (
+            f" The cluster reads it with the profile's {SERVICE_ACCOUNT_FIELD} or "
+            f"{SECRET_FIELD}, which the console does not read."
+        )
     if (
         not result.can_serve
         and profile.hf_token_ref.startswith("secret/")

@@ -11,10 +11,23 @@ from jobs.machine_catalog import is_default_catalog, newest_known_vllm_version
 from jobs.manifest.problems import listing, show
 from jobs.manifest.quantity import parse_quantity
 from jobs.models import ADDONS, Cluster, Profile, dns_label
+from jobs.storage_access import (
+    PULL_SECRET_FIELD,
+    SECRET_FIELD,
+    SERVICE_ACCOUNT_FIELD,
+    credentials_problem,
+    object_name_problem,
+)
 from jobs.token_refs import allowed_variables, reference_problem
 from jobs.usage.cost import PRICE_KEY, price_problem
 
 MAX_EXTRA_NAMESPACES = 20
+# A Kubernetes profile's references to its cluster's objects, by the names the API says.
+PROFILE_CLUSTER_ACCESS = {
+    "storage_service_account": SERVICE_ACCOUNT_FIELD,
+    "storage_secret": SECRET_FIELD,
+    "image_pull_secret": PULL_SECRET_FIELD,
+}
 CATALOG_KEYS = {
     "name", "vendor", "gpuMemory", "gpusPerNode", "nodes", "nodeCpu", "nodeMemory", "nodeLabels",
     PRICE_KEY,
@@ -222,7 +235,10 @@ class ProfileForm(AuditedForm):
 
     class Meta:
         model = Profile
-        fields = ["name", "cluster", "namespace", "hf_token_ref", "vllm_version"]
+        fields = [
+            "name", "cluster", "namespace", "hf_token_ref", "storage_credentials_ref",
+            "storage_service_account", "storage_secret", "image_pull_secret", "vllm_version",
+        ]  # fmt: skip
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -267,7 +283,43 @@ class ProfileForm(AuditedForm):
             from jobs.backends.local.machine_check import discovered_catalog
 
             cleaned["machine_catalog_yaml"] = discovered_catalog()[0]
+        if cluster is not None and cluster.backend == Cluster.Backend.LOCAL:
+            for name, label in PROFILE_CLUSTER_ACCESS.items():
+                if cleaned.get(name):
+                    self.add_error(
+                        name,
+                        f"{label}: a local profile runs on this machine, where no Kubernetes "
+                        "object is read; leave it empty, and give storageCredentials instead.",
+                    )
         return cleaned
+
+    def _object_name(self, name: str) -> str:
+        value = self.cleaned_data[name].strip()
+        problem = object_name_problem(value, PROFILE_CLUSTER_ACCESS[name])
+        if problem:
+            raise forms.ValidationError(problem)
+        return value
+
+    def clean_storage_service_account(self):
+        return self._object_name("storage_service_account")
+
+    def clean_storage_secret(self):
+        return self._object_name("storage_secret")
+
+    def clean_image_pull_secret(self):
+        return self._object_name("image_pull_secret")
+
+    def clean_storage_credentials_ref(self):
+        # Read again where it is used (Check model, the local backend's downloads): taking a
+        # variable or the machine's chain back takes effect there at once.
+        ref = self.cleaned_data["storage_credentials_ref"].strip()
+        org = self.organization
+        problem = credentials_problem(
+            ref, org.token_variables or [], org.slug, settings.SERVEDECK_MACHINE_CREDENTIALS
+        )
+        if problem:
+            raise forms.ValidationError(problem)
+        return ref
 
     def clean_hf_token_ref(self):
         # env/ may name only variables the operator allowed for this organisation: the value

@@ -129,6 +129,38 @@ class Profile(models.Model):
         help_text="Where the token lives, never the token: secret/<name> (a Secret in the "
         "profile's namespace, key HF_TOKEN) or env/<VARIABLE> (on the console's host).",
     )
+    # Private artifacts, by reference only (jobs/storage_access.py): the cluster's objects
+    # KServe reads them with, and what the console itself reads them with.
+    storage_service_account = models.CharField(
+        "Storage service account",
+        max_length=253,
+        blank=True,
+        help_text="A ServiceAccount in the profile's namespace that the predictor runs as: its "
+        "secrets (KServe's storage Secret) or its cloud role read s3://, gs:// and Azure Blob.",
+    )
+    storage_secret = models.CharField(
+        "Storage secret",
+        max_length=253,
+        blank=True,
+        help_text="The name of KServe's storage Secret in the profile's namespace (its "
+        "serving.kserve.io/s3-* annotations and keys), never its contents.",
+    )
+    image_pull_secret = models.CharField(
+        "Image pull secret",
+        max_length=253,
+        blank=True,
+        help_text="The name of a Secret in the profile's namespace that pulls oci:// model "
+        "images (modelcars) from a private registry.",
+    )
+    storage_credentials_ref = models.CharField(
+        "Storage credentials",
+        max_length=100,
+        blank=True,
+        help_text="What the console reads private buckets with (Check model; the local "
+        "backend's downloads), never a key: env/<PREFIX> (<PREFIX>_ACCESS_KEY_ID and "
+        "<PREFIX>_SECRET_ACCESS_KEY on the console's host, allowed by the operator) or machine "
+        "(this machine's own credentials chain, where the operator allows it).",
+    )
     vllm_version = models.CharField(
         "vLLM version",
         max_length=20,

@@ -16,6 +16,7 @@ from jobs.machine_catalog import gpu_kinds
 from jobs.manifest import FORMAT_ENGINE, UriInfo, parse_uri
 from jobs.manifest.model_defaults import cpu_replica_bytes
 from jobs.manifest.uri import UriError
+from jobs.storage_access import ANONYMOUS, CREDENTIALS_FIELD, Credentials
 from models_catalog import architectures, hub, hub_weights
 from models_catalog import folders as model_folder
 from models_catalog.architectures import Unsupported
@@ -29,6 +30,14 @@ from models_catalog.refusals import (
     no_weights,
     refuse,
     unsupported,
+)
+from models_catalog.s3_check import S3Request
+from models_catalog.s3_reads import (
+    S3Reader,
+    StorageDenied,
+    StorageError,
+    StorageNotFound,
+    StorageUnavailable,
 )
 from models_catalog.sizing import Demand, Suggestion, parse_bytes, size_on_catalog
 
@@ -61,6 +70,7 @@ def check_model(
     free_memory: int | None = None,
     wants_gpu: bool | None = None,
     gpu_profiles: Mapping[str, Sequence[Mapping]] | None = None,
+    storage: Credentials = ANONYMOUS,
 ) -> CheckResult:
     """Whether the platform can serve the model at `uri`, and on what.
 
@@ -71,7 +81,8 @@ def check_model(
     serves must fit (file:// folders are always on this machine). `wants_gpu` is whether the
     manifest's replica asks for a GPU (None: asked without a manifest); `gpu_profiles` maps the
     organisation's Kubernetes profiles with GPUs to their machine catalogs, so that a model no
-    CPU runtime serves is told which of them would.
+    CPU runtime serves is told which of them would. `storage`: what an s3:// folder is read
+    with (the profile's storage credentials; unsigned requests by default).
     """
     here_too = ThisMachine(free_memory, wants_gpu, gpu_profiles or {})
     util = gpu_memory_utilization or architectures.default_gpu_memory_utilization(vllm_version)
@@ -109,6 +120,9 @@ def check_model(
             return _check_folder(base, request, here_too)
         except model_folder.FolderRefused as exc:  # a file of the folder no runtime is given
             return refuse(base, str(exc), "Fix or replace that file of the folder.")
+    if parsed.scheme == "s3" and format == "vLLM":
+        request = S3Request(parsed, None, "", catalog, vllm_version, context_tokens, util)
+        return _check_s3(base, request, storage)
     if parsed.scheme != "hf" or format not in (None, "vLLM"):
         return _check_by_format(base, parsed, format, catalog)
     endpoint = hub.endpoint_now(hf_endpoint)
@@ -178,6 +192,57 @@ def _check_by_format(
     return servable(
         result, f"Deploy it on {suggestion.describe()}; raise resources.memory if it needs more."
     )
+
+
+# ---- a model folder in an S3 bucket ----
+
+
+def _check_s3(base: CheckResult, request: S3Request, storage: Credentials) -> CheckResult:
+    """The folder's files read as the Hub's are, with the profile's credentials; whether
+    anyone could read it without them is asked once (one byte), for the cluster's access."""
+    uri = request.uri
+    reader = S3Reader(storage)
+    where = f"s3://{uri.bucket}/{(uri.key or '').rstrip('/')}/"
+    try:
+        folder = reader.folder(uri.bucket or "", uri.key or "")
+        request = replace(request, reader=reader, folder=folder)
+        result = _check_files(replace(base, revision=None), request, request.info())
+        probe = "config.json" if folder.has("config.json") else folder.names[0]
+        private = False if storage.anonymous else not reader.readable_anonymously(folder, probe)
+        result = replace(result, storage_private=private)
+        if uri.version:
+            result.warnings = [
+                *result.warnings,
+                f"versionId pins one object, and {where} is a folder of {len(folder.files)}: "
+                "its files were read as they are now.",
+            ]
+        return result
+    except StorageDenied as exc:
+        has = "no storage credentials" if exc.anonymous else "storage credentials that cannot"
+        return refuse(
+            base,
+            f"{uri.text} cannot be read: {exc}. It is private, and the profile has {has} read it.",
+            f"Set the profile's {CREDENTIALS_FIELD} to credentials that may read the bucket "
+            "(env/<PREFIX> of variables the operator allowed, or machine), then Check model again.",
+            about_storage=True,
+            storage_private=True,
+        )
+    except StorageUnavailable as exc:
+        return replace(
+            base,
+            inconclusive=True,
+            verdict=f"Could not read {where}: {exc}; try again",
+            next_step="Check model again in a moment; if it keeps failing, check the bucket's "
+            "endpoint (AWS_ENDPOINT_URL_S3 on the console's host) and this machine's network.",
+        )
+    except StorageNotFound as exc:
+        return refuse(
+            base,
+            f"{uri.text} cannot be read: {exc}.",
+            "Check the bucket and the folder's path (the folder that holds config.json).",
+        )
+    except (StorageError, hub.HubError) as exc:
+        return refuse(base, f"{uri.text}: {exc}.", "Fix the folder's files, or use another model.")
 
 
 # ---- a model's files: a folder on this machine, or an hf:// repository ----

@@ -50,6 +50,11 @@ class CheckResult:
     # The refusal is the profile's Hugging Face token's (none, no access, rejected): pages
     # link to the profile, where the token is set.
     about_token: bool = False
+    # A bucket's artifact (s3://): whether anonymous reads are refused (None: not asked), so
+    # the dry run asks a Kubernetes profile for the access its cluster reads it with; and a
+    # refusal that is the profile's storage credentials' (none, or no access).
+    storage_private: bool | None = None
+    about_storage: bool = False
     vllm_version: str | None = None
     gpu_memory_utilization: float | None = None
 

@@ -116,10 +116,16 @@ def index_files(
     repo: str, sha: str, token: str | None, endpoint: str
 ) -> tuple[list[str], int | None]:
     """The files the index's weight_map names, and its metadata's total_size (or None)."""
-    index = read_json(repo, INDEX_FILE, sha, token, endpoint=endpoint) or {}
-    metadata = index.get("metadata") if isinstance(index, dict) else None
+    return index_contents(read_json(repo, INDEX_FILE, sha, token, endpoint=endpoint))
+
+
+def index_contents(index: object) -> tuple[list[str], int | None]:
+    """The files a safetensors index's weight_map names, and its metadata's total_size (or
+    None), from the index as read, whatever its shape."""
+    index = index if isinstance(index, dict) else {}
+    metadata = index.get("metadata")
     total = metadata.get("total_size") if isinstance(metadata, dict) else None
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    weight_map = index.get("weight_map")
     named = weight_map.values() if isinstance(weight_map, dict) else ()
     files = sorted({name for name in named if isinstance(name, str)})
     return files, _positive_int(total)
@@ -181,20 +187,29 @@ def _sample_headers(
         repo, info, [files[0], files[len(files) // 2]], token, endpoint
     )
     first_bytes, middle_bytes = _bytes_by_dtype(first, endpoint), _bytes_by_dtype(middle, endpoint)
-    rest, middle_total = total_size - sum(first_bytes.values()), sum(middle_bytes.values())
-    if rest < 0 or not middle_total:
+    counts = sampled_counts(first_bytes, middle_bytes, total_size)
+    if counts is None:
         raise BadFile(
             f"the safetensors index of {repo} gives a total_size its shards do not add up to",
             endpoint=endpoint,
         )
+    return SafetensorsSummary(counts, total_size, info.size_of(files), tuple(files), "index")
+
+
+def sampled_counts(
+    first_bytes: dict[str, int], middle_bytes: dict[str, int], total_size: int
+) -> dict[str, int] | None:
+    """Parameters per dtype of a checkpoint of `total_size` tensor bytes, from the tensor
+    bytes per dtype of its first file and its middle one (see _sample_headers); None when the
+    total is less than the first file holds, or the middle file holds nothing."""
+    rest, middle_total = total_size - sum(first_bytes.values()), sum(middle_bytes.values())
+    if rest < 0 or not middle_total:
+        return None
     estimated = {
         dtype: first_bytes.get(dtype, 0) + rest * middle_bytes.get(dtype, 0) / middle_total
         for dtype in first_bytes.keys() | middle_bytes.keys()
     }
-    counts = {
-        dtype: round(size * 8 / DTYPE_BITS.get(dtype, 8)) for dtype, size in estimated.items()
-    }
-    return SafetensorsSummary(counts, total_size, info.size_of(files), tuple(files), "index")
+    return {dtype: round(size * 8 / DTYPE_BITS.get(dtype, 8)) for dtype, size in estimated.items()}
 
 
 def _bytes_by_dtype(read: tuple[str, object], endpoint: str) -> dict[str, int]:

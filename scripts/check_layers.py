@@ -52,6 +52,7 @@ PURE_CORES = (
     "jobs.usage.cost",
     "jobs.backends.redaction",
     "jobs.token_refs",
+    "jobs.storage_access",
     "accesspolicies.secrets",
     "jobs.benchmark.plan",
     "jobs.benchmark.stats",

@@ -19,13 +19,19 @@ from tests.helpers import STAND_IN_FLAGS, client_for, make_member, make_org
 
 # Fixtures every folder may use, registered once here (pytest reads pytest_plugins only in the
 # root conftest): the Kubernetes API emulator (`kube_emulator`, `kube`), the cluster and profile
-# "prod" on it (`prod`), and a machine without vLLM for the CPU runtimes (`cpu_machine`).
+# "prod" on it (`prod`), a machine without vLLM for the CPU runtimes (`cpu_machine`), and
+# moto's S3 server (`s3`).
+pytest_plugins = [
+    "tests.fakes.kube",
+    "tests.fakes.kube_objects",
+    "tests.fakes.cpu_runtime",
+    "tests.fakes.s3",
+]
+
 # The fake Hub answers from this machine; on a loaded one (CI's two passes side by side, a model
 # server compiling) it can take more than the product's 5 s budget. Tests of the budget set
 # their own.
 os.environ.setdefault(hub.TIME_BUDGET_ENV, "30")
-
-pytest_plugins = ["tests.fakes.kube", "tests.fakes.kube_objects", "tests.fakes.cpu_runtime"]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -52,6 +58,14 @@ def fake_hub_server():
     with FakeHub().serve() as server, pytest.MonkeyPatch.context() as patch:
         patch.setenv("HF_ENDPOINT", server.url)
         patch.delenv("HF_TOKEN", raising=False)
+        # Nor a real bucket, nor this machine's cloud credentials: S3 reads go to a closed
+        # port unless a test points them at moto's server (the `s3` fixture).
+        patch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
+        patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        patch.setenv("AWS_CONFIG_FILE", os.devnull)
+        patch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            patch.delenv(name, raising=False)
         yield server
 
 

@@ -51,6 +51,9 @@ class UriInfo:
     hf_repo: str | None = None  # "org/repo" for hf://
     hf_revision: str | None = None
     file_path: str | None = None  # the absolute path of a file:// uri
+    bucket: str | None = None  # s3:// and gs://: the bucket, the key (a folder or an object)
+    key: str | None = None
+    version: str | None = None  # and its versionId (s3://) or generation (gs://), when pinned
 
     def __str__(self) -> str:
         return self.text
@@ -160,7 +163,8 @@ def _bucket(text: str, path: str, pinned: bool, scheme: str, pattern: re.Pattern
             f"{_shown(text)} names no object or prefix in the bucket",
             f"Write it as {scheme}://{bucket}/<path to the model>.",
         )
-    return UriInfo(text, scheme, pinned=pinned)
+    version = parse_qsl(text.partition("?")[2])[0][1] if pinned else None
+    return UriInfo(text, scheme, pinned=pinned, bucket=bucket, key=key, version=version)
 
 
 def _s3(text: str, path: str, pinned: bool) -> UriInfo:

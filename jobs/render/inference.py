@@ -8,6 +8,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from jobs.storage_access import BUCKET_SCHEMES, IMAGE_SCHEMES
+
 from .common import KSERVE_API, QUEUE_LABEL, RenderError, metadata
 from .engine import container_args, container_env
 from .placement import container_resources, gpu_of, node_affinity
@@ -64,11 +66,23 @@ def model_inference_service(
     cache = model.get("cache") or {}
     if cache.get("enabled"):
         annotations[NODE_GROUP_ANNOTATION] = cache["nodeGroup"]
-    secret = target.hf_secret_name
-    if secret and model["uri"].startswith("hf://"):
+    scheme = model["uri"].partition("://")[0]
+    secret = target.hf_secret_name if scheme == "hf" else None
+    if secret:
         annotations[STORAGE_SECRET_ANNOTATION] = secret
+    elif scheme in BUCKET_SCHEMES and target.storage_secret:
+        # KServe's storage initializer reads the bucket's credentials and its endpoint, region
+        # and TLS settings (the serving.kserve.io/s3-* annotations) from this Secret.
+        annotations[STORAGE_SECRET_ANNOTATION] = target.storage_secret
 
     predictor: dict[str, Any] = {"model": _model_spec(model, runtime, on_gpu, secret)}
+    if target.storage_service_account:
+        # The pods run as it: KServe reads the storage Secrets it lists, and a cloud role bound
+        # to it (IRSA, Workload Identity) reads the bucket without any key.
+        predictor["serviceAccountName"] = target.storage_service_account
+    if scheme in IMAGE_SCHEMES and target.image_pull_secret:
+        # A modelcar: the model image runs beside the server, pulled with this Secret.
+        predictor["imagePullSecrets"] = [{"name": target.image_pull_secret}]
     affinity = node_affinity(resources, target)
     if multinode:
         predictor["workerSpec"] = _worker_spec(model, resources, affinity)

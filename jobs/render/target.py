@@ -59,6 +59,13 @@ class RenderTarget:
     # "secret/<name>": a Secret in the namespace with key HF_TOKEN. "env/<VAR>" lives on the
     # console's host and "" means none: neither gives the cluster anything to reference.
     hf_token_ref: str = ""
+    # Private artifacts (jobs/storage_access.py): names of the cluster's objects, never their
+    # contents. The predictor runs as the ServiceAccount (its secrets, or its cloud role, read
+    # s3://, gs:// and Azure Blob); the storage Secret is KServe's (its s3-* annotations and
+    # keys); the pull Secret pulls an oci:// model image (a modelcar).
+    storage_service_account: str = ""
+    storage_secret: str = ""
+    image_pull_secret: str = ""
     capacity_type_label: str = DEFAULT_CAPACITY_TYPE_LABEL
     gateway_name: str = DEFAULT_GATEWAY_NAME
     gateway_namespace: str = DEFAULT_GATEWAY_NAMESPACE
@@ -101,6 +108,9 @@ class RenderTarget:
             machine_catalog=tuple(k for k in catalog if isinstance(k, Mapping)),
             addons=frozenset(cluster.addons or ()),
             hf_token_ref=profile.hf_token_ref or "",
+            storage_service_account=getattr(profile, "storage_service_account", "") or "",
+            storage_secret=getattr(profile, "storage_secret", "") or "",
+            image_pull_secret=getattr(profile, "image_pull_secret", "") or "",
             organization=profile.organization.slug,
             organization_name=profile.organization.name,
             vllm_version=getattr(profile, "vllm_version", "") or "",

@@ -11,6 +11,7 @@ from jobs.backends.local.machine_check import list_gpus
 from jobs.backends.local.processes import private_dir
 from jobs.backends.local.runner import LocalRefused, LocalRunner, UnknownApplication
 from jobs.models import Application
+from jobs.storage_access import ANONYMOUS, Credentials, profile_credentials
 from jobs.token_refs import profile_token
 
 
@@ -25,7 +26,8 @@ class LocalBackend:
         # The runner's check reads the engine arguments as vLLM will (local/command.py), and
         # an hf:// model a CPU runtime serves with the profile's token, as Check model does.
         token = profile_token(self.profile) if self.profile is not None else None
-        return Preflight(refusals=self.runner.check(manifest, token))
+        storage = profile_storage(self.profile) if self.profile is not None else ANONYMOUS
+        return Preflight(refusals=self.runner.check(manifest, token, storage))
 
     def gpus_here(self) -> int:
         """The NVIDIA GPUs this machine has (none when none can be listed): the most one
@@ -113,10 +115,12 @@ def local_runner(organization_slug: str) -> LocalRunner:
         if organization_slug not in _local_runners:
             state = settings.SERVEDECK_LOCAL_STATE_DIR / organization_slug
             private_dir(state)
-            token_for = functools.partial(
-                application_token, organization_slug.removesuffix(CANARY_SUFFIX)
+            organization = organization_slug.removesuffix(CANARY_SUFFIX)
+            token_for = functools.partial(application_token, organization)
+            storage_for = functools.partial(application_storage, organization)
+            _local_runners[organization_slug] = LocalRunner(
+                state, token_for=token_for, storage_for=storage_for
             )
-            _local_runners[organization_slug] = LocalRunner(state, token_for=token_for)
         return _local_runners[organization_slug]
 
 
@@ -132,6 +136,24 @@ def application_token(organization_slug: str, app_name: str) -> str | None:
     if application is None:
         return None
     return profile_token(application.profile)
+
+
+def profile_storage(profile) -> Credentials | None:
+    """The storage credentials a profile names, checked now (jobs.storage_access)."""
+    return profile_credentials(profile, settings.SERVEDECK_MACHINE_CREDENTIALS)
+
+
+def application_storage(organization_slug: str, app_name: str) -> Credentials | None:
+    """The storage credentials an s3:// download of this application reads with: its
+    profile's, checked at each start (as application_token)."""
+    application = (
+        Application.objects.select_related("profile", "organization")
+        .filter(organization__slug=organization_slug, name=app_name)
+        .first()
+    )
+    if application is None:
+        return ANONYMOUS
+    return profile_storage(application.profile)
 
 
 def local_runners_on_disk() -> list[LocalRunner]:

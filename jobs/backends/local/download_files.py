@@ -1,5 +1,5 @@
-"""An hf:// model on the CPU runtimes: which of its repository's files are downloaded, where
-their snapshot lies in the downloads folder, and whether they fit its disk.
+"""An hf:// model (or an s3:// folder) on the CPU runtimes: which of its files are downloaded,
+where their snapshot lies in the downloads folder, and whether they fit its disk.
 
 Decisions on plain values, like runtimes.py beside it; standard library only, so the download
 launcher imports it by path too, without Django.
@@ -7,6 +7,8 @@ launcher imports it by path too, without Django.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 from collections.abc import Collection, Iterable
@@ -20,6 +22,10 @@ except ImportError:  # run by path, from the download launcher
 # A repository id as the uri parser accepts it, checked again where it becomes a path.
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 COMMIT = re.compile(r"[0-9a-f]{40}")
+# An S3 folder as the local backend downloads it: the bucket as the uri parser accepts it, and
+# a prefix that only a hash of it ever becomes part of a path.
+S3 = "s3://"
+_S3_FOLDER = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^\s?#]{0,1024}/")
 # A file the runtimes read: plain names, at most one folder down, no glob characters (the
 # names become snapshot_download's allow patterns, which are fnmatch patterns).
 _FILE_NAME = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,127}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -97,22 +103,41 @@ def files_to_download(
 
 
 def checked_repo(repo: str) -> str:
-    """A Hub repository id fit to become part of a path; raises ValueError otherwise."""
+    """A Hub repository id, or an S3 folder (`s3://<bucket>/<prefix>/`), fit to become part
+    of a path; raises ValueError otherwise."""
+    if isinstance(repo, str) and repo.startswith(S3):
+        if not _S3_FOLDER.fullmatch(repo):
+            raise ValueError(f"{repo[:100]!r} is not an S3 folder (s3://<bucket>/<prefix>/)")
+        return repo
     if not isinstance(repo, str) or not _REPO_ID.fullmatch(repo) or ".." in repo:
         raise ValueError(f"{str(repo)[:100]!r} is not a Hugging Face repository id (org/name)")
     return repo
 
 
+def s3_pin(files: Iterable[tuple[str, int, str]]) -> str:
+    """The commit of an S3 folder's snapshot: its files' names, sizes and versions (the
+    versionId, or the ETag where the bucket keeps no versions), hashed; the same files at the
+    same versions are the same snapshot."""
+    listed = sorted([str(n), int(s), str(v)] for n, s, v in files)
+    return hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:40]
+
+
 def snapshot_folder(downloads_dir: str | os.PathLike[str], repo: str, commit: str) -> Path:
     """Where the snapshot of `repo` at `commit` lies under the downloads folder (the Hugging
-    Face cache layout); raises ValueError for a repo id or commit that is not one, or a path
-    that would leave the folder."""
+    Face cache layout; an S3 folder under `s3--<bucket>--<hash of its prefix>`, its commit
+    s3_pin's); raises ValueError for a repo id or commit that is not one, or a path that would
+    leave the folder."""
     checked_repo(repo)
     if not isinstance(commit, str) or not COMMIT.fullmatch(commit):
         raise ValueError(f"{str(commit)[:60]!r} is not a commit (40 hexadecimal characters)")
     root = Path(os.path.abspath(downloads_dir))
-    org, name = repo.split("/")
-    folder = root / f"models--{org}--{name}" / "snapshots" / commit
+    if repo.startswith(S3):
+        bucket, prefix = repo[len(S3) :].split("/", 1)
+        digest = hashlib.sha256(prefix.encode()).hexdigest()[:16]
+        folder = root / f"s3--{bucket}--{digest}" / "snapshots" / commit
+    else:
+        org, name = repo.split("/")
+        folder = root / f"models--{org}--{name}" / "snapshots" / commit
     if Path(os.path.normpath(folder)).parent.parent.parent != root:
         raise ValueError(f"{repo!r} would lead outside the downloads folder {root}")
     return folder

@@ -71,6 +71,11 @@ class Plan:
     runtime: str | None  # None in a plan written before it named one
     reserve: int = 0  # bytes the downloads folder keeps free (download_files.reserve_bytes)
     max_bytes: int = 0  # the most one download may take (this machine's memory); 0: no cap
+    versions: tuple[tuple[str, str], ...] = ()  # an s3:// folder's files, pinned at apply
+
+    @property
+    def shown(self) -> str:
+        return self.repo if self.repo.startswith(download_files.S3) else f"hf://{self.repo}"
 
 
 def read_plan(path: str) -> Plan:
@@ -89,9 +94,16 @@ def read_plan(path: str) -> Plan:
     reserve, max_bytes = int(plan.get("reserve", 0)), int(plan.get("max_bytes", 0))
     if reserve < 0 or max_bytes < 0 or any(size < 0 for _, size in files):
         raise ValueError("the plan's sizes are not sizes")
+    versions = tuple((str(name), str(version)) for name, version in plan.get("versions", []))
+    if repo.startswith(download_files.S3):
+        pins = [(name, size, dict(versions).get(name, "")) for name, size in files]
+        if sorted(n for n, _ in versions) != sorted(names) or any(not v for *_, v in pins):
+            raise ValueError("the plan does not pin every file of the S3 folder")
+        if download_files.s3_pin(pins) != plan["commit"]:
+            raise ValueError("the plan's files are not the snapshot it names")
     return Plan(
         repo, plan["commit"], downloads, files, None if runtime is None else str(runtime),
-        reserve, max_bytes,
+        reserve, max_bytes, versions,
     )  # fmt: skip
 
 
@@ -102,7 +114,7 @@ def files_refusal(plan: Plan) -> str | None:
     if plan.runtime not in (None, rt.INFINITY.name):
         return None
     folder = download_files.snapshot_folder(plan.downloads, plan.repo, plan.commit)
-    return model_files.folder_refusal(folder, f"hf://{plan.repo}")
+    return model_files.folder_refusal(folder, plan.shown)
 
 
 def download(plan: Plan) -> int:
@@ -113,20 +125,23 @@ def download(plan: Plan) -> int:
     missing = [(name, size) for name, size in files if not (folder / name).is_file()]
     needed = sum(size for _, size in missing)
     say(
-        f"hf://{repo} at {commit[:12]}: {len(files)} files, {rt.size_text(total)}; "
+        f"{plan.shown} at {commit[:12]}: {len(files)} files, {rt.size_text(total)}; "
         f"{len(missing)} to fetch ({rt.size_text(needed)}) into {folder}"
     )
-    too_big = download_files.download_size_refusal(total, plan.max_bytes, f"hf://{repo}")
+    too_big = download_files.download_size_refusal(total, plan.max_bytes, plan.shown)
     if too_big is not None:
         return fail(too_big, "Deploy a smaller model.", EXIT_DISK)
     if missing:
         # Reserved under the downloads folder's lock: replicas starting together, of any
         # organisation, each count the others' downloads under way.
-        refusal = space.reserve(downloads, (repo, commit), needed, plan.reserve, f"hf://{repo}")
+        refusal = space.reserve(downloads, (repo, commit), needed, plan.reserve, plan.shown)
         if refusal is not None:
             return fail(refusal, "Free disk in the downloads folder, then Restart.", EXIT_DISK)
         try:
-            code = fetch(repo, commit, downloads, [name for name, _ in files], needed)
+            if repo.startswith(download_files.S3):
+                code = fetch_s3(plan, folder, missing)
+            else:
+                code = fetch(repo, commit, downloads, [name for name, _ in files], needed)
         finally:
             space.release(downloads)
         if code:
@@ -134,11 +149,137 @@ def download(plan: Plan) -> int:
     for name, _ in files:
         if not (folder / name).is_file() or not inside(folder / name, downloads):
             return fail(
-                f"{name} of hf://{repo} is not in its snapshot folder after the download",
+                f"{name} of {plan.shown} is not in its snapshot folder after the download",
                 "Restart to download it again.",
                 EXIT_MISSING,
             )
-    say(f"hf://{repo} is complete in {folder}")
+    say(f"{plan.shown} is complete in {folder}")
+    return 0
+
+
+# What the runner gives the launcher of an s3:// download besides the allowed environment,
+# and what the launcher takes out before it execs the runtime: the storage credentials, and
+# the operator's S3 settings of the console's host (endpoint, region, CA bundle, the chain's
+# files when the profile reads with this machine's credentials).
+S3_UNSIGNED = "SERVEDECK_S3_UNSIGNED"
+S3_SETTINGS = (
+    "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION",
+    "AWS_CA_BUNDLE", "AWS_EC2_METADATA_DISABLED", "AWS_USE_FIPS_ENDPOINT",
+)  # fmt: skip
+S3_CHAIN = (
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+    "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+)  # fmt: skip
+S3_ENV = (S3_UNSIGNED, *S3_SETTINGS, *S3_CHAIN)
+
+
+def s3_environment(console_env, credentials) -> dict[str, str]:
+    """The variables the launcher reads an S3 folder with (jobs.storage_access.Credentials:
+    anonymous, keys, or this machine's chain)."""
+    env = {k: console_env[k] for k in S3_SETTINGS if console_env.get(k)}
+    # Never a file of this machine's unless the profile reads with its chain.
+    env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
+    if credentials.kind == "machine":
+        env.update({k: console_env[k] for k in S3_CHAIN if console_env.get(k)})
+    elif credentials.kind == "keys":
+        env["AWS_ACCESS_KEY_ID"] = credentials.access_key_id
+        env["AWS_SECRET_ACCESS_KEY"] = credentials.secret_access_key
+        if credentials.session_token:
+            env["AWS_SESSION_TOKEN"] = credentials.session_token
+    else:
+        env[S3_UNSIGNED] = "1"
+    return env
+
+
+def fetch_s3(plan: Plan, folder: Path, missing: list[tuple[str, int]]) -> int:
+    """Each missing file of the S3 folder at the version pinned at apply, written whole
+    under a temporary name and renamed, never more than the size it was planned at."""
+    import boto3
+    from botocore import UNSIGNED
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    unsigned = os.environ.get(S3_UNSIGNED) == "1"
+    config = Config(
+        connect_timeout=10,
+        read_timeout=60,
+        retries={"max_attempts": 3, "mode": "standard"},
+        signature_version=UNSIGNED if unsigned else None,
+    )
+    session = boto3.session.Session()
+    client = session.client("s3", region_name=session.region_name or "us-east-1", config=config)
+    bucket, prefix = plan.repo[len(download_files.S3) :].split("/", 1)
+    versions = dict(plan.versions)
+    for name, size in missing:
+        version = versions[name]
+        args = {"Bucket": bucket, "Key": prefix + name}
+        if version.startswith("etag:"):
+            args["IfMatch"] = '"' + version[len("etag:") :] + '"'
+        else:
+            args["VersionId"] = version
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f".{target.name}.part")
+        try:
+            body = client.get_object(**args)["Body"]
+            written = 0
+            with open(part, "wb") as handle:
+                for chunk in body.iter_chunks(1 << 20):
+                    written += len(chunk)
+                    if written > size:
+                        break
+                    handle.write(chunk)
+            body.close()
+            if written != size:
+                part.unlink(missing_ok=True)
+                return fail(
+                    f"{name} of {plan.shown} is not the {size} bytes it was at apply",
+                    "Deploy again to pin the folder as it is now.",
+                    EXIT_MISSING,
+                )
+            os.replace(part, target)
+        except ClientError as exc:
+            part.unlink(missing_ok=True)
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if code in ("AccessDenied", "403", "Forbidden") or status == 403:
+                how = "anonymous reads" if unsigned else "the profile's storage credentials"
+                return fail(
+                    f"{plan.shown} refused {how} for {name}",
+                    "Give the profile storageCredentials that may read the bucket, then Restart.",
+                    EXIT_DENIED,
+                )
+            if code in ("PreconditionFailed", "NoSuchVersion", "NoSuchKey", "404") or status in (
+                404,
+                412,
+            ):
+                return fail(
+                    f"{name} of {plan.shown} is no longer the version pinned at apply",
+                    "Deploy again to pin the folder as it is now.",
+                    EXIT_MISSING,
+                )
+            return fail(
+                f"the storage answered {code or status} for {name} of {plan.shown}",
+                "Restart in a moment; if it goes on, check the bucket.",
+                EXIT_UNREACHABLE,
+            )
+        except BotoCoreError as exc:
+            part.unlink(missing_ok=True)
+            return fail(
+                f"the storage could not be reached for {plan.shown} ({type(exc).__name__})",
+                "Check this machine's network and AWS_ENDPOINT_URL_S3, then Restart.",
+                EXIT_UNREACHABLE,
+            )
+        except OSError as exc:
+            part.unlink(missing_ok=True)
+            return fail(
+                f"the download into {folder} failed ({exc.strerror or exc})",
+                "Check the downloads folder (free disk, permissions), then Restart.",
+                EXIT_DISK,
+            )
+        say(f"{name}: {rt.size_text(size)}")
     return 0
 
 
@@ -241,7 +382,7 @@ def main(argv: list[str]) -> int:
     if refusal is not None:
         return fail(refusal, "Deploy another model, or a commit of it without them.", EXIT_REFUSED)
     runtime = argv[3:]
-    dropped = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_DISABLE_PROGRESS_BARS")
+    dropped = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_DISABLE_PROGRESS_BARS", *S3_ENV)
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(rt.OFFLINE_ENV)  # the runtime reads the folder and never asks the Hub
     env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"

@@ -40,9 +40,10 @@ def snapshot_folder(state: AppState, source: tuple[str, str, str | None]) -> Pat
     scheme, repo, revision = source
     planned = state.download or {}
     commit = str(planned.get("commit", ""))
-    if scheme != "hf" or repo != planned.get("repo"):
+    if scheme not in ("hf", "s3") or repo != planned.get("repo"):
         raise ValueError("spec.source.model.uri is not the repository the plan downloads")
-    if revision is not None and download_files.COMMIT.fullmatch(revision) and revision != commit:
+    pinned = scheme == "hf" and revision is not None and download_files.COMMIT.fullmatch(revision)
+    if pinned and revision != commit:
         raise ValueError("spec.source.model.uri is pinned to another commit; deploy again")
     return download_files.snapshot_folder(rt.configured_downloads_dir(), repo, commit)
 

@@ -27,6 +27,7 @@ from jobs.machine_catalog import GpuReading, MachineReadings, describe_machine, 
 from jobs.manifest.problems import Problem
 from jobs.manifest.quantity import format_cpu, parse_bytes, parse_cpu
 from jobs.manifest.view import dig
+from jobs.storage_access import ANONYMOUS, Credentials
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
 from . import download_files, serving_plan
@@ -155,7 +156,7 @@ def download_refusals(chosen: serving_plan.Plan) -> list[Problem]:
     under the downloads folder's lock, when it starts."""
     if chosen.download is None:
         return []
-    what = f"hf://{chosen.download.repo}"
+    what = chosen.download.shown
     too_big = download_files.download_size_refusal(chosen.download.bytes, machine().memory, what)
     if too_big is not None:
         return [target_answer(too_big, MODEL + ".uri")]
@@ -293,13 +294,17 @@ def discovered_catalog() -> tuple[list[dict], str]:
 
 
 def check(
-    manifest: Mapping[str, Any], template: str | None = None, token: str | None = None
+    manifest: Mapping[str, Any],
+    template: str | None = None,
+    token: str | None = None,
+    storage: Credentials | None = ANONYMOUS,
 ) -> list[Problem]:
     """Why the local backend cannot run this filled-in manifest here; empty when it can.
-    `token`: the profile's Hugging Face token, for an hf:// model read from the Hub."""
+    `token`: the profile's Hugging Face token, for an hf:// model read from the Hub;
+    `storage`: its storage credentials, for an s3:// folder (None: not usable now)."""
     template = template if template is not None else DEFAULT_TEMPLATE
     refusals = _manifest_refusals(manifest, default_template=template == DEFAULT_TEMPLATE)
-    chosen = serving_plan.plan(manifest, template, token) if not refusals else None
+    chosen = serving_plan.plan(manifest, template, token, storage) if not refusals else None
     plan_refusals = []
     if isinstance(chosen, serving_plan.Refused):
         plan_refusals.append(target_answer(chosen.message, chosen.field))
@@ -363,12 +368,12 @@ def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> l
         )
     refusals += [target_answer(text, EXTRA_ARGS_PATH) for text in extra_args_refusals(manifest)]
     uri = model.get("uri")
-    if not (isinstance(uri, str) and uri.startswith(("hf://", "file://"))):
+    if not (isinstance(uri, str) and uri.startswith(("hf://", "file://", "s3://"))):
         refuse(
             f"{MODEL}.uri",
-            f"is {uri}: the local backend serves hf:// models (the server downloads them) "
-            "and file:// folders under its models folder; use a Kubernetes profile for other "
-            "storage.",
+            f"is {uri}: the local backend serves hf:// models and s3:// folders (the replica "
+            "downloads them) and file:// folders under its models folder; use a Kubernetes "
+            "profile for other storage.",
         )
     nodes = dig(model, "resources", "nodesPerReplica") or 1
     if nodes > 1:

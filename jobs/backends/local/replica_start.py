@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobs.manifest.quantity import parse_bytes, parse_cpu
+from jobs.storage_access import ANONYMOUS, Credentials
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
 from . import download_launcher, model_files, serving_plan
@@ -18,6 +19,7 @@ from . import processes as proc
 from . import runtimes as rt
 from . import vllm_cpu as vc
 from .command import describe, engine_args, local_command, local_env, server_environment
+from .download_files import S3
 from .download_plan import LAUNCHER, snapshot_folder, write_plan
 from .machine_check import which
 from .state import AppState, Replica, now_iso
@@ -37,6 +39,7 @@ def start_one(
     log_path: Path,
     template: str,
     token: Callable[[], str | None],
+    storage: Callable[[], Credentials | None] = lambda: ANONYMOUS,
 ) -> tuple[Replica, subprocess.Popen | None]:
     """Start replica `index` of the application on `port` (and `gpus`), its output in
     `log_path`, its private files in the application's state folder `folder`; `token()`: the
@@ -93,6 +96,20 @@ def start_one(
     token_value = token() if wants_token else None
     if spawned is not None:
         extra = {k: v for k, v in extra.items() if k not in rt.OFFLINE_ENV}
+    from_s3 = str((state.download or {}).get("repo", "")).startswith(S3)
+    if spawned is not None and from_s3:
+        # The launcher reads the bucket with the profile's credentials, asked now; it takes
+        # them out before it execs the runtime (download_launcher.S3_ENV).
+        credentials = storage()
+        if credentials is None:
+            why = (
+                f"the profile's storage credentials for {state.download['repo']} are no longer "
+                "allowed, or their variables are not set on the console's host"
+            )
+            step = "Ask the operator, or set the profile's storageCredentials again; then Restart."
+            return not_started(state, index, port, gpus, log_path, why, step), None
+        extra = {**extra, **download_launcher.s3_environment(os.environ, credentials)}
+        token_value = None  # a bucket is no Hub: the launcher gets no Hugging Face token
     env = server_environment(os.environ, extra, token_value)
     proc.private_dir(log_path.parent)
     started_at = now_iso()

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.manifest.problems import Problem
+from jobs.storage_access import ANONYMOUS, Credentials
 
 from . import download_plan, replica_start, replica_status, serving_plan
 from . import processes as proc
@@ -103,6 +104,7 @@ class LocalRunner:
         max_log_bytes: int = 5 * 2**20,
         token_for: Callable[[str], str | None] | None = None,
         gpu_ledger: GpuLedger | None = None,
+        storage_for: Callable[[str], Credentials | None] | None = None,
     ) -> None:
         """`token_for(app_name)`: the application's own Hugging Face token (or None), asked
         each time one of its servers starts; never stored in its state. `gpu_ledger`: the
@@ -112,6 +114,9 @@ class LocalRunner:
         self.gpu_ledger = gpu_ledger or GpuLedger(self.state_dir.parent)
         self._gpus = GpuPlanner(self.gpu_ledger, self.state_dir.name)
         self.token_for = token_for
+        # `storage_for(app_name)`: its profile's storage credentials for an s3:// folder
+        # (None: not usable now), asked at apply and at each start; never stored.
+        self.storage_for = storage_for
         self.template = template if template is not None else configured_template()
         split_template(self.template)  # a bad SERVEDECK_LOCAL_COMMAND fails here, named
         self.grace_seconds = grace_seconds
@@ -124,13 +129,22 @@ class LocalRunner:
 
     # --- public verbs --------------------------------------------------------------------
 
-    def check(self, manifest: Mapping[str, Any], token: str | None = None) -> list[Problem]:
+    def check(
+        self,
+        manifest: Mapping[str, Any],
+        token: str | None = None,
+        storage: Credentials | None = ANONYMOUS,
+    ) -> list[Problem]:
         """Why this machine cannot run the manifest (each naming the field it is about);
-        empty when it can. `token`: the Hugging Face token an hf:// model is read with."""
-        return check(manifest, self.template, token)
+        empty when it can. `token`: the Hugging Face token an hf:// model is read with;
+        `storage`: the storage credentials an s3:// folder is read with."""
+        return check(manifest, self.template, token, storage)
 
     def _token(self, app_name: str) -> str | None:
         return self.token_for(app_name) if self.token_for is not None else None
+
+    def _storage(self, app_name: str) -> Credentials | None:
+        return self.storage_for(app_name) if self.storage_for is not None else ANONYMOUS
 
     def apply(self, app_name: str, manifest: Mapping[str, Any], revision: int) -> LocalStatus:
         """Run the manifest: start its minReplicas servers, or replace them when the manifest
@@ -139,11 +153,11 @@ class LocalRunner:
         check_name(app_name)
         if manifest.get("spec", {}).get("name") != app_name:
             raise ValueError(f"the manifest's spec.name is not {app_name!r}")
-        token = self._token(app_name)
-        refusals = self.check(manifest, token)
+        token, storage = self._token(app_name), self._storage(app_name)
+        refusals = self.check(manifest, token, storage)
         if refusals:
             raise LocalRefused([p.message for p in refusals])
-        chosen = serving_plan.plan(manifest, self.template, token)
+        chosen = serving_plan.plan(manifest, self.template, token, storage)
         if isinstance(chosen, serving_plan.Refused):  # the check above said so already
             raise LocalRefused([chosen.message])
         manifest = json.loads(json.dumps(manifest))  # a plain copy, as it will be stored
@@ -460,6 +474,7 @@ class LocalRunner:
             log_path=self._log(state.name, index),
             template=self.template,
             token=lambda: self._token(state.name),
+            storage=lambda: self._storage(state.name),
         )
         if popen is not None:
             self._children[popen.pid] = popen  # its exit code, and reaping

@@ -18,15 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from jobs.manifest.uri import UriError, parse_uri
-from models_catalog import hub
+from jobs.storage_access import ANONYMOUS, CREDENTIALS_FIELD, Credentials
+from models_catalog import hub, hub_weights
 from models_catalog.architectures import vllm_cpu_here
 from models_catalog.folders import (
     FolderRefused,
     configured_models_dir,
     folder_facts,
+    model_facts,
     resolve_folder,
 )
 from models_catalog.hub_facts import repo_facts
+from models_catalog.s3_reads import S3Reader, StorageDenied, StorageError, StorageUnavailable
 
 from . import download_files
 from . import runtimes as rt
@@ -44,18 +47,27 @@ class Download:
     commit: str
     layout: str
     files: tuple[tuple[str, int], ...]  # (name, bytes) the runtime reads
+    # An s3:// folder: each file's version as pinned at apply (versionId, or etag:<ETag>).
+    versions: tuple[tuple[str, str], ...] = ()
 
     @property
     def bytes(self) -> int:
         return sum(size for _, size in self.files)
 
+    @property
+    def shown(self) -> str:
+        return self.repo if self.repo.startswith(download_files.S3) else f"hf://{self.repo}"
+
     def as_dict(self) -> dict[str, Any]:
-        return {
+        planned: dict[str, Any] = {
             "repo": self.repo,
             "commit": self.commit,
             "layout": self.layout,
             "files": [list(f) for f in self.files],
         }
+        if self.versions:
+            planned["versions"] = [list(v) for v in self.versions]
+        return planned
 
 
 @dataclass(frozen=True)
@@ -85,12 +97,15 @@ def model_source(manifest: Mapping[str, Any]) -> tuple[str, str, str | None] | R
         info = parse_uri(uri) if isinstance(uri, str) else None
     except UriError as exc:
         return Refused(f"spec.source.model.uri: {exc.reason}. {exc.fix}", "spec.source.model.uri")
-    if info is None or info.scheme not in ("hf", "file"):
+    if info is None or info.scheme not in ("hf", "file", "s3"):
         return Refused(
-            f"spec.source.model.uri is {uri}: the local backend serves hf:// models and file:// "
-            "folders under its models folder; use a Kubernetes profile for other storage.",
+            f"spec.source.model.uri is {uri}: the local backend serves hf:// models, s3:// "
+            "folders and file:// folders under its models folder; use a Kubernetes profile for "
+            "other storage.",
             "spec.source.model.uri",
         )
+    if info.scheme == "s3":
+        return "s3", f"s3://{info.bucket}/{(info.key or '').rstrip('/')}/", info.version
     if info.scheme == "file":
         try:
             folder = resolve_folder(info.file_path or "", configured_models_dir())
@@ -101,20 +116,33 @@ def model_source(manifest: Mapping[str, Any]) -> tuple[str, str, str | None] | R
 
 
 def plan(
-    manifest: Mapping[str, Any], template: str = DEFAULT_TEMPLATE, token: str | None = None
+    manifest: Mapping[str, Any],
+    template: str = DEFAULT_TEMPLATE,
+    token: str | None = None,
+    storage: Credentials | None = ANONYMOUS,
 ) -> Plan | Refused:
     """The server this machine runs the manifest with, or why none. `token` is the profile's
-    Hugging Face token (None: none), read with for an hf:// model a CPU runtime serves."""
+    Hugging Face token (None: none), read with for an hf:// model a CPU runtime serves;
+    `storage`, its storage credentials for an s3:// folder (None: not usable now)."""
     source = model_source(manifest)
     if isinstance(source, Refused):
         return source
     scheme, model, revision = source
+    if template != DEFAULT_TEMPLATE and scheme == "s3":
+        return Refused(
+            f"spec.source.model.uri is {model}: the local backend downloads s3:// folders for "
+            "its own CPU runtimes, and SERVEDECK_LOCAL_COMMAND names another server; use an "
+            "hf:// or file:// model with it, or a Kubernetes profile.",
+            URI,
+        )
     if template != DEFAULT_TEMPLATE:
         return Plan(COMMAND, model, revision, "SERVEDECK_LOCAL_COMMAND names the server.")
     vllm = rt.vllm_installed()
     runtimes_dir = rt.configured_runtimes_dir()
     if scheme == "hf":
         return _hub_plan(model, revision, token, on_gpu(manifest), vllm, runtimes_dir)
+    if scheme == "s3":
+        return _s3_plan(model, storage, on_gpu(manifest), vllm, runtimes_dir)
     try:
         facts = folder_facts(Path(model), wants_gpu=on_gpu(manifest))
     except FolderRefused as exc:
@@ -183,3 +211,76 @@ def _hub_plan(
     download = Download(repo, found.commit, found.facts.layout, found.files)
     why = f"{choice.why} It is downloaded from the Hub into {folder.parents[2]} first."
     return Plan(choice.runtime, str(folder), found.commit, why, download, found.facts.task)
+
+
+def _s3_plan(
+    source: str, storage: Credentials | None, wants_gpu: bool, vllm: bool, runtimes_dir: Path
+) -> Plan | Refused:
+    """An s3:// folder: read with the profile's storage credentials as Check model reads it,
+    served by the CPU runtime its task and layout get, from the snapshot of the files that
+    runtime reads, each pinned now to its version (the replica downloads exactly those)."""
+    if storage is None:
+        return Refused(
+            f"spec.source.model.uri: {source} cannot be read: the profile's {CREDENTIALS_FIELD} "
+            "is no longer allowed, or its variables are not set on the console's host; ask the "
+            "operator, or set the profile's storageCredentials again.",
+            None,
+        )
+    bucket, prefix = source[len(download_files.S3) :].split("/", 1)
+    reader = S3Reader(storage)
+    try:
+        folder = reader.folder(bucket, prefix)
+        config = reader.read_json(folder, "config.json")
+        names = folder.names
+        index_files = None
+        if download_files.checkpoint_safetensors(names) is None:
+            index = reader.read_json(folder, hub_weights.INDEX_FILE)
+            index_files, _ = hub_weights.index_contents(index)
+        facts = model_facts(names, config, None, wants_gpu)
+        choice = rt.choose_runtime(
+            facts,
+            vllm_installed=vllm,
+            installed=rt.installed_runtimes(runtimes_dir),
+            runtimes_dir=runtimes_dir,
+        )
+        if isinstance(choice, rt.Refusal):
+            return Refused(choice.message, None if choice.install else URI)
+        if choice.runtime == rt.VLLM:
+            return Refused(
+                f"spec.source.model.uri: {source} would be served by vLLM here, which the local "
+                "backend does not yet download s3:// folders for; serve it on the CPU (remove "
+                "resources.accelerator), or use a Kubernetes profile.",
+                URI,
+            )
+        wanted = download_files.files_to_download(names, facts.layout, index_files)
+        if not wanted:
+            return Refused(f"spec.source.model.uri: {source} has no files its runtime reads.", URI)
+        pins = reader.pins(folder, wanted)
+    except StorageDenied as exc:
+        return Refused(
+            f"spec.source.model.uri: {source} cannot be read: {exc}. Set the profile's "
+            f"{CREDENTIALS_FIELD} to credentials that may read it.",
+            URI,
+        )
+    except StorageUnavailable as exc:
+        return Refused(
+            f"spec.source.model.uri: {source} could not be read ({exc}); try again in a moment "
+            "(check AWS_ENDPOINT_URL_S3 on the console's host).",
+            None,
+        )
+    except StorageError as exc:
+        return Refused(f"spec.source.model.uri: {source}: {exc}.", URI)
+    commit = download_files.s3_pin(pins)
+    try:
+        target = download_files.snapshot_folder(rt.configured_downloads_dir(), source, commit)
+    except ValueError as exc:
+        return Refused(f"spec.source.model.uri: {exc}.", URI)
+    download = Download(
+        source,
+        commit,
+        facts.layout,
+        tuple((name, size) for name, size, _ in pins),
+        tuple((name, version) for name, _, version in pins),
+    )
+    why = f"{choice.why} It is downloaded from {source} into {target.parents[2]} first."
+    return Plan(choice.runtime, str(target), commit, why, download, facts.task)

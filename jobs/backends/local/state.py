@@ -150,9 +150,11 @@ def derive_status(
     if downloading:
         index, line = min(downloading.items())
         where = state.download or {}
+        repo = str(where.get("repo", "?"))
+        source = (repo, "its bucket") if repo.startswith("s3://") else (f"hf://{repo}", "")
         reason = (
-            f"Replica {index} is downloading hf://{where.get('repo', '?')} at "
-            f"{str(where.get('commit', ''))[:12]} from the Hugging Face Hub"
+            f"Replica {index} is downloading {source[0]} at "
+            f"{str(where.get('commit', ''))[:12]} from {source[1] or 'the Hugging Face Hub'}"
         )
         reason += f": {line.removeprefix(SAY)}" if line else "."
         return LocalStatus(DOWNLOADING, reason, "Wait; its log shows the progress.", **common)

@@ -35,9 +35,13 @@ class Command(ServeDeckCommand):
             "version ServeDeck knows",
         )
         _namespace_allowed(add)
-        edit = add_verb(sub, "edit", help="change a profile's token or allowed namespaces")
+        _storage_access(add, "")
+        edit = add_verb(
+            sub, "edit", help="change a profile's token, storage access or allowed namespaces"
+        )
         edit.add_argument("name")
         edit.add_argument("--hf-token", metavar="REF", help="as for add; '' removes it")
+        _storage_access(edit, None)
         _namespace_allowed(edit)
         edit.add_argument(
             "--no-other-namespaces",
@@ -87,6 +91,7 @@ class Command(ServeDeckCommand):
             "cluster": cluster.pk,
             "namespace": options["namespace"],
             "hf_token_ref": options["hf_token"],
+            **{field: options[field] for field in STORAGE_OPTIONS},
             "vllm_version": options["vllm_version"],
             # The form gives a local profile this machine instead of the default.
             "machine_catalog_yaml": catalog_yaml(default_machine_catalog()),
@@ -127,6 +132,10 @@ class Command(ServeDeckCommand):
             "cluster": profile.cluster_id,
             "namespace": profile.namespace,
             "hf_token_ref": profile.hf_token_ref if hf_token is None else hf_token,
+            **{
+                field: getattr(profile, field) if options[field] is None else options[field]
+                for field in STORAGE_OPTIONS
+            },
             "vllm_version": profile.vllm_version,
             "machine_catalog_yaml": catalog_yaml(profile.machine_catalog),
             "defaults_yaml": catalog_yaml(profile.defaults or {}),
@@ -145,6 +154,37 @@ def _profile(membership, name: str) -> Profile:
         known = ", ".join(profiles.values_list("name", flat=True))
         raise CommandError(f"No profile named {name!r}; known: {known or 'none'}.")
     return profile
+
+
+# The profile's storage access (jobs/storage_access.py): model field -> option and help.
+STORAGE_OPTIONS = {
+    "storage_credentials_ref": (
+        "--storage-credentials",
+        "REF",
+        "env/<PREFIX> or machine: what the console reads private buckets with",
+    ),
+    "storage_service_account": (
+        "--storage-service-account",
+        "NAME",
+        "a ServiceAccount in the namespace the predictor runs as (Kubernetes profiles)",
+    ),
+    "storage_secret": (
+        "--storage-secret",
+        "NAME",
+        "KServe's storage Secret in the namespace (Kubernetes profiles)",
+    ),
+    "image_pull_secret": (
+        "--image-pull-secret",
+        "NAME",
+        "a Secret in the namespace that pulls oci:// model images (Kubernetes profiles)",
+    ),
+}
+
+
+def _storage_access(parser, default) -> None:
+    for field, (option, metavar, text) in STORAGE_OPTIONS.items():
+        more = "" if default is not None else "; '' removes it"
+        parser.add_argument(option, dest=field, default=default, metavar=metavar, help=text + more)
 
 
 def _namespace_allowed(parser) -> None:

@@ -1,0 +1,124 @@
+"""The dry run and deploy of a model in a private S3 bucket (moto's server, the real boto3
+client): Check model reads it with the profile's storageCredentials only, a Kubernetes profile
+that gives its cluster nothing to read it with is refused at the profile, naming the fields to
+set, and the local profile checks, deploys and serves it."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.deploy import dry_run
+from jobs.models import Profile
+from tests.fakes.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY
+from tests.models_catalog.test_s3_check import tiny_files
+
+ALLOWED = ["ACME_S3_ACCESS_KEY_ID", "ACME_S3_SECRET_ACCESS_KEY"]
+
+
+def manifest(profile: str, uri: str = "s3://private-models/tiny") -> str:
+    return f"""
+apiVersion: servedeck.io/v1
+kind: Application
+spec:
+  name: tiny
+  profileName: {profile}
+  source:
+    type: Model
+    model:
+      uri: {uri}
+      format: vLLM
+"""
+
+
+@pytest.fixture
+def keys_on_the_host(org, monkeypatch):
+    monkeypatch.setenv("ACME_S3_ACCESS_KEY_ID", ACCESS_KEY_ID)
+    monkeypatch.setenv("ACME_S3_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
+    org.token_variables = ALLOWED
+    org.save()
+
+
+def at(run, path: str) -> list[str]:
+    return [p.message for p in run.refusals if p.path == path]
+
+
+def test_a_private_artifact_needs_the_clusters_access_on_a_kubernetes_profile(
+    org, prod, s3, keys_on_the_host
+):
+    s3.folder("private-models", "tiny/", tiny_files()[0])
+    profile = Profile.objects.get(organization=org, name="prod")
+    profile.storage_credentials_ref = "env/ACME_S3"
+    profile.save()
+    run = dry_run(manifest("prod"), org, server_side=False)
+    assert run.check.can_serve, run.check.verdict
+    [refusal] = at(run, "spec.profileName")
+    assert "s3://private-models/tiny: the artifact is private" in refusal
+    assert "storageServiceAccount" in refusal and "storageSecret" in refusal
+
+    profile.storage_secret = "kserve-s3"
+    profile.save()
+    run = dry_run(manifest("prod"), org, server_side=False)
+    assert run.ok, [str(p) for p in run.refusals]
+    isvc = next(o for o in run.objects if o["kind"] == "InferenceService")
+    assert isvc["metadata"]["annotations"]["serving.kserve.io/storageSecretName"] == "kserve-s3"
+
+
+def test_a_public_artifact_needs_no_access(org, prod, s3):
+    s3.folder("public-models", "tiny/", tiny_files()[0], public=True)
+    run = dry_run(manifest("prod", "s3://public-models/tiny"), org, server_side=False)
+    assert run.ok, [str(p) for p in run.refusals]
+    assert run.check.storage_private is False
+
+
+def test_without_storage_credentials_check_model_refuses_naming_the_field(org, prod, s3):
+    s3.folder("private-models", "tiny/", tiny_files()[0])
+    run = dry_run(manifest("prod"), org, server_side=False)
+    [at_uri] = at(run, "spec.source.model.uri")
+    assert "private" in at_uri and "storageCredentials" in at_uri
+    assert "storageServiceAccount" in at_uri  # and what the cluster reads it with
+    local = dry_run(manifest("local"), org)
+    assert "storageCredentials" in at(local, "spec.source.model.uri")[0]
+
+
+def test_credentials_taken_back_by_the_operator_are_not_used(org, s3, keys_on_the_host):
+    s3.folder("private-models", "tiny/", tiny_files()[0])
+    Profile.objects.filter(organization=org, name="local").update(
+        storage_credentials_ref="env/ACME_S3"
+    )
+    assert dry_run(manifest("local"), org).check.can_serve
+    org.token_variables = []
+    org.save()
+    s3.forget()
+    run = dry_run(manifest("local"), org)
+    [at_uri] = at(run, "spec.source.model.uri")
+    assert "storageCredentials 'env/ACME_S3' cannot be used" in at_uri
+    assert s3.requests() == []  # refused before anything was read
+
+
+def test_a_private_s3_model_is_checked_deployed_and_served_on_the_local_profile(
+    org, deployer, s3, keys_on_the_host, cpu_machine, settings, tmp_path
+):
+    from jobs import deploy as verbs
+    from jobs.backends.local.backend import local_runner
+    from tests.fakes.cpu_runtime import install_fake
+    from tests.jobs.backends.local.test_local_cpu_wiring import running
+
+    install_fake(cpu_machine[0])
+    settings.SERVEDECK_DOWNLOADS_DIR = str(tmp_path / "downloads")
+    s3.folder("private-models", "tiny/", tiny_files()[0], versioned=True)
+    text = manifest("local").replace(
+        "format: vLLM", "format: vLLM\n      resources: {cpu: '1', memory: 2Gi}"
+    )
+    refused = dry_run(text, org)
+    assert "storageCredentials" in at(refused, "spec.source.model.uri")[0]
+    Profile.objects.filter(organization=org, name="local").update(
+        storage_credentials_ref="env/ACME_S3"
+    )
+    checked = dry_run(text, org)
+    assert checked.ok, [str(p) for p in checked.refusals]
+    application = verbs.apply(text, deployer).application
+    status = running(local_runner("acme"), application.name)
+    assert status.phase == "Running"
+    log = "\n".join(local_runner("acme").tail(application.name, 100))
+    assert "servedeck download: s3://private-models/tiny/ is complete in" in log
+    assert SECRET_ACCESS_KEY not in log
