@@ -5,6 +5,8 @@ quotes."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -14,17 +16,25 @@ from jobs.backends.redaction import operator_secrets, redact, secret_values
 from . import download_launcher
 from . import processes as proc
 from .download_plan import LAUNCHER
-from .first_request import first_request
+from .first_request import FirstRequest, first_request
 from .replica_start import MARKER
 from .state import AppState, Replica
 
 FAILED_LOG_LINES = 20
-WARM_UP_SECONDS = 5.0  # a warm-up request waits this long for the model to load
+# A warm-up request waits this long for the model to load on its first request (transformers
+# serve on 2 cores under load took minutes); a probe never waits for it.
+WARM_UP_SECONDS = 600.0
+# One warm-up request in flight per replica process, sent from these threads: a probe that sent
+# one each time would queue a request per probe in a server still loading (seen: nine queued,
+# and the server killed for its memory).
+_warming: dict[tuple[int, int], Future] = {}
+_warming_lock = threading.Lock()
+_warmers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="servedeck-warm-up")
 
 
 def probe(state: AppState, replicas: list[Replica], probe_timeout: float) -> dict[int, bool]:
     """GET the runtime's readiness path on each live replica; once it answers 200, the replica
-    is sent one real request of its model's task (warm_up), and serves only once that was
+    is sent one real request of its model's task (warmed), and serves only once that was
     answered: a server may answer its readiness path before its model is loaded
     (faster-whisper-server, transformers serve), and a replica reading Running must answer."""
     ready = {}
@@ -39,26 +49,36 @@ def probe(state: AppState, replicas: list[Replica], probe_timeout: float) -> dic
             except httpx.HTTPError:
                 ready[replica.index] = False
             if ready[replica.index] and not replica.warmed:
-                replica.warmed = warm_up(client, base, state, probe_timeout)
+                replica.warmed = warmed(base, state, replica)
                 ready[replica.index] = replica.warmed
     return ready
 
 
-def warm_up(client: httpx.Client, base: str, state: AppState, probe_timeout: float) -> bool:
-    """The replica's first real request (first_request.py), True once it was answered; True
-    at once for a server whose task is unknown (the configured command). A server that loads
-    its model on the first request (transformers serve, faster-whisper-server) takes longer
-    than a probe's timeout: it goes on loading after the probe gives up, and a later probe
-    finds it loaded."""
+def warmed(base: str, state: AppState, replica: Replica) -> bool:
+    """Whether the replica answered its first real request (first_request.py): True at once
+    for a server whose task is unknown (the configured command); else the request is sent once,
+    in the background, and a later probe reads its answer (a failed one is sent again then). A
+    server that loads its model on the first request (transformers serve,
+    faster-whisper-server) takes longer than a probe may wait."""
     first = first_request(state.runtime, state.task)
     if first is None:
         return True
+    key = (replica.pid or 0, replica.port)
+    with _warming_lock:
+        sent = _warming.get(key)
+        if sent is None:
+            _warming[key] = _warmers.submit(_ask, base, first, state.model_id)
+            return False
+        if not sent.done():
+            return False
+        del _warming[key]
+    return sent.result()
+
+
+def _ask(base: str, first: FirstRequest, model_id: str) -> bool:
     try:
-        response = client.post(
-            base + first.route,
-            timeout=httpx.Timeout(max(probe_timeout, WARM_UP_SECONDS)),
-            **first.httpx_arguments(state.model_id),
-        )
+        with httpx.Client(timeout=httpx.Timeout(WARM_UP_SECONDS), trust_env=False) as client:
+            response = client.post(base + first.route, **first.httpx_arguments(model_id))
     except httpx.HTTPError:
         return False
     return response.status_code == 200
