@@ -370,7 +370,20 @@ class Gateway:
                     url = _url(upstream, path)
                     await self.forward(ex, url, body, headers, stream, events, receive, send)
 
-            await self.router.send(routed, affinity, call, lambda: ex.status != 0)
+            try:
+                await self.router.send(routed, affinity, call, lambda: ex.status != 0)
+            except upstream_failures.ReplicaFailed as failure:
+                # Its snapshot said Running, but the model went to sleep since: the request
+                # waits while it wakes, as one that found it asleep (waking.py).
+                asleep = failure.retry and ex.status == 0 and target.sleeps
+                found = await self.waker.slept_meanwhile(target) if asleep else None
+                if found is None:
+                    raise
+                if ex.stream:
+                    ex.reply = send = HeldStream(send)
+                target = ex.target = await self.waker.hold(found, key.id, ex.reply)
+                routed, ex.revision = split.pick(target, key.id, affinity)
+                await self.router.send(routed, affinity, call, lambda: ex.status != 0)
         finally:
             try:
                 if ex.events is not None:  # whichever way the stream ended

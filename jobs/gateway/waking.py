@@ -164,6 +164,15 @@ class Waker:
             if not holds(current):
                 raise not_running(current)
 
+    async def slept_meanwhile(self, route: Route) -> Route | None:
+        """The route as it is now if it went to sleep since the snapshot that said it runs
+        (its replica could not be reached: the reconciler had stopped it); else None."""
+        snapshot = await self.keeper.fresh(time.perf_counter())
+        found = snapshot.routes.get((route.organization_id, route.name))
+        if found is None or found.id != route.id or not holds(found):
+            return None
+        return found
+
     def _ask_wake(self, application_id: int) -> None:
         """Ask for the wake unless this process asked already: one call in flight at a time,
         none after one that won (until the snapshot shows it awake), and at most one a second
