@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.cpu_runtimes_bench import ORG, Console, load, stop_group  # noqa: E402
+from tests.manifest_text import local_manifest  # noqa: E402
 
 SYSTEM = (
     "You are a careful assistant for a shipping company. Answer in one short sentence, "
@@ -72,18 +73,8 @@ QUERY_COUNTER = re.compile(r"^vllm:prefix_cache_queries(?:_total)?\{[^}]*\}\s+([
 
 
 def chat_manifest(name: str, folder: Path, scaling: str) -> str:
-    return f"""\
-apiVersion: servedeck.io/v1
-kind: Application
-spec:
-  name: {name}
-  profileName: local
-  source:
-    type: Model
-    model:
-      uri: file://{folder}
-      scaling:
-{scaling}"""
+    """The shortest local manifest for the chat folder, with its scaling block."""
+    return local_manifest(name, f"file://{folder}") + "      scaling:\n" + scaling
 
 
 def document(rng: random.Random) -> str:
