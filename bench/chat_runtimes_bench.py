@@ -4,7 +4,9 @@ GuideLLM at concurrency 1, 4 and 16 straight at the runtime and through the cons
 
 Prints a table: output tokens/s, time to first token p50 and inter-token latency p50 per
 level and way, the gateway's share of direct, vLLM's multiple of transformers serve; and for
-each runtime Deploy -> Running (vLLM cold, then warm after a Restart) and resident memory.
+each runtime Deploy -> Running (vLLM cold, then warm after a Restart) and resident memory; and
+the console's CPU per request through the gateway (its process's user + system time over the
+gateway run, less what it spent idle over the direct run of the same length).
 
 GuideLLM 0.8.1 runs offline here: synthetic 64-token prompts made with the model folder's own
 tokenizer, 32-token answers (max_tokens; transformers serve refuses GuideLLM's ignore_eos, so
@@ -31,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.cpu_runtimes_bench import ORG, Console, group_rss_mib, load, stop_group  # noqa: E402
+from bench.gateway_bench import cpu_seconds  # noqa: E402
 from tests.manifest_text import local_manifest  # noqa: E402
 
 GUIDELLM_REQUIREMENTS = ROOT / "requirements" / "bench" / "guidellm.txt"
@@ -177,7 +180,7 @@ def main() -> None:
     print(f"{os.cpu_count()} cores, {load()}; GuideLLM {args.seconds:g} s per level, "
           f"{args.prompt}-token prompts, answers up to {args.tokens} tokens")  # fmt: skip
 
-    results, starts, memory = {}, {}, {}
+    results, starts, memory, console_cpu = {}, {}, {}, {}
     for runtime, choice, name in RUNTIMES:
         os.environ["SERVEDECK_VLLM_CPU"] = choice  # the console's choice of chat runtime
         settings.SERVEDECK_VLLM_CPU = choice
@@ -191,14 +194,21 @@ def main() -> None:
             if runtime == "vllm-cpu":  # warm: the compile cache of the first start is kept
                 starts[runtime].append(restart(console, name))
             port = console.replica(name)["port"]
+            before = cpu_seconds(console.child.pid)
             direct = run_guidellm(
                 program, f"http://127.0.0.1:{port}", name, models.chat, args,
                 work / f"{name}-direct.json",
             )  # fmt: skip
+            idle = cpu_seconds(console.child.pid) - before
+            before = cpu_seconds(console.child.pid)
             gateway = run_guidellm(
                 program, console.url, name, models.chat, args, work / f"{name}-gateway.json", key
             )
+            busy = cpu_seconds(console.child.pid) - before - idle
             results[runtime] = (direct, gateway)
+            done = sum(row["done"] for row in gateway)
+            tokens = sum(row["tokens_per_s"] * args.seconds for row in gateway)
+            console_cpu[runtime] = (busy, done, tokens)
             memory[runtime] = group_rss_mib(console.replica(name)["pid"])
             console.stop(name)
         finally:
@@ -230,6 +240,13 @@ def main() -> None:
         gv = results["vllm-cpu"][1][i]["tokens_per_s"] / max(v, 1e-9)
         gt = results["transformers"][1][i]["tokens_per_s"] / max(t, 1e-9)
         print(f"  {level:3}: vLLM {v / max(t, 1e-9):5.1f}x   gateway {gv:.2f} (vLLM) {gt:.2f} (tf)")
+    print("\nthe console's CPU through the gateway (all levels)")
+    for runtime, (busy, done, tokens) in console_cpu.items():
+        print(
+            f"  {runtime:13} {busy:6.1f} s for {done} requests: "
+            f"{1000 * busy / max(done, 1):5.1f} ms per request, "
+            f"{1000 * busy / max(tokens, 1):5.2f} ms per output token"
+        )
     print(f"  {load()}")
 
 

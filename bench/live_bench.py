@@ -37,6 +37,7 @@ os.environ["SERVEDECK_RECONCILER_IN_PROCESS"] = "false"  # this process follows 
 # live pages in one console process (50 by default; past it a socket is closed with 4429).
 os.environ["SERVEDECK_LIVE_SOCKETS_PER_USER"] = "250"
 
+from gateway_bench import cpu_seconds  # noqa: E402
 from scratch import ROOT, django_on_scratch  # noqa: E402
 
 WORK = django_on_scratch("live")
@@ -179,11 +180,6 @@ def dom_latency(base: str, cookie: str, application) -> list[float]:
             page.wait_for_timeout(400)  # past the page's coalescing interval
         browser.close()
     return latencies
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def traffic_with_clients(base: str, cookie: str, key: str, clients: int, seconds: float):
