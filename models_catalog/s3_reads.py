@@ -223,6 +223,27 @@ class S3Reader:
             found.append((name, size, str(version)))
         return found
 
+    def bucket_region(self, bucket: str) -> str | None:
+        """The bucket's region: GetBucketLocation with the reader's credentials, else the
+        x-amz-bucket-region header S3 sends with HeadBucket's answer (a refusal's too, so a
+        profile without credentials learns it); None when neither says, or no answer came in
+        time."""
+        try:
+            answer = self._call(
+                f"locating s3://{bucket}", lambda c: c.get_bucket_location(Bucket=bucket)
+            )
+            return location_region(answer.get("LocationConstraint"))
+        except StorageError:
+            pass
+        try:
+            answer = self._client().head_bucket(Bucket=bucket)
+        except ClientError as exc:
+            answer = exc.response
+        except (BotoCoreError, StorageError):
+            return None
+        headers = (answer.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
+        return headers.get("x-amz-bucket-region") or None
+
     def readable_anonymously(self, folder: Folder, name: str) -> bool:
         """Whether anyone may read `name` of the folder without credentials (one byte)."""
         try:
@@ -230,3 +251,11 @@ class S3Reader:
         except StorageDenied:
             return False
         return True
+
+
+def location_region(constraint: str | None) -> str:
+    """The region a GetBucketLocation answer names: none for us-east-1, and EU, its old name
+    for eu-west-1."""
+    if not constraint:
+        return DEFAULT_REGION
+    return "eu-west-1" if constraint == "EU" else constraint

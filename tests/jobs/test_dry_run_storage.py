@@ -9,6 +9,7 @@ import pytest
 
 from jobs.deploy import dry_run
 from jobs.models import Profile
+from tests.fakes.kube_objects import node
 from tests.fakes.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY
 from tests.models_catalog.test_s3_check import tiny_files
 
@@ -122,3 +123,77 @@ def test_a_private_s3_model_is_checked_deployed_and_served_on_the_local_profile(
     log = "\n".join(local_runner("acme").tail(application.name, 100))
     assert "servedeck download: s3://private-models/tiny/ is complete in" in log
     assert SECRET_ACCESS_KEY not in log
+
+
+# ---- the download cost: the bucket's region against the cluster's nodes' ----
+
+
+def private_on_prod(org, s3, region: str, **folder) -> None:
+    """A private model in a bucket in `region`, on profile prod, which reads it with keys and
+    gives its cluster a storage Secret."""
+    s3.folder("private-models", "tiny/", tiny_files()[0], region=region, **folder)
+    Profile.objects.filter(organization=org, name="prod").update(
+        storage_credentials_ref="env/ACME_S3", storage_secret="kserve-s3"
+    )
+
+
+def region_warnings(run) -> list[str]:
+    return [p.message for p in run.warnings if "topology.kubernetes.io/region" in p.message]
+
+
+def test_a_bucket_in_another_region_than_the_nodes_is_warned_naming_both(
+    org, prod, s3, kube, keys_on_the_host
+):
+    private_on_prod(org, s3, "eu-west-1")
+    for name in ("gpu-a", "gpu-b"):
+        kube.put(node(name, "us-east-2"))
+    run = dry_run(manifest("prod"), org)
+    assert run.ok, [str(p) for p in run.refusals]
+    [said] = region_warnings(run)
+    assert "s3://private-models/tiny is in region eu-west-1" in said
+    assert "cluster prod's nodes are in us-east-2" in said
+    assert "per GB" in said and "bucket in us-east-2" in said
+    [problem] = [p for p in run.warnings if p.message == said]
+    assert (problem.path, problem.level) == ("spec.source.model.uri", "warning")
+    # One list of nodes, of one page at most; the bucket's location asked with the keys.
+    lists = [r for r in kube.requests if r.path == "/api/v1/nodes"]
+    assert len(lists) == 1 and lists[0].query.get("limit") == "100", lists
+    located = [r for r in s3.requests() if r.query.startswith("location")]
+    assert located and located[0].signed, s3.requests()
+
+
+def test_a_bucket_in_the_nodes_region_is_not_warned(org, prod, s3, kube, keys_on_the_host):
+    private_on_prod(org, s3, "us-east-2")
+    kube.put(node("gpu-a", "us-east-2"))
+    run = dry_run(manifest("prod"), org)
+    assert run.ok, [str(p) for p in run.refusals]
+    assert region_warnings(run) == []
+
+
+def test_without_the_nodes_region_nothing_is_said_and_the_bucket_is_not_asked(
+    org, prod, s3, kube, keys_on_the_host
+):
+    private_on_prod(org, s3, "eu-west-1")
+    kube.put(node("gpu-a", None))  # no topology labels (a cluster on bare metal)
+    run = dry_run(manifest("prod"), org)
+    assert run.ok and region_warnings(run) == []
+    assert not [r for r in s3.requests() if r.query.startswith("location")]
+
+
+def test_nodes_the_console_may_not_list_are_no_warning_and_no_error(
+    org, prod, s3, kube, keys_on_the_host
+):
+    private_on_prod(org, s3, "eu-west-1")
+    kube.put(node("gpu-a", "us-east-2"))
+    kube.fail_next(403, verb="list", resource="nodes")
+    run = dry_run(manifest("prod"), org)
+    assert run.ok, [str(p) for p in run.refusals]
+    assert region_warnings(run) == []
+
+
+def test_the_wizards_steps_do_not_ask_the_regions(org, prod, s3, kube, keys_on_the_host):
+    private_on_prod(org, s3, "eu-west-1")
+    kube.put(node("gpu-a", "us-east-2"))
+    run = dry_run(manifest("prod"), org, server_side=False)
+    assert run.ok and region_warnings(run) == []
+    assert not [r for r in kube.requests if r.path == "/api/v1/nodes"]
