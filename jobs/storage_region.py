@@ -29,6 +29,18 @@ def regions(values: Iterable[str | None]) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def single_region(scheme: str, location: str | None) -> str | None:
+    """The bucket's location when it is one region; None for a GCS multi-region or
+    dual-region (US, EU, ASIA, NAM4, EUR4: no hyphen, unlike any of its regions), which
+    serves a cluster in one of its regions without an inter-region charge, or is not
+    comparable with one region."""
+    if not location:
+        return None
+    if scheme == "gs" and "-" not in location:
+        return None
+    return location
+
+
 def region_warning(
     uri: str,
     bucket_region: str | None,

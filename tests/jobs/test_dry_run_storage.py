@@ -197,3 +197,33 @@ def test_the_wizards_steps_do_not_ask_the_regions(org, prod, s3, kube, keys_on_t
     run = dry_run(manifest("prod"), org, server_side=False)
     assert run.ok and region_warnings(run) == []
     assert not [r for r in kube.requests if r.path == "/api/v1/nodes"]
+
+
+# ---- gs:// (the GCS emulator: it checks no credentials, so every bucket reads as public) ----
+
+
+def test_a_gs_model_is_checked_on_a_kubernetes_profile_and_its_region_compared(
+    org, prod, gcs, kube
+):
+    gcs.folder("gcs-models", "tiny/", tiny_files()[0], location="EUROPE-WEST4")
+    kube.put(node("gpu-a", "us-east1"))
+    run = dry_run(manifest("prod", "gs://gcs-models/tiny"), org)
+    assert run.ok, [str(p) for p in run.refusals]
+    assert run.check.can_serve and run.check.parameters
+    [said] = region_warnings(run)
+    assert "gs://gcs-models/tiny is in region europe-west4" in said
+    assert "nodes are in us-east1" in said
+
+    gcs.folder("near-models", "tiny/", tiny_files()[0], location="US-EAST1")
+    assert region_warnings(dry_run(manifest("prod", "gs://near-models/tiny"), org)) == []
+    gcs.folder("multi-models", "tiny/", tiny_files()[0], location="US")
+    assert region_warnings(dry_run(manifest("prod", "gs://multi-models/tiny"), org)) == []
+
+
+def test_the_local_backend_says_plainly_it_does_not_serve_gs(org, gcs):
+    gcs.folder("gcs-models", "tiny/", tiny_files()[0])
+    run = dry_run(manifest("local", "gs://gcs-models/tiny"), org)
+    assert not run.ok
+    assert any(
+        "gs://gcs-models/tiny" in p.message and "hf://" in p.message for p in run.refusals
+    ), [str(p) for p in run.refusals]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.storage_region import region_warning, regions
+from jobs.storage_region import region_warning, regions, single_region
 
 URI = "s3://models/tiny"
 
@@ -47,3 +47,17 @@ def test_with_the_weight_cache_on_only_a_copy_is_proposed():
 
 def test_regions_are_distinct_lowercase_and_sorted():
     assert regions(["us-east-1", "US-EAST-1", "eu-west-1", None, ""]) == ("eu-west-1", "us-east-1")
+
+
+@pytest.mark.parametrize(
+    ("scheme", "location", "region"),
+    [
+        ("gs", "US-EAST1", "US-EAST1"),
+        ("gs", "US", None),  # a multi-region
+        ("gs", "NAM4", None),  # a dual-region
+        ("s3", "eu-west-1", "eu-west-1"),
+        ("s3", None, None),
+    ],
+)
+def test_only_a_single_region_is_compared(scheme, location, region):
+    assert single_region(scheme, location) == region
