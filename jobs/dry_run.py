@@ -417,7 +417,7 @@ def check_for_profile(
     # names one itself): Check model says which, and that it fits the free memory.
     local = profile.cluster.backend == "local" and configured_template() == DEFAULT_TEMPLATE
     storage = profile_credentials(profile, settings.SERVEDECK_MACHINE_CREDENTIALS)
-    if storage is None and uri.startswith(("s3://", "gs://")):
+    if storage is None and uri.startswith(("s3://", "gs://", "https://")):
         why = credentials_unusable(profile.name, profile.storage_credentials_ref)
         return CheckResult(uri=uri, can_serve=False, verdict=why, next_step="", about_storage=True)
     result = check_model(

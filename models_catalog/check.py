@@ -20,6 +20,7 @@ from jobs.storage_access import ANONYMOUS, CREDENTIALS_FIELD, Credentials
 from models_catalog import architectures, hub, hub_weights
 from models_catalog import folders as model_folder
 from models_catalog.architectures import Unsupported
+from models_catalog.azure_reads import AzureReader
 from models_catalog.bucket_check import BucketRequest
 from models_catalog.check_sizing import servable, size_parakeet, size_vllm
 from models_catalog.check_types import CheckResult, HubRequest
@@ -199,11 +200,15 @@ def _check_by_format(
 # ---- a model folder in a bucket: S3, Google Cloud Storage ----
 
 # The reader of each scheme, made with the profile's credentials for one check.
-BUCKET_READERS = {"s3": S3Reader, "gs": GCSReader}
+BUCKET_READERS = {"s3": S3Reader, "gs": GCSReader, "https": AzureReader}
 # Where the operator points the console at each storage's endpoint.
-ENDPOINT_SETTING = {"s3": "AWS_ENDPOINT_URL_S3", "gs": "STORAGE_EMULATOR_HOST"}
+ENDPOINT_SETTING = {
+    "s3": "AWS_ENDPOINT_URL_S3",
+    "gs": "STORAGE_EMULATOR_HOST",
+    "https": "SERVEDECK_AZURE_BLOB_ENDPOINT",
+}
 # What pins one object of each, when a folder's uri names one.
-VERSION_KEY = {"s3": "versionId", "gs": "generation"}
+VERSION_KEY = {"s3": "versionId", "gs": "generation", "https": "version"}
 
 
 def _check_bucket(base: CheckResult, request: BucketRequest, reader: BucketReader) -> CheckResult:
@@ -211,9 +216,10 @@ def _check_bucket(base: CheckResult, request: BucketRequest, reader: BucketReade
     anyone could read it without them is asked once (one byte), for the cluster's access."""
     uri = request.uri
     storage = reader.credentials
-    where = f"{uri.scheme}://{uri.bucket}/{(uri.key or '').rstrip('/')}/"
+    bucket, key = reader.locate(uri)
+    where = f"{uri.scheme}://{bucket}/{key.rstrip('/')}/"
     try:
-        folder = reader.folder(uri.bucket or "", uri.key or "")
+        folder = reader.folder(bucket, key)
         request = replace(request, reader=reader, folder=folder)
         result = _check_files(replace(base, revision=None), request, request.info())
         probe = "config.json" if folder.has("config.json") else folder.names[0]

@@ -96,6 +96,10 @@ class BucketReader:
             raise StorageUnavailable(f"no answer within {self.seconds:g} s")
         return left
 
+    def locate(self, uri) -> tuple[str, str]:
+        """(bucket, key) of a manifest.UriInfo: what `folder` is asked."""
+        return uri.bucket or "", uri.key or ""
+
     def folder(self, bucket: str, key: str) -> Folder:
         raise NotImplementedError
 

@@ -227,3 +227,33 @@ def test_the_local_backend_says_plainly_it_does_not_serve_gs(org, gcs):
     assert any(
         "gs://gcs-models/tiny" in p.message and "hf://" in p.message for p in run.refusals
     ), [str(p) for p in run.refusals]
+
+
+# ---- Azure Blob (Azurite: a private container is refused to anonymous reads) ----
+
+
+def test_a_private_azure_container_is_checked_with_the_account_key_and_needs_the_clusters_access(
+    org, prod, azure, monkeypatch
+):
+    from tests.fakes.azure import ACCOUNT, ACCOUNT_KEY
+
+    monkeypatch.setenv("ACME_AZ_ACCESS_KEY_ID", ACCOUNT)
+    monkeypatch.setenv("ACME_AZ_SECRET_ACCESS_KEY", ACCOUNT_KEY)
+    org.token_variables = ["ACME_AZ_ACCESS_KEY_ID", "ACME_AZ_SECRET_ACCESS_KEY"]
+    org.save()
+    azure.folder("private", "tiny/", tiny_files()[0])
+    uri = azure.uri("private", "tiny")
+    refused = dry_run(manifest("prod", uri), org, server_side=False)
+    assert "storageCredentials" in at(refused, "spec.source.model.uri")[0]
+
+    Profile.objects.filter(organization=org, name="prod").update(
+        storage_credentials_ref="env/ACME_AZ"
+    )
+    run = dry_run(manifest("prod", uri), org, server_side=False)
+    assert run.check.can_serve, run.check.verdict
+    [refusal] = at(run, "spec.profileName")
+    assert "the artifact is private" in refusal and "storageServiceAccount" in refusal
+    Profile.objects.filter(organization=org, name="prod").update(
+        storage_service_account="blob-reader"
+    )
+    assert dry_run(manifest("prod", uri), org, server_side=False).ok
