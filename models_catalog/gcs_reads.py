@@ -90,7 +90,8 @@ class GCSReader(BucketReader):
                 if unsigned:
                     made = storage.Client(project="<none>", credentials=AnonymousCredentials())
                 else:
-                    made = storage.Client()  # the machine's Application Default Credentials
+                    # The machine's Application Default Credentials; reads need no project.
+                    made = storage.Client(project="<none>")
                 self._clients[unsigned] = made
             return self._clients[unsigned]
 

@@ -95,3 +95,11 @@ def test_a_buckets_location_is_read(gcs):
     gcs.folder("eu-models", "tiny/", tiny_files()[0], location="EUROPE-WEST4")
     assert GCSReader(ANONYMOUS).bucket_region("eu-models") == "EUROPE-WEST4"
     assert GCSReader(ANONYMOUS).bucket_region("no-such-bucket") is None
+
+
+def test_machine_credentials_read_through_the_clients_own_chain(gcs):
+    # With STORAGE_EMULATOR_HOST set, the client's own chain is the emulator's anonymous one.
+    gcs.folder("models", "tiny/", tiny_files()[0])
+    result = check("gs://models/tiny", Credentials("machine"))
+    assert result.can_serve, result.verdict
+    assert any(r.method == "GET" for r in gcs.requests())
