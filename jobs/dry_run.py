@@ -20,6 +20,7 @@ from jobs import manifest as mf
 from jobs.backends import backend_for
 from jobs.backends.local.command import DEFAULT_TEMPLATE, configured_template
 from jobs.backends.local.machine_check import free_memory
+from jobs.download_cost import download_cost_warning
 from jobs.manifest.context import ExistingApplication, ManifestContext
 from jobs.manifest.rules import file_on_kubernetes
 from jobs.manifest.view import FilledManifest
@@ -245,6 +246,8 @@ def dry_run(
             _add_access_problem(run, organization, checked)
     if result.manifest is not None and run.ok:
         _on_target(run, organization, server_side)
+    if run.server_side and run.ok and checked is not None and checked.can_serve:
+        _add_download_cost(run, organization)
     if result.manifest is not None and run.ok:
         run.runtime = mf.runtime_of(result.manifest)
         run.scaling = mf.scaling_of(result.manifest)
@@ -362,6 +365,22 @@ def _add_access_problem(run: DryRun, organization, checked: CheckResult) -> None
         run.refusals.append(mf.Problem("spec.profileName", message, "refusal", "check-model"))
 
 
+def _add_download_cost(run: DryRun, organization) -> None:
+    """A warning, at the uri, when the model's bucket is in another region than the cluster's
+    nodes (jobs.download_cost): asked with the server-side dry run only (Review and Deploy),
+    not at each step of the wizard."""
+    filled = run.filled
+    if filled is None or filled.uri is None:
+        return
+    profile = Profile.objects.select_related("cluster", "organization").get(
+        organization=organization, name=filled.profile_name
+    )
+    cached = filled.model_get("cache", "enabled") is True
+    said = download_cost_warning(filled.uri, profile, cache_enabled=cached)
+    if said is not None:
+        run.warnings.append(mf.Problem(URI, said, "warning", "target"))
+
+
 def _context_refused(run: DryRun, checked: CheckResult) -> bool:
     """The context limit is the manifest rule's decision, at its field: Check model refusing
     for the same reason is not said again at the uri."""
@@ -398,7 +417,7 @@ def check_for_profile(
     # names one itself): Check model says which, and that it fits the free memory.
     local = profile.cluster.backend == "local" and configured_template() == DEFAULT_TEMPLATE
     storage = profile_credentials(profile, settings.SERVEDECK_MACHINE_CREDENTIALS)
-    if storage is None and uri.startswith("s3://"):
+    if storage is None and uri.startswith(("s3://", "gs://", "https://")):
         why = credentials_unusable(profile.name, profile.storage_credentials_ref)
         return CheckResult(uri=uri, can_serve=False, verdict=why, next_step="", about_storage=True)
     result = check_model(

@@ -20,8 +20,11 @@ from jobs.storage_access import ANONYMOUS, CREDENTIALS_FIELD, Credentials
 from models_catalog import architectures, hub, hub_weights
 from models_catalog import folders as model_folder
 from models_catalog.architectures import Unsupported
+from models_catalog.azure_reads import AzureReader
+from models_catalog.bucket_check import BucketRequest
 from models_catalog.check_sizing import servable, size_parakeet, size_vllm
 from models_catalog.check_types import CheckResult, HubRequest
+from models_catalog.gcs_reads import GCSReader
 from models_catalog.hub_facts import RepoFacts, repo_facts
 from models_catalog.refusals import (
     gguf_only,
@@ -31,15 +34,15 @@ from models_catalog.refusals import (
     refuse,
     unsupported,
 )
-from models_catalog.s3_check import S3Request
-from models_catalog.s3_reads import (
-    S3Reader,
+from models_catalog.s3_reads import S3Reader
+from models_catalog.sizing import Demand, Suggestion, parse_bytes, size_on_catalog
+from models_catalog.storage_reads import (
+    BucketReader,
     StorageDenied,
     StorageError,
     StorageNotFound,
     StorageUnavailable,
 )
-from models_catalog.sizing import Demand, Suggestion, parse_bytes, size_on_catalog
 
 DEFAULT_VLLM_VERSION = "0.13.0"
 
@@ -120,9 +123,9 @@ def check_model(
             return _check_folder(base, request, here_too)
         except model_folder.FolderRefused as exc:  # a file of the folder no runtime is given
             return refuse(base, str(exc), "Fix or replace that file of the folder.")
-    if parsed.scheme == "s3" and format == "vLLM":
-        request = S3Request(parsed, None, "", catalog, vllm_version, context_tokens, util)
-        return _check_s3(base, request, storage)
+    if parsed.scheme in BUCKET_READERS and format == "vLLM":
+        request = BucketRequest(parsed, None, "", catalog, vllm_version, context_tokens, util)
+        return _check_bucket(base, request, BUCKET_READERS[parsed.scheme](storage))
     if parsed.scheme != "hf" or format not in (None, "vLLM"):
         return _check_by_format(base, parsed, format, catalog)
     endpoint = hub.endpoint_now(hf_endpoint)
@@ -194,17 +197,29 @@ def _check_by_format(
     )
 
 
-# ---- a model folder in an S3 bucket ----
+# ---- a model folder in a bucket: S3, Google Cloud Storage ----
+
+# The reader of each scheme, made with the profile's credentials for one check.
+BUCKET_READERS = {"s3": S3Reader, "gs": GCSReader, "https": AzureReader}
+# Where the operator points the console at each storage's endpoint.
+ENDPOINT_SETTING = {
+    "s3": "AWS_ENDPOINT_URL_S3",
+    "gs": "STORAGE_EMULATOR_HOST",
+    "https": "SERVEDECK_AZURE_BLOB_ENDPOINT",
+}
+# What pins one object of each, when a folder's uri names one.
+VERSION_KEY = {"s3": "versionId", "gs": "generation", "https": "version"}
 
 
-def _check_s3(base: CheckResult, request: S3Request, storage: Credentials) -> CheckResult:
+def _check_bucket(base: CheckResult, request: BucketRequest, reader: BucketReader) -> CheckResult:
     """The folder's files read as the Hub's are, with the profile's credentials; whether
     anyone could read it without them is asked once (one byte), for the cluster's access."""
     uri = request.uri
-    reader = S3Reader(storage)
-    where = f"s3://{uri.bucket}/{(uri.key or '').rstrip('/')}/"
+    storage = reader.credentials
+    bucket, key = reader.locate(uri)
+    where = f"{uri.scheme}://{bucket}/{key.rstrip('/')}/"
     try:
-        folder = reader.folder(uri.bucket or "", uri.key or "")
+        folder = reader.folder(bucket, key)
         request = replace(request, reader=reader, folder=folder)
         result = _check_files(replace(base, revision=None), request, request.info())
         probe = "config.json" if folder.has("config.json") else folder.names[0]
@@ -213,8 +228,8 @@ def _check_s3(base: CheckResult, request: S3Request, storage: Credentials) -> Ch
         if uri.version:
             result.warnings = [
                 *result.warnings,
-                f"versionId pins one object, and {where} is a folder of {len(folder.files)}: "
-                "its files were read as they are now.",
+                f"{VERSION_KEY[uri.scheme]} pins one object, and {where} is a folder of "
+                f"{len(folder.files)}: its files were read as they are now.",
             ]
         return result
     except StorageDenied as exc:
@@ -233,7 +248,8 @@ def _check_s3(base: CheckResult, request: S3Request, storage: Credentials) -> Ch
             inconclusive=True,
             verdict=f"Could not read {where}: {exc}; try again",
             next_step="Check model again in a moment; if it keeps failing, check the bucket's "
-            "endpoint (AWS_ENDPOINT_URL_S3 on the console's host) and this machine's network.",
+            f"endpoint ({ENDPOINT_SETTING[uri.scheme]} on the console's host) and this "
+            "machine's network.",
         )
     except StorageNotFound as exc:
         return refuse(

@@ -11,10 +11,7 @@ them), never a member's.
 
 from __future__ import annotations
 
-import json
 import threading
-import time
-from dataclasses import dataclass
 
 import boto3
 from botocore import UNSIGNED
@@ -22,13 +19,33 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from jobs.storage_access import Credentials
-from models_catalog.hub import CONNECT_TIMEOUT, MAX_JSON_BYTES, HubFile, default_budget
+from models_catalog.hub import CONNECT_TIMEOUT, default_budget
+from models_catalog.storage_reads import (
+    LIST_PAGE,
+    MAX_OBJECTS,
+    BucketReader,
+    Folder,
+    StorageDenied,
+    StorageError,
+    StorageNotFound,
+    StorageUnavailable,
+    folder_of,
+)
+
+__all__ = [
+    "MAX_OBJECTS",
+    "Folder",
+    "S3Reader",
+    "StorageDenied",
+    "StorageError",
+    "StorageNotFound",
+    "StorageUnavailable",
+    "location_region",
+]
 
 # Seconds one check's S3 reads may take together; None: the Hub's (hub.default_budget, which
 # SERVEDECK_HUB_TIME_BUDGET sets).
 TIME_BUDGET: float | None = None
-MAX_OBJECTS = 1000  # objects under one model's prefix: configs, tokenizer, shards
-LIST_PAGE = 1000
 DEFAULT_REGION = "us-east-1"
 _DENIED = {
     "AccessDenied", "403", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch",
@@ -37,59 +54,22 @@ _DENIED = {
 _MISSING = {"NoSuchBucket", "NoSuchKey", "404", "NotFound", "NoSuchVersion"}
 
 
-class StorageError(Exception):
-    """Something about the bucket that stops the answer; `str()` says it in plain words."""
-
-
-class StorageDenied(StorageError):
-    """The bucket refused the request: private to anonymous reads, or the keys lack access."""
-
-    def __init__(self, message: str, *, anonymous: bool) -> None:
-        super().__init__(message)
-        self.anonymous = anonymous
-
-
-class StorageNotFound(StorageError):
-    """No such bucket, object or version."""
-
-
-class StorageUnavailable(StorageError):
-    """The storage did not answer in time, could not be reached, or failed on its side."""
-
-
-@dataclass(frozen=True)
-class Folder:
-    """A model folder in a bucket: its files, named below the prefix, with sizes."""
-
-    bucket: str
-    prefix: str  # "" or ending in "/"
-    files: tuple[HubFile, ...]
-
-    @property
-    def names(self) -> list[str]:
-        return [f.name for f in self.files]
-
-    def has(self, name: str) -> bool:
-        return any(f.name == name for f in self.files)
-
-
-class S3Reader:
+class S3Reader(BucketReader):
     """One check's reads: a deadline shared by every call (the budget, from the reader's
     making), each call's read timeout cut to what is left of it, no retries."""
 
+    scheme = "s3"
+
     def __init__(self, credentials: Credentials, seconds: float | None = None) -> None:
-        self.credentials = credentials
         if seconds is None:
             seconds = default_budget() if TIME_BUDGET is None else TIME_BUDGET
-        self.seconds = seconds
-        self.deadline = time.monotonic() + self.seconds
+        super().__init__(seconds)
+        self.credentials = credentials
         self._clients: dict[int, object] = {}
         self._lock = threading.Lock()
 
     def _client(self, anonymous: bool = False):
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise StorageUnavailable(f"no answer within {self.seconds:g} s")
+        left = self.left()
         whole = max(1, int(left))  # a client per whole second left: a few per check at most
         key = whole * 2 + anonymous
         with self._lock:
@@ -148,29 +128,23 @@ class S3Reader:
     def folder(self, bucket: str, key: str) -> Folder:
         """The objects under `key` taken as a folder (at most MAX_OBJECTS)."""
         prefix = key.rstrip("/") + "/"
-        where = f"s3://{bucket}/{prefix}"
-        files: list[HubFile] = []
+        return folder_of("s3", bucket, prefix, self._listing(bucket, prefix))
+
+    def _listing(self, bucket: str, prefix: str):
+        """(key, size) of the objects under `prefix`, a page at a time."""
         token = None
         while True:
             args = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": LIST_PAGE}
             if token:
                 args["ContinuationToken"] = token
-            page = self._call(f"listing {where}", lambda c, a=args: c.list_objects_v2(**a))
+            page = self._call(
+                f"listing s3://{bucket}/{prefix}", lambda c, a=args: c.list_objects_v2(**a)
+            )
             for item in page.get("Contents", []):
-                name = str(item.get("Key", ""))[len(prefix) :]
-                if name and not name.endswith("/"):
-                    files.append(HubFile(name, int(item.get("Size", 0))))
-            if len(files) > MAX_OBJECTS:
-                raise StorageError(
-                    f"{where} holds more than {MAX_OBJECTS} objects; point the uri at the "
-                    "model's own folder"
-                )
+                yield str(item.get("Key", "")), int(item.get("Size", 0))
             token = page.get("NextContinuationToken") if page.get("IsTruncated") else None
             if not token:
-                break
-        if not files:
-            raise StorageNotFound(f"{where}: no objects under it")
-        return Folder(bucket, prefix, tuple(sorted(files, key=lambda f: f.name)))
+                return
 
     def read_range(
         self, bucket: str, key: str, start: int, end: int, *, anonymous: bool = False
@@ -190,18 +164,6 @@ class S3Reader:
             return data
 
         return self._call(f"reading {where}", get, anonymous)
-
-    def read_json(self, folder: Folder, name: str) -> dict | list | None:
-        """A JSON file of the folder, or None when it has none."""
-        if not folder.has(name):
-            return None
-        body = self.read_range(folder.bucket, folder.prefix + name, 0, MAX_JSON_BYTES - 1)
-        try:
-            return json.loads(body)
-        except ValueError as exc:
-            raise StorageError(
-                f"{name} of s3://{folder.bucket}/{folder.prefix} is not valid JSON ({exc})"
-            ) from None
 
     def pins(self, folder: Folder, names: list[str]) -> list[tuple[str, int, str]]:
         """(name, size, version) of each file as it is now: its versionId, or `etag:<ETag>`
@@ -223,10 +185,31 @@ class S3Reader:
             found.append((name, size, str(version)))
         return found
 
-    def readable_anonymously(self, folder: Folder, name: str) -> bool:
-        """Whether anyone may read `name` of the folder without credentials (one byte)."""
+    def bucket_region(self, bucket: str) -> str | None:
+        """The bucket's region: GetBucketLocation with the reader's credentials, else the
+        x-amz-bucket-region header S3 sends with HeadBucket's answer (a refusal's too, so a
+        profile without credentials learns it); None when neither says, or no answer came in
+        time."""
         try:
-            self.read_range(folder.bucket, folder.prefix + name, 0, 0, anonymous=True)
-        except StorageDenied:
-            return False
-        return True
+            answer = self._call(
+                f"locating s3://{bucket}", lambda c: c.get_bucket_location(Bucket=bucket)
+            )
+            return location_region(answer.get("LocationConstraint"))
+        except StorageError:
+            pass
+        try:
+            answer = self._client().head_bucket(Bucket=bucket)
+        except ClientError as exc:
+            answer = exc.response
+        except (BotoCoreError, StorageError):
+            return None
+        headers = (answer.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
+        return headers.get("x-amz-bucket-region") or None
+
+
+def location_region(constraint: str | None) -> str:
+    """The region a GetBucketLocation answer names: none for us-east-1, and EU, its old name
+    for eu-west-1."""
+    if not constraint:
+        return DEFAULT_REGION
+    return "eu-west-1" if constraint == "EU" else constraint

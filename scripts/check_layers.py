@@ -53,6 +53,7 @@ PURE_CORES = (
     "jobs.backends.redaction",
     "jobs.token_refs",
     "jobs.storage_access",
+    "jobs.storage_region",
     "accesspolicies.secrets",
     "jobs.benchmark.plan",
     "jobs.benchmark.stats",

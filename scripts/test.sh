@@ -33,6 +33,12 @@ if [ ! -f tests/browser/node_modules/axe-core/axe.min.js ]; then
   echo "Installing axe-core for the browser tests ..."
   (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi
+# Azurite, Azure Storage's emulator, for the Azure Blob tests, pinned by
+# tests/fakes/azurite/package-lock.json.
+if [ ! -x tests/fakes/azurite/node_modules/.bin/azurite-blob ]; then
+  echo "Installing Azurite for the Azure Blob tests ..."
+  (cd tests/fakes/azurite && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi
 status=0
 .venv/bin/python -m pytest "$@" || status=$?
 # pytest's 5 means no test was collected: that is a failure here, not a pass.

@@ -20,12 +20,14 @@ from tests.helpers import STAND_IN_FLAGS, client_for, make_member, make_org
 # Fixtures every folder may use, registered once here (pytest reads pytest_plugins only in the
 # root conftest): the Kubernetes API emulator (`kube_emulator`, `kube`), the cluster and profile
 # "prod" on it (`prod`), a machine without vLLM for the CPU runtimes (`cpu_machine`), and
-# moto's S3 server (`s3`).
+# moto's S3 server (`s3`), a Google Cloud Storage emulator (`gcs`) and Azurite (`azure`).
 pytest_plugins = [
     "tests.fakes.kube",
     "tests.fakes.kube_objects",
     "tests.fakes.cpu_runtime",
     "tests.fakes.s3",
+    "tests.fakes.gcs",
+    "tests.fakes.azure",
 ]
 
 # The fake Hub answers from this machine; on a loaded one (CI's two passes side by side, a model

@@ -114,6 +114,9 @@ def cluster_objects() -> list[dict]:
                       "ownerReferences": [{"kind": "ReplicaSet", "name": "llama-predictor-7d9f"}]},
          "spec": {"containers": [{"name": "kserve-container", "image": "kserve/huggingface"}]},
          "status": {"phase": "Running"}},
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": "gpu-l4-0",
+                      "labels": {"topology.kubernetes.io/region": "us-east-2"}}},
         {"apiVersion": "v1", "kind": "Event",
          "metadata": {"name": "llama.1", "namespace": NS},
          "involvedObject": {"kind": "InferenceService", "name": "llama", "namespace": NS},
@@ -149,6 +152,7 @@ class Scenario:
             ("discover", self.discover),
             ("vLLM version", self.vllm_version),
             ("dry run", self.dry_run),
+            ("nodes' region", self.node_regions),
             ("apply", self.apply),
             ("apply again", self.apply),
             ("observe", self.observe),
@@ -182,6 +186,10 @@ class Scenario:
     def dry_run(self) -> None:
         assert self.client.dry_run(chat()) == []
         assert self.client.dry_run(speech()) == []
+
+    def node_regions(self) -> None:
+        regions = self.client.node_label_values("topology.kubernetes.io/region", 100, 5.0)
+        assert regions == ["us-east-2"], regions
 
     def apply(self) -> None:
         self.client.apply(chat())
@@ -297,6 +305,7 @@ NEEDED_BY = {
     "cluster:serving.kserve.io/localmodelnodegroups:list": "discover",
     "cluster:serving.kserve.io/clusterservingruntimes:list": "vLLM version",
     "cluster:kubevirt.io/kubevirts:list": "discover",
+    "cluster:core/nodes:list": "nodes' region",
     "cluster:serving.kserve.io/localmodelcaches:get": "dry run",
     "cluster:serving.kserve.io/localmodelcaches:list": "apply",
     "cluster:serving.kserve.io/localmodelcaches:create": "apply",

@@ -77,6 +77,9 @@ CORE = (
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy"),
     Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice"),
     Resource("coordination.k8s.io", "v1", "leases", "Lease"),
+    # Cluster-scoped, put there by the test as the kubelet registers them (the region the
+    # dry run reads from their topology.kubernetes.io/region label).
+    Resource("", "v1", "nodes", "Node", False),
 )
 # What installing ServeDeck itself (deploy/) applies, served by every cluster.
 PLATFORM = (
@@ -677,12 +680,23 @@ class KubeEmulator:
             return copy.deepcopy(self._live(t))
 
     def _list(self, t: _Target, query: dict) -> dict:
+        """A List; with `limit`, one page of it and metadata.continue (the offset of the next
+        page here, an opaque token to the client) while more remain, as the API server pages."""
         match = self._matcher(t, query)
         with self._cond:
             items = [copy.deepcopy(o) for o in self._matching(t.res, match)]
             rv = str(self._rv)
+        metadata: dict[str, Any] = {"resourceVersion": rv}
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0)
+        if start or limit:
+            end = start + limit if limit else len(items)
+            if end < len(items):
+                metadata["continue"] = str(end)
+                metadata["remainingItemCount"] = len(items) - end
+            items = items[start:end]
         return {"apiVersion": t.res.api_version, "kind": f"{t.res.kind}List",
-                "metadata": {"resourceVersion": rv}, "items": items}  # fmt: skip
+                "metadata": metadata, "items": items}  # fmt: skip
 
     def _create(self, t: _Target, body: dict, query: dict, dry: bool) -> dict:
         self._check_body(t, body, named=False)

@@ -188,6 +188,21 @@ def launcher_pod(
     }
 
 
+def node(name: str, region: str | None, zone: str | None = None) -> dict[str, Any]:
+    """A Node as the kubelet and the cloud's node controller register it, with its
+    topology labels (none when `region` is None)."""
+    labels = {"kubernetes.io/hostname": name}
+    if region is not None:
+        labels["topology.kubernetes.io/region"] = region
+        labels["topology.kubernetes.io/zone"] = zone or f"{region}a"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
 def kubevirt_cr(*devices: str) -> dict[str, Any]:
     """The KubeVirt CR of the cluster, permitting these PCI devices to pass through."""
     return {
@@ -241,6 +256,7 @@ __all__ = [
     "launcher_pod",
     "now",
     "predictor_pod",
+    "node",
     "prod_fixture",
     "with_status",
 ]

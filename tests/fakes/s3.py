@@ -109,12 +109,16 @@ class S3Server:
         *,
         public: bool = False,
         versioned: bool = False,
+        region: str = REGION,
     ) -> dict[str, str]:
-        """A bucket (made when new) holding `files` under `prefix`; public: anyone may list
-        and read it. The versionId of each file (versioned buckets), by name."""
+        """A bucket (made when new, in `region`) holding `files` under `prefix`; public:
+        anyone may list and read it. The versionId of each file (versioned buckets), by
+        name."""
         client = self.client()
         if bucket not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
-            client.create_bucket(Bucket=bucket)
+            where = {} if region == REGION else {"LocationConstraint": region}
+            placed = {"CreateBucketConfiguration": where} if where else {}
+            client.create_bucket(Bucket=bucket, **placed)
         if versioned:
             client.put_bucket_versioning(
                 Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}

@@ -277,3 +277,23 @@ def test_services_claims_and_policies_are_served(kube):
     ):
         status, body = json_call(kube, "GET", path)
         assert (status, body["items"]) == (200, []), path
+
+
+# --- nodes, and lists in pages -------------------------------------------------------------
+
+
+def test_nodes_are_cluster_scoped_and_a_list_with_a_limit_comes_in_pages(kube):
+    from tests.fakes.kube_objects import node
+
+    for name in ("a", "b", "c"):
+        kube.put(node(name, "us-east-2"))
+    status, page = json_call(kube, "GET", "/api/v1/nodes", limit="2")
+    assert status == 200 and page["kind"] == "NodeList"
+    assert [n["metadata"]["name"] for n in page["items"]] == ["a", "b"]
+    assert page["metadata"]["remainingItemCount"] == 1
+    after = {"continue": page["metadata"]["continue"]}
+    _, rest = json_call(kube, "GET", "/api/v1/nodes", limit="2", **after)
+    assert [n["metadata"]["name"] for n in rest["items"]] == ["c"]
+    assert "continue" not in rest["metadata"]
+    status, _ = json_call(kube, "GET", "/api/v1/namespaces/models/nodes")
+    assert status == 404  # not namespaced

@@ -9,6 +9,7 @@ import pytest
 
 from jobs.deploy import dry_run
 from jobs.models import Profile
+from tests.fakes.kube_objects import node
 from tests.fakes.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY
 from tests.models_catalog.test_s3_check import tiny_files
 
@@ -122,3 +123,137 @@ def test_a_private_s3_model_is_checked_deployed_and_served_on_the_local_profile(
     log = "\n".join(local_runner("acme").tail(application.name, 100))
     assert "servedeck download: s3://private-models/tiny/ is complete in" in log
     assert SECRET_ACCESS_KEY not in log
+
+
+# ---- the download cost: the bucket's region against the cluster's nodes' ----
+
+
+def private_on_prod(org, s3, region: str, **folder) -> None:
+    """A private model in a bucket in `region`, on profile prod, which reads it with keys and
+    gives its cluster a storage Secret."""
+    s3.folder("private-models", "tiny/", tiny_files()[0], region=region, **folder)
+    Profile.objects.filter(organization=org, name="prod").update(
+        storage_credentials_ref="env/ACME_S3", storage_secret="kserve-s3"
+    )
+
+
+def region_warnings(run) -> list[str]:
+    return [p.message for p in run.warnings if "topology.kubernetes.io/region" in p.message]
+
+
+def test_a_bucket_in_another_region_than_the_nodes_is_warned_naming_both(
+    org, prod, s3, kube, keys_on_the_host
+):
+    private_on_prod(org, s3, "eu-west-1")
+    for name in ("gpu-a", "gpu-b"):
+        kube.put(node(name, "us-east-2"))
+    run = dry_run(manifest("prod"), org)
+    assert run.ok, [str(p) for p in run.refusals]
+    [said] = region_warnings(run)
+    assert "s3://private-models/tiny is in region eu-west-1" in said
+    assert "cluster prod's nodes are in us-east-2" in said
+    assert "per GB" in said and "bucket in us-east-2" in said
+    [problem] = [p for p in run.warnings if p.message == said]
+    assert (problem.path, problem.level) == ("spec.source.model.uri", "warning")
+    # One list of nodes, of one page at most; the bucket's location asked with the keys.
+    lists = [r for r in kube.requests if r.path == "/api/v1/nodes"]
+    assert len(lists) == 1 and lists[0].query.get("limit") == "100", lists
+    located = [r for r in s3.requests() if r.query.startswith("location")]
+    assert located and located[0].signed, s3.requests()
+
+
+def test_a_bucket_in_the_nodes_region_is_not_warned(org, prod, s3, kube, keys_on_the_host):
+    private_on_prod(org, s3, "us-east-2")
+    kube.put(node("gpu-a", "us-east-2"))
+    run = dry_run(manifest("prod"), org)
+    assert run.ok, [str(p) for p in run.refusals]
+    assert region_warnings(run) == []
+
+
+def test_without_the_nodes_region_nothing_is_said_and_the_bucket_is_not_asked(
+    org, prod, s3, kube, keys_on_the_host
+):
+    private_on_prod(org, s3, "eu-west-1")
+    kube.put(node("gpu-a", None))  # no topology labels (a cluster on bare metal)
+    run = dry_run(manifest("prod"), org)
+    assert run.ok and region_warnings(run) == []
+    assert not [r for r in s3.requests() if r.query.startswith("location")]
+
+
+def test_nodes_the_console_may_not_list_are_no_warning_and_no_error(
+    org, prod, s3, kube, keys_on_the_host
+):
+    private_on_prod(org, s3, "eu-west-1")
+    kube.put(node("gpu-a", "us-east-2"))
+    kube.fail_next(403, verb="list", resource="nodes")
+    run = dry_run(manifest("prod"), org)
+    assert run.ok, [str(p) for p in run.refusals]
+    assert region_warnings(run) == []
+
+
+def test_the_wizards_steps_do_not_ask_the_regions(org, prod, s3, kube, keys_on_the_host):
+    private_on_prod(org, s3, "eu-west-1")
+    kube.put(node("gpu-a", "us-east-2"))
+    run = dry_run(manifest("prod"), org, server_side=False)
+    assert run.ok and region_warnings(run) == []
+    assert not [r for r in kube.requests if r.path == "/api/v1/nodes"]
+
+
+# ---- gs:// (the GCS emulator: it checks no credentials, so every bucket reads as public) ----
+
+
+def test_a_gs_model_is_checked_on_a_kubernetes_profile_and_its_region_compared(
+    org, prod, gcs, kube
+):
+    gcs.folder("gcs-models", "tiny/", tiny_files()[0], location="EUROPE-WEST4")
+    kube.put(node("gpu-a", "us-east1"))
+    run = dry_run(manifest("prod", "gs://gcs-models/tiny"), org)
+    assert run.ok, [str(p) for p in run.refusals]
+    assert run.check.can_serve and run.check.parameters
+    [said] = region_warnings(run)
+    assert "gs://gcs-models/tiny is in region europe-west4" in said
+    assert "nodes are in us-east1" in said
+
+    gcs.folder("near-models", "tiny/", tiny_files()[0], location="US-EAST1")
+    assert region_warnings(dry_run(manifest("prod", "gs://near-models/tiny"), org)) == []
+    gcs.folder("multi-models", "tiny/", tiny_files()[0], location="US")
+    assert region_warnings(dry_run(manifest("prod", "gs://multi-models/tiny"), org)) == []
+
+
+def test_the_local_backend_says_plainly_it_does_not_serve_gs(org, gcs):
+    gcs.folder("gcs-models", "tiny/", tiny_files()[0])
+    run = dry_run(manifest("local", "gs://gcs-models/tiny"), org)
+    assert not run.ok
+    assert any(
+        "gs://gcs-models/tiny" in p.message and "hf://" in p.message for p in run.refusals
+    ), [str(p) for p in run.refusals]
+
+
+# ---- Azure Blob (Azurite: a private container is refused to anonymous reads) ----
+
+
+def test_a_private_azure_container_is_checked_with_the_account_key_and_needs_the_clusters_access(
+    org, prod, azure, monkeypatch
+):
+    from tests.fakes.azure import ACCOUNT, ACCOUNT_KEY
+
+    monkeypatch.setenv("ACME_AZ_ACCESS_KEY_ID", ACCOUNT)
+    monkeypatch.setenv("ACME_AZ_SECRET_ACCESS_KEY", ACCOUNT_KEY)
+    org.token_variables = ["ACME_AZ_ACCESS_KEY_ID", "ACME_AZ_SECRET_ACCESS_KEY"]
+    org.save()
+    azure.folder("private", "tiny/", tiny_files()[0])
+    uri = azure.uri("private", "tiny")
+    refused = dry_run(manifest("prod", uri), org, server_side=False)
+    assert "storageCredentials" in at(refused, "spec.source.model.uri")[0]
+
+    Profile.objects.filter(organization=org, name="prod").update(
+        storage_credentials_ref="env/ACME_AZ"
+    )
+    run = dry_run(manifest("prod", uri), org, server_side=False)
+    assert run.check.can_serve, run.check.verdict
+    [refusal] = at(run, "spec.profileName")
+    assert "the artifact is private" in refusal and "storageServiceAccount" in refusal
+    Profile.objects.filter(organization=org, name="prod").update(
+        storage_service_account="blob-reader"
+    )
+    assert dry_run(manifest("prod", uri), org, server_side=False).ok

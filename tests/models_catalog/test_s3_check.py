@@ -13,6 +13,7 @@ import pytest
 from jobs.machine_catalog import default_machine_catalog
 from jobs.storage_access import ANONYMOUS, Credentials
 from models_catalog.check import check_model
+from models_catalog.s3_reads import S3Reader, location_region
 from tests.fakes.hub import SafetensorsFile, _index, _shard
 from tests.fakes.hub_repos.layouts import llama
 from tests.fakes.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY
@@ -202,3 +203,21 @@ def test_no_credential_reaches_an_answer(s3, secret):
     for storage in (ANONYMOUS, KEYS):
         result = check("s3://private-models/tiny", storage)
         assert secret not in json.dumps(result.as_dict())
+
+
+@pytest.mark.parametrize("credentials", [KEYS, ANONYMOUS], ids=["keys", "anonymous"])
+def test_a_buckets_region_is_read_with_or_without_credentials(s3, credentials):
+    s3.folder("far-models", "tiny/", tiny_files()[0], region="eu-west-1")
+    s3.folder("near-models", "tiny/", tiny_files()[0])
+    reader = S3Reader(credentials)
+    assert reader.bucket_region("far-models") == "eu-west-1"
+    assert reader.bucket_region("near-models") == "us-east-1"
+    assert reader.bucket_region("no-such-bucket") is None
+
+
+@pytest.mark.parametrize(
+    ("constraint", "region"),
+    [(None, "us-east-1"), ("", "us-east-1"), ("EU", "eu-west-1"), ("ap-south-1", "ap-south-1")],
+)
+def test_a_location_constraint_names_its_region(constraint, region):
+    assert location_region(constraint) == region

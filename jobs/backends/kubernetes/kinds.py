@@ -78,6 +78,8 @@ CLUSTER_QUEUE = Kind("ClusterQueue", "kueue.x-k8s.io", "v1beta1", "clusterqueues
 POD = Kind("Pod", "", "v1", "pods", True, "Kubernetes", singular="pod")
 EVENT = Kind("Event", "", "v1", "events", True, "Kubernetes", singular="event")
 SERVICE = Kind("Service", "", "v1", "services", True, "Kubernetes", singular="service")
+# Read for their region (topology.kubernetes.io/region) only: cluster-scoped.
+NODE = Kind("Node", "", "v1", "nodes", False, "Kubernetes", singular="node")
 # The predictor Service's ready pods: the replicas the gateway routes across.
 ENDPOINT_SLICE = Kind(
     "EndpointSlice", "discovery.k8s.io", "v1", "endpointslices", True, "Kubernetes"

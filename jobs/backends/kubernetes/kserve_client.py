@@ -39,6 +39,7 @@ from .kinds import (
     KUBEVIRT,
     LOCAL_MODEL_CACHE,
     LOCAL_MODEL_NODE_GROUP,
+    NODE,
     PERSISTENT_VOLUME_CLAIM,
     POD,
     RENDERED,
@@ -434,6 +435,15 @@ class KServeClient:
         within about `deadline` seconds (KubeApi.service_proxy_get)."""
         service = f"{predictor_service(app)}:{PREDICTOR_PORT}"
         return self.api.service_proxy_get(service, namespace, path, limit_bytes, timeout, deadline)
+
+    def node_label_values(self, label: str, limit: int, seconds: float) -> list[str]:
+        """The value of `label` on the nodes that carry it: one list call of at most `limit`
+        nodes (never a second page), answered within `seconds` or not at all."""
+        timeout = (min(self.api.connect_timeout, seconds), seconds)
+        listed = self.api.list(NODE, None, label, limit=limit, _request_timeout=timeout)
+        items = (listed.get("items") or [])[:limit]
+        values = [((n.get("metadata") or {}).get("labels") or {}).get(label) for n in items]
+        return [str(v) for v in values if v]
 
     def list_inference_services(self, namespace: str | None = None) -> Listing:
         """ServeDeck's InferenceServices (every application's), in one namespace or all."""

@@ -131,11 +131,11 @@ class KubeApi:
     # --- calls --------------------------------------------------------------------------
 
     def request(self, call: Call, method: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        """method(*args, **kwargs) with the timeouts; the answer's JSON."""
+        """method(*args, **kwargs) with the timeouts (or a shorter `_request_timeout` the
+        caller gives); the answer's JSON."""
+        timeout = kwargs.pop("_request_timeout", None) or self.timeout
         with translated(call, self.target):
-            response = method(
-                *args, **kwargs, _preload_content=False, _request_timeout=self.timeout
-            )
+            response = method(*args, **kwargs, _preload_content=False, _request_timeout=timeout)
             return _json(response.data)
 
     def pod_log(
@@ -334,6 +334,8 @@ class KubeApi:
 
     def _list_method(self, kind: Kind, namespace: str | None) -> tuple[Any, tuple]:
         if not kind.group:  # core: CoreV1Api's list_namespaced_pod, list_pod_for_all_namespaces
+            if not kind.namespaced:  # list_node
+                return getattr(self.core, f"list_{kind.singular}"), ()
             if namespace:
                 return getattr(self.core, f"list_namespaced_{kind.singular}"), (namespace,)
             return getattr(self.core, f"list_{kind.singular}_for_all_namespaces"), ()

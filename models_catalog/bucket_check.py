@@ -1,5 +1,6 @@
-"""Check model's questions about a model folder in an S3 bucket, answered by reading it as the
-Hub's reads do: config.json and the tokenizer's files (whole, bounded), and the safetensors
+"""Check model's questions about a model folder in a bucket (S3 or Google Cloud Storage, through
+the reader of its kind: storage_reads.BucketReader), answered by reading it as the Hub's reads
+do: config.json and the tokenizer's files (whole, bounded), and the safetensors
 headers by ranged reads (8 bytes, then the header; never the weights), a sharded checkpoint's
 in parallel and a big one's from its index and a sample of them (hub_weights' rule)."""
 
@@ -14,24 +15,25 @@ from dataclasses import dataclass, field
 from models_catalog import hub, hub_weights
 from models_catalog import safetensors_header as headers
 from models_catalog.check_types import HubRequest
-from models_catalog.s3_reads import Folder, S3Reader, StorageError
+from models_catalog.storage_reads import BucketReader, Folder, StorageError
 
 
 @dataclass(frozen=True)
-class S3Request(HubRequest):
-    """One s3:// check: the same questions as an hf:// one, answered from the bucket."""
+class BucketRequest(HubRequest):
+    """One s3:// or gs:// check: the same questions as an hf:// one, answered from the
+    bucket."""
 
-    reader: S3Reader | None = field(default=None, compare=False)
+    reader: BucketReader | None = field(default=None, compare=False)
     folder: Folder | None = None
 
     @property
     def repo(self) -> str:
         assert self.folder is not None
-        return f"s3://{self.folder.bucket}/{self.folder.prefix}"
+        return self.folder.where
 
     def info(self) -> hub.HubModelInfo:
-        """The folder as the Hub's model info: its files and sizes (no commit: an S3 folder
-        has none; the objects' versions are what pins it)."""
+        """The folder as the Hub's model info: its files and sizes (no commit: a bucket's folder
+        has none; the objects' versions or generations are what pin it)."""
         assert self.folder is not None
         files = self.folder.files
         return hub.HubModelInfo(self.repo, "", None, False, None, None, (), None, files, None, None)
