@@ -4,9 +4,8 @@ vLLM for a replica that asks for a GPU, where it is installed; else an OpenAI-co
 server chosen by the model's task and weights layout, each in its own virtualenv under the
 runtimes folder (made by scripts/cpu_runtimes.sh): vLLM's CPU build for chat and for text
 embeddings wherever this CPU and the model's architecture allow it (vllm_cpu.py), transformers
-serve and infinity-emb otherwise. Decisions
-on plain values; the only reads of the machine are configured_runtimes_dir() and
-installed_runtimes(), kept apart for the caller.
+serve and infinity-emb otherwise. Decisions on plain values; the only reads of the machine are
+configured_runtimes_dir() and installed_runtimes(), kept apart for the caller.
 Which files of an hf:// model a CPU runtime downloads, and where, is download_files.py.
 """
 
