@@ -304,8 +304,9 @@ SERVEDECK_DOWNLOADS_DIR = Path(env_str("SERVEDECK_DOWNLOADS_DIR", str(VAR_DIR / 
 # vLLM's CPU build keeps each model's compiled kernels here, one folder per vLLM version and
 # model: a restart or a second replica starts warm (minutes of compiling saved on a small CPU).
 SERVEDECK_VLLM_CACHE_DIR = Path(env_str("SERVEDECK_VLLM_CACHE_DIR", str(VAR_DIR / "vllm-cache")))
-# "off": chat never runs on vLLM's CPU build, transformers serve serves it (an operator's way
-# back, and the benchmark's way to compare both); "auto": vLLM's CPU build wherever it can.
+# "off": chat and embeddings never run on vLLM's CPU build, transformers serve and infinity-emb
+# serve them (an operator's way back, and the benchmark's way to compare both); "auto": vLLM's
+# CPU build wherever it can.
 SERVEDECK_VLLM_CPU = env_str("SERVEDECK_VLLM_CPU", "auto").strip().lower()
 # The free disk the downloads folder keeps (bytes, with Ki/Mi/Gi/Ti, or a percentage of its
 # file system); empty: the larger of 5 GiB and 10%. A download that would eat into it is

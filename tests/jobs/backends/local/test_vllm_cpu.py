@@ -1,5 +1,5 @@
-"""vLLM's CPU build on the local backend, pure: which chat runtime a model gets and why, and
-the command line and environment one replica is started with from the manifest."""
+"""vLLM's CPU build on the local backend, pure: which chat or embedding runtime a model gets
+and why, and the command line and environment one replica is started with from the manifest."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from jobs.backends.local import runtimes as rt
 from jobs.backends.local import vllm_cpu as vc
-from models_catalog.architectures import text_generation
+from models_catalog.architectures import text_embedding, text_generation
 
 DIR = "/srv/runtimes"
 AVX512 = frozenset({"avx2", "avx512f", "avx512_bf16"})
@@ -18,9 +18,11 @@ FIT = vc.Here(
     installed="0.32.0",
     instruction_set="AVX-512 with bf16",
     architectures=frozenset({"LlamaForCausalLM", "Qwen2ForCausalLM"}),
+    embedding_architectures=frozenset({"BertModel", "XLMRobertaModel"}),
 )
 ALL = frozenset({"transformers", "infinity", "faster-whisper", "vllm-cpu"})
 LLAMA = rt.ModelFacts(task=rt.GENERATE, layout=rt.HF, architecture="LlamaForCausalLM")
+MINILM = rt.ModelFacts(task=rt.EMBED, layout=rt.HF, architecture="BertModel")
 
 
 def choose(facts=LLAMA, here=FIT, installed=ALL, vllm_installed=False):
@@ -98,14 +100,101 @@ def test_with_neither_chat_runtime_the_refusal_installs_the_one_that_would_serve
 
 
 @pytest.mark.parametrize(
+    ("here", "installed", "runtime", "said"),
+    [
+        (FIT, ALL, "vllm-cpu", "serves embeddings on its pooling runner"),
+        (
+            FIT,
+            ALL - {"infinity"},
+            "vllm-cpu",
+            "vLLM serves the architecture BertModel for text embeddings, and this CPU runs its "
+            "AVX-512 with bf16 kernels",
+        ),
+        (
+            vc.Here(installed=None),
+            ALL - {"vllm-cpu"},
+            "infinity",
+            "infinity-emb serves embeddings; vLLM is not installed on this machine, and not "
+            "vLLM's CPU build, as it is not installed (install it with: "
+            f"SERVEDECK_RUNTIMES_DIR={DIR} {rt.INSTALL_SCRIPT} vllm)",
+        ),
+        (
+            vc.Here(installed="0.32.0", unfit="this CPU lacks AVX2, which vLLM's CPU build needs"),
+            ALL,
+            "infinity",
+            "as this CPU lacks AVX2",
+        ),
+        (
+            vc.Here(
+                installed="0.32.0", off=True, embedding_architectures=FIT.embedding_architectures
+            ),
+            ALL,
+            "infinity",
+            "as SERVEDECK_VLLM_CPU is off on this console",
+        ),
+        (
+            # Chat architectures are no embedding ones: each task has its own list.
+            vc.Here(installed="0.32.0", architectures=frozenset({"BertModel"})),
+            ALL,
+            "infinity",
+            "as vLLM 0.32.0 does not serve the architecture BertModel for text embeddings",
+        ),
+    ],
+)
+def test_embeddings_go_to_vllm_on_the_cpu_where_it_can_else_infinity_saying_why(
+    here, installed, runtime, said
+):
+    choice = choose(facts=MINILM, here=here, installed=installed)
+    assert isinstance(choice, rt.Choice), choice
+    assert choice.runtime == runtime
+    assert said in choice.why
+    assert choice.cpu is rt.CPU_RUNTIMES[runtime]
+
+
+def test_an_embedding_model_naming_no_architecture_stays_on_infinity():
+    choice = choose(facts=rt.ModelFacts(task=rt.EMBED, layout=rt.HF))
+    assert choice.runtime == "infinity"
+    assert "names no architecture" in choice.why
+
+
+@pytest.mark.parametrize(
+    ("here", "install"),
+    [
+        (vc.Here(installed=None, embedding_architectures=FIT.embedding_architectures), "vllm"),
+        (vc.Here(installed=None, embedding_architectures=frozenset({"RobertaModel"})), ""),
+        (vc.Here(installed=None, unfit="it is installed on x86-64 CPUs only"), ""),
+    ],
+)
+def test_with_neither_embedding_runtime_the_refusal_installs_the_one_that_would_serve(
+    here, install
+):
+    """vLLM's CPU build where this CPU and the architecture allow it, else infinity-emb."""
+    refused = choose(facts=MINILM, here=here, installed=frozenset({"transformers"}))
+    assert isinstance(refused, rt.Refusal)
+    wanted = "vllm" if install else "infinity"
+    assert refused.install == rt.install_command(wanted, DIR)
+
+
+def test_an_embedding_model_whose_files_are_refused_is_refused_on_vllm_too():
+    """The files check (modules.json's classes) stands whichever runtime would serve it: vLLM
+    reads the same modules.json for its pooling, and would answer other vectors."""
+    said = "modules.json of file:///m names the module type custom.Pool; ..."
+    facts = rt.ModelFacts(rt.EMBED, rt.HF, "BertModel", files_refusal=said)
+    refused = choose(facts=facts)
+    assert isinstance(refused, rt.Refusal)
+    assert refused.message == said and refused.install is None
+
+
+@pytest.mark.parametrize(
     ("facts", "runtime"),
     [
-        (rt.ModelFacts(task=rt.EMBED, layout=rt.HF, architecture="BertModel"), "infinity"),
+        # No cross-encoder is packaged: reranking was not measured, and stays on infinity.
         (rt.ModelFacts(task=rt.SCORE, layout=rt.HF, architecture="BertForSeq"), "infinity"),
+        # A CTranslate2 Whisper is no model vLLM loads.
         (rt.ModelFacts(task=rt.TRANSCRIBE, layout=rt.CTRANSLATE2), "faster-whisper"),
     ],
 )
-def test_embeddings_reranking_and_transcription_keep_their_runtimes(facts, runtime):
+def test_reranking_and_transcription_keep_their_runtimes(facts, runtime):
     assert choose(facts=facts).runtime == runtime
 
 
@@ -114,9 +203,10 @@ def test_a_replica_on_a_gpu_still_gets_the_gpu_vllm():
     assert choose(facts=gpu, vllm_installed=True).runtime == "vllm"
 
 
-def test_without_its_facts_the_choice_is_as_before_vllm_on_the_cpu():
-    choice = rt.choose_runtime(LLAMA, vllm_installed=False, installed=ALL, runtimes_dir=DIR)
-    assert choice.runtime == "transformers"
+@pytest.mark.parametrize(("facts", "runtime"), [(LLAMA, "transformers"), (MINILM, "infinity")])
+def test_without_its_facts_the_choice_is_as_before_vllm_on_the_cpu(facts, runtime):
+    choice = rt.choose_runtime(facts, vllm_installed=False, installed=ALL, runtimes_dir=DIR)
+    assert choice.runtime == runtime
 
 
 def test_the_registry_data_serves_the_packaged_chat_model_for_text():
@@ -124,6 +214,21 @@ def test_the_registry_data_serves_the_packaged_chat_model_for_text():
     assert "LlamaForCausalLM" in served
     assert "LlavaForConditionalGeneration" not in served  # images need torchvision
     assert "BertModel" not in served  # embeddings: not chat
+
+
+def test_the_registry_data_serves_the_packaged_embedding_model_as_text_embeddings():
+    served = text_embedding("0.32.0")
+    assert {"BertModel", "XLMRobertaModel", "NomicBertModel"} <= served
+    assert "LlamaForCausalLM" not in served  # chat
+    assert "BertForSequenceClassification" not in served  # a reranker: reranking
+    assert "CLIPModel" not in served  # images need torchvision
+    assert "TransformersEmbeddingModel" not in served  # vLLM's Transformers backend: any model
+    newer = text_embedding("0.33.0")
+    # One vector a token, sparse vectors, or images the data does not mark: not /v1/embeddings'.
+    for name in ("ColBERTModernBertModel", "BertSpladeSparseEmbeddingModel", "BertForMaskedLM"):
+        assert name not in newer
+    assert "LlamaNemotronVLModel" not in newer
+    assert "BgeM3EmbeddingModel" in newer
 
 
 # ---- this CPU ----
@@ -233,6 +338,19 @@ def test_a_replica_runs_the_api_server_module_from_its_venv_with_the_engine_args
     assert launch.env["VLLM_CPU_KVCACHE_SPACE"] == "2"
     assert launch.env["HF_HUB_OFFLINE"] == "1" and launch.env["DO_NOT_TRACK"] == "1"
     assert launch.cwd is None
+
+
+@pytest.mark.parametrize(
+    ("task", "runner"), [(rt.EMBED, ["--runner", "pooling"]), (rt.GENERATE, []), (None, [])]
+)
+def test_an_embedding_model_runs_on_the_pooling_runner(task, runner):
+    chosen = {} if task is None else {"task": task}  # without one: chat, as before
+    launch = rt.cpu_launch(
+        "vllm-cpu", model="/models/minilm", name="minilm", port=41234, runtimes_dir=DIR,
+        engine_args=["--max-num-seqs", "16"], **chosen,
+    )  # fmt: skip
+    assert launch.argv[-len(runner) - 2 :] == [*runner, "--max-num-seqs", "16"]
+    assert launch.argv[3:5] == ["--model", "/models/minilm"]
 
 
 def test_the_manifest_maps_to_the_replicas_arguments_and_environment(settings, tmp_path):
