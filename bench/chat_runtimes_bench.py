@@ -6,7 +6,8 @@ Prints a table: output tokens/s, time to first token p50 and inter-token latency
 level and way, the gateway's share of direct, vLLM's multiple of transformers serve; and for
 each runtime Deploy -> Running (vLLM cold, then warm after a Restart) and resident memory; and
 the console's CPU per request through the gateway (its process's user + system time over the
-gateway run, less what it spent idle over the direct run of the same length).
+gateway run, less what it spent over the direct run of the same length, when it only scraped
+and reconciled).
 
 GuideLLM 0.8.1 runs offline here: synthetic 64-token prompts made with the model folder's own
 tokenizer, 32-token answers (max_tokens; transformers serve refuses GuideLLM's ignore_eos, so
@@ -204,11 +205,11 @@ def main() -> None:
             gateway = run_guidellm(
                 program, console.url, name, models.chat, args, work / f"{name}-gateway.json", key
             )
-            busy = cpu_seconds(console.child.pid) - before - idle
+            busy = cpu_seconds(console.child.pid) - before
             results[runtime] = (direct, gateway)
             done = sum(row["done"] for row in gateway)
             tokens = sum(row["tokens_per_s"] * args.seconds for row in gateway)
-            console_cpu[runtime] = (busy, done, tokens)
+            console_cpu[runtime] = (idle, busy, done, tokens)
             memory[runtime] = group_rss_mib(console.replica(name)["pid"])
             console.stop(name)
         finally:
@@ -241,11 +242,12 @@ def main() -> None:
         gt = results["transformers"][1][i]["tokens_per_s"] / max(t, 1e-9)
         print(f"  {level:3}: vLLM {v / max(t, 1e-9):5.1f}x   gateway {gv:.2f} (vLLM) {gt:.2f} (tf)")
     print("\nthe console's CPU through the gateway (all levels)")
-    for runtime, (busy, done, tokens) in console_cpu.items():
+    for runtime, (idle, busy, done, tokens) in console_cpu.items():
+        spent = busy - idle
         print(
-            f"  {runtime:13} {busy:6.1f} s for {done} requests: "
-            f"{1000 * busy / max(done, 1):5.1f} ms per request, "
-            f"{1000 * busy / max(tokens, 1):5.2f} ms per output token"
+            f"  {runtime:13} {busy:5.1f} s over the gateway run, {idle:5.1f} s over the direct "
+            f"one; the difference for {done} requests: {1000 * spent / max(done, 1):5.1f} ms per "
+            f"request, {1000 * spent / max(tokens, 1):5.2f} ms per output token"
         )
     print(f"  {load()}")
 
