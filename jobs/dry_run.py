@@ -20,8 +20,11 @@ from jobs import manifest as mf
 from jobs.backends import backend_for
 from jobs.backends.local.command import DEFAULT_TEMPLATE, configured_template
 from jobs.backends.local.machine_check import free_memory
+from jobs.manifest import adapters as mf_adapters
 from jobs.manifest.context import ExistingApplication, ManifestContext
+from jobs.manifest.problems import Out
 from jobs.manifest.rules import file_on_kubernetes
+from jobs.manifest.uri import UriError, parse_uri
 from jobs.manifest.view import FilledManifest
 from jobs.models import Application, Cluster, Profile
 from jobs.render import RenderError, render_for_profile
@@ -35,6 +38,7 @@ from jobs.storage_access import (
     profile_credentials,
 )
 from jobs.token_refs import profile_token
+from models_catalog.adapter_check import check_adapters
 from models_catalog.architectures import default_gpu_memory_utilization
 from models_catalog.check import check_model
 from models_catalog.check_types import CheckResult
@@ -243,6 +247,8 @@ def dry_run(
         _add_check_problems(run, checked)
         if checked.storage_private and result.manifest is not None:
             _add_access_problem(run, organization, checked)
+        if checked.can_serve and result.manifest is not None:
+            _add_adapter_problems(run, organization, result.manifest)
     if result.manifest is not None and run.ok:
         _on_target(run, organization, server_side)
     if result.manifest is not None and run.ok:
@@ -343,6 +349,29 @@ def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
         layout = layout_refusal(checked, filled.gpu_kind, filled.gpu_count, filled.nodes)
         if layout is not None:
             run.refusals.append(mf.Problem(layout.path, layout.message, origin="check-model"))
+
+
+def _add_adapter_problems(run: DryRun, organization, manifest: dict) -> None:
+    """Check model of each LoRA adapter (its adapter_config.json against the model), when the
+    manifest's own rules passed them; read with the profile's token and storage access."""
+    model = manifest["spec"]["source"].get("model") or {}
+    items = model.get("adapters")
+    if not items or any(p.path.startswith(mf_adapters.PATH) for p in run.refusals):
+        return
+    filled = FilledManifest(manifest)
+    profile = Profile.objects.filter(organization=organization, name=filled.profile_name).first()
+    if profile is None or filled.uri is None:
+        return
+    try:
+        base = parse_uri(filled.uri)
+    except UriError:
+        return
+    found = mf_adapters.read(items, filled.name, Out())
+    storage = profile_credentials(profile, settings.SERVEDECK_MACHINE_CREDENTIALS)
+    for path, sentence in check_adapters(
+        found, base, hf_token=profile_token(profile), storage=storage or ANONYMOUS
+    ):
+        run.refusals.append(mf.Problem(path, sentence, "refusal", "check-model"))
 
 
 def _add_access_problem(run: DryRun, organization, checked: CheckResult) -> None:
