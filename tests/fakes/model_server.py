@@ -91,6 +91,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY")
     parser.add_argument(
+        "--lora-modules",
+        nargs="*",
+        default=[],
+        help="NAME=PATH LoRA adapters, as vLLM takes them: a chat may name one as its model",
+    )
+    parser.add_argument(
         "--error-rate",
         type=float,
         default=0.0,
@@ -257,6 +263,8 @@ class ModelServer(ThreadingHTTPServer):
 
     def __init__(self, port: int, args: argparse.Namespace, engine_args: list[str]) -> None:
         self.model = args.served_model_name
+        # The LoRA adapters it answers to besides its model (vLLM's --lora-modules NAME=PATH).
+        self.adapters = frozenset(a.split("=", 1)[0] for a in args.lora_modules)
         self.api_key = args.api_key
         self.stream_delay = args.stream_delay
         self.runtime = args.runtime
@@ -326,7 +334,7 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             raise RequestError(400, "the request body must be a JSON object")
         model = body.get("model")
-        if model != self.server.model:
+        if model != self.server.model and model not in self.server.adapters:
             raise RequestError(404, f"The model `{model}` does not exist.", "model")
         return body
 
@@ -533,11 +541,12 @@ class Handler(BaseHTTPRequestHandler):
         said = users[-1] if users else ""
         if len(messages) > 1:
             said += f" ({len(messages)} messages)"
-        words, finish = reply_words(self.server.model, said, max_tokens_of(body))
+        # The model or adapter asked for answers, by its name (vLLM's reply names it too).
+        words, finish = reply_words(body["model"], said, max_tokens_of(body))
         n = choice_count(body)
         prompt_tokens = sum(count_tokens(t) for t in texts)
         ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-        base = {"id": ident, "created": created, "model": self.server.model}
+        base = {"id": ident, "created": created, "model": body["model"]}
         self.server.metrics.enter()
         try:
             time.sleep(self.server.answer_delay)  # a model at work: counted in its queue
