@@ -15,7 +15,7 @@ from typing import Any
 from jobs.manifest.adapters import CONFIG_FILE, Adapter, config_problems
 from jobs.manifest.adapters import PATH as ADAPTERS_PATH
 from jobs.manifest.uri import UriInfo
-from jobs.storage_access import ANONYMOUS, Credentials
+from jobs.storage_access import ANONYMOUS, CREDENTIALS_FIELD, Credentials
 from models_catalog import hub
 from models_catalog.folders import (
     URI_FIELD,
@@ -24,7 +24,7 @@ from models_catalog.folders import (
     read_json,
     resolve_folder,
 )
-from models_catalog.s3_reads import S3Reader, StorageError
+from models_catalog.s3_reads import S3Reader, StorageDenied, StorageError
 
 
 class Unreadable(Exception):
@@ -100,10 +100,14 @@ def _read_config(
             reader = S3Reader(storage)
             folder = reader.folder(uri.bucket or "", uri.key or "")
             return reader.read_json(folder, CONFIG_FILE)
+        except StorageDenied as exc:
+            raise Unreadable(
+                f"{uri.text} cannot be read: {exc}. Set the profile's {CREDENTIALS_FIELD} to "
+                "credentials that may read it."
+            ) from None
         except StorageError as exc:
             raise Unreadable(
-                f"{uri.text} cannot be read: {exc}. Check the bucket and key, and the "
-                "profile's storage access."
+                f"{uri.text} cannot be read: {exc}. Check the bucket and key."
             ) from None
     try:
         folder = resolve_folder(uri.file_path or "", configured_models_dir())

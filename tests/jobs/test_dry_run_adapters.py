@@ -7,6 +7,8 @@ import json
 import pytest
 
 from jobs.deploy import dry_run
+from jobs.models import Profile
+from tests.fakes.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY
 from tests.helpers import SHORTEST
 
 SMOL = "hf://HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -82,3 +84,28 @@ def test_a_folder_adapter_is_read_from_the_models_folder(org, folders, tmp_path)
     assert "has no adapter_config.json" in empty
     (far,) = at(run, 2)
     assert far.startswith(f"{PATH}[2].uri file://") and "outside the models folder" in far
+
+
+def test_an_s3_adapter_is_read_with_the_profiles_storage_access(org, s3, monkeypatch):
+    """A private bucket's adapter on the local profile: refused without the profile's storage
+    credentials, its adapter_config.json read with them (moto's S3 through boto3)."""
+    config = {
+        "peft_type": "LORA",
+        "base_model_name_or_path": "Qwen/Qwen3-0.6B",
+        "r": 8,
+        "target_modules": ["q_proj"],
+    }
+    s3.folder("private-loras", "support/", {"adapter_config.json": json.dumps(config).encode()})
+    doc = manifest(("support", "s3://private-loras/support"))
+    (denied,) = at(dry_run(doc, org), 0)
+    assert "s3://private-loras/support cannot be read" in denied
+    assert "storageCredentials" in denied
+    monkeypatch.setenv("ACME_S3_ACCESS_KEY_ID", ACCESS_KEY_ID)
+    monkeypatch.setenv("ACME_S3_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
+    org.token_variables = ["ACME_S3_ACCESS_KEY_ID", "ACME_S3_SECRET_ACCESS_KEY"]
+    org.save()
+    Profile.objects.filter(organization=org, name="local").update(
+        storage_credentials_ref="env/ACME_S3"
+    )
+    (mismatch,) = at(dry_run(doc, org), 0)
+    assert "trained on 'Qwen/Qwen3-0.6B'" in mismatch
