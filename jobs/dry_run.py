@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from django.conf import settings
 
 from accesspolicies import domains
+from accesspolicies.keys import model_ids
 from accesspolicies.models import AccessPolicy
 from console.env import configured_engine_flags
 from jobs import manifest as mf
@@ -353,12 +354,43 @@ def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
 
 def _add_adapter_problems(run: DryRun, organization, manifest: dict) -> None:
     """Check model of each LoRA adapter (its adapter_config.json against the model), when the
-    manifest's own rules passed them; read with the profile's token and storage access."""
+    manifest's own rules passed them; read with the profile's token and storage access. A
+    model id is the organisation's once: an adapter may not take another application's name
+    or adapter's, nor this application another's adapter's."""
+    filled = FilledManifest(manifest)
+    others = Application.objects.filter(organization=organization).exclude(name=filled.name)
+    rows = list(others.values_list("name", "manifest"))
+    names = {name for name, _ in rows}
+    adapters_of_others = set(model_ids(rows)) - names
+    if filled.name in adapters_of_others:
+        run.refusals.append(
+            mf.Problem(
+                "spec.name",
+                f"{filled.name!r} is the name of another application's LoRA adapter, a model id "
+                "clients already call; accepts a name no application or adapter has. Choose "
+                "another name.",
+                "refusal",
+                "check-model",
+            )
+        )
     model = manifest["spec"]["source"].get("model") or {}
     items = model.get("adapters")
     if not items or any(p.path.startswith(mf_adapters.PATH) for p in run.refusals):
         return
-    filled = FilledManifest(manifest)
+    taken = names | adapters_of_others
+    for adapter in mf_adapters.read(items, filled.name, Out()):
+        if adapter.name in taken:
+            what = "an application" if adapter.name in names else "another application's adapter"
+            run.refusals.append(
+                mf.Problem(
+                    f"{mf_adapters.PATH}[{adapter.index}].name",
+                    f"{adapter.name!r} is the name of {what} of the organisation, a model id "
+                    "clients already call; accepts a name no application or adapter has. Rename "
+                    "the adapter.",
+                    "refusal",
+                    "check-model",
+                )
+            )
     profile = Profile.objects.filter(organization=organization, name=filled.profile_name).first()
     if profile is None or filled.uri is None:
         return

@@ -18,7 +18,7 @@ PATH = "spec.source.model.adapters"
 def manifest(*adapters: tuple[str, str], base: str = SMOL, name: str = "smol") -> str:
     items = "".join(f"\n        - name: {n}\n          uri: {u}" for n, u in adapters)
     text = SHORTEST.replace("hf://BAAI/bge-m3", base).replace("bge-embed", name)
-    return text + f"      adapters:{items}\n"
+    return text + (f"      adapters:{items}\n" if adapters else "")
 
 
 def at(run, index):
@@ -109,3 +109,27 @@ def test_an_s3_adapter_is_read_with_the_profiles_storage_access(org, s3, monkeyp
     )
     (mismatch,) = at(dry_run(doc, org), 0)
     assert "trained on 'Qwen/Qwen3-0.6B'" in mismatch
+
+
+def test_a_model_id_is_the_organisations_once(org):
+    from jobs.models import Application
+
+    Application.objects.create(
+        organization=org,
+        name="other",
+        profile=Profile.objects.get(organization=org, name="local"),
+        manifest={
+            "spec": {"source": {"model": {"adapters": [{"name": "taken", "uri": "hf://a/b"}]}}}
+        },
+    )
+    run = dry_run(
+        manifest(
+            ("other", "hf://acme/smol-support-lora"), ("taken", "hf://acme/smol-support-lora")
+        ),
+        org,
+    )
+    names = {p.path: p.message for p in run.refusals if p.path.endswith(".name")}
+    assert "the name of an application" in names[f"{PATH}[0].name"]
+    assert "another application's adapter" in names[f"{PATH}[1].name"]
+    run = dry_run(manifest(name="taken"), org)
+    assert any(p.path == "spec.name" and "LoRA adapter" in p.message for p in run.refusals)
