@@ -238,3 +238,40 @@ def _repo_id(text: str) -> str:
     (the Hub's ids are case-insensitive)."""
     text = text.strip().removeprefix("hf://").rstrip("/")
     return text if text.startswith("/") else text.split(":", 1)[0].lower()
+
+
+# vLLM loads and unloads adapters at run time (POST /v1/load_lora_adapter,
+# /v1/unload_lora_adapter) only with this set: a replica started with adapters gets it, so a
+# revision that changes only its adapters reaches it without a restart.
+RUNTIME_UPDATING_ENV = {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+
+
+def without_adapters(manifest: Mapping[str, Any]) -> Any:
+    """The manifest with its adapters left out (a plain copy), to compare the rest."""
+    spec = dict(manifest.get("spec") or {})
+    source = dict(spec.get("source") or {})
+    model = dict(source.get("model") or {})
+    model.pop("adapters", None)
+    source["model"] = model
+    spec["source"] = source
+    return {**manifest, "spec": spec}
+
+
+def runtime_swap(
+    old_manifest: Mapping[str, Any],
+    new_manifest: Mapping[str, Any],
+    old: Sequence[tuple[str, str]],
+    new: Sequence[tuple[str, str]],
+) -> tuple[list[str], list[tuple[str, str]]] | None:
+    """(names to unload, (name, folder) to load) that take running replicas from the `old`
+    adapters to the `new` ones without a restart; None when a restart is needed: anything but
+    the adapters changed, or either side has none (a replica started without adapters has no
+    LoRA support; one left without any keeps --enable-lora, so it restarts without it)."""
+    if not old or not new:
+        return None
+    if without_adapters(old_manifest) != without_adapters(new_manifest):
+        return None
+    before, after = dict(old), dict(new)
+    unload = [name for name, path in before.items() if after.get(name) != path]
+    load = [(name, path) for name, path in after.items() if before.get(name) != path]
+    return unload, load

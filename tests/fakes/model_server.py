@@ -264,7 +264,7 @@ class ModelServer(ThreadingHTTPServer):
     def __init__(self, port: int, args: argparse.Namespace, engine_args: list[str]) -> None:
         self.model = args.served_model_name
         # The LoRA adapters it answers to besides its model (vLLM's --lora-modules NAME=PATH).
-        self.adapters = frozenset(a.split("=", 1)[0] for a in args.lora_modules)
+        self.adapters = {a.split("=", 1)[0] for a in args.lora_modules}
         self.api_key = args.api_key
         self.stream_delay = args.stream_delay
         self.runtime = args.runtime
@@ -337,6 +337,24 @@ class Handler(BaseHTTPRequestHandler):
         if model != self.server.model and model not in self.server.adapters:
             raise RequestError(404, f"The model `{model}` does not exist.", "model")
         return body
+
+    def lora_adapter(self, path: str, raw: bytes) -> None:
+        """vLLM's run-time adapter routes (VLLM_ALLOW_RUNTIME_LORA_UPDATING): the name joins
+        or leaves the adapters a chat may name; each is logged as an event."""
+        body = json.loads(raw or b"{}")
+        name = body.get("lora_name")
+        if path.endswith("/load_lora_adapter"):
+            self.server.adapters.add(name)
+            self.server.events.append(f"load_lora_adapter {name}={body.get('lora_path')}")
+        elif name in self.server.adapters:
+            self.server.adapters.discard(name)
+            self.server.events.append(f"unload_lora_adapter {name}")
+        else:
+            self.send_json(
+                404, {"error": {"message": f"The lora adapter '{name}' cannot be found."}}
+            )
+            return
+        self.send_json(200, {"ok": True})
 
     def authorized(self) -> bool:
         if self.server.api_key is None:
@@ -452,7 +470,11 @@ class Handler(BaseHTTPRequestHandler):
         }
         if self.server.runtime == "parakeet":
             routes = {"/v1/audio/transcriptions": None}
-        route = routes.get(self.path.split("?", 1)[0])
+        path = self.path.split("?", 1)[0]
+        if path in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
+            self.lora_adapter(path, self.read_body())
+            return
+        route = routes.get(path)
         raw = self.read_body()
         try:
             if not self.authorized():

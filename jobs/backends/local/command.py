@@ -16,7 +16,7 @@ from typing import Any
 
 from console.env import configured_engine_flags
 from jobs.backends.redaction import SECRET_WORDS
-from jobs.manifest.adapters import lora_args
+from jobs.manifest.adapters import RUNTIME_UPDATING_ENV, lora_args, names
 from jobs.manifest.engine_flags import check_engine_args
 from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
@@ -223,6 +223,8 @@ def local_env(manifest: Mapping[str, Any]) -> dict[str, str]:
     # Media links: no redirects, no loopback or private addresses (other model servers listen
     # on this machine's loopback without a key), as on a cluster.
     env.update(VLLM_MEDIA_ENV)
+    if names(manifest):  # its adapters may change without a restart (runner: adapter_swap)
+        env.update(RUNTIME_UPDATING_ENV)
     kv_cache = (_model(manifest).get("serving") or {}).get("kvCacheSize")
     if not on_gpu(manifest) and kv_cache is not None:
         # vLLM's CPU build sizes its KV cache from this variable, in whole GiB.

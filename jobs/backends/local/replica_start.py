@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from jobs.manifest.adapters import RUNTIME_UPDATING_ENV
 from jobs.manifest.quantity import parse_bytes, parse_cpu
 from jobs.storage_access import ANONYMOUS, Credentials
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
@@ -235,4 +236,7 @@ def vllm_cpu_settings(
     bind = vc.threads_bind(parse_cpu(cores) if cores is not None else None, vc.allowed_cpus())
     version = rt.installed_version(rt.VLLM_CPU.name, runtimes_dir) or "unknown"
     cache_dir = rt.configured_folder(vc.CACHE_SETTING, "vllm-cache")
-    return engine, vc.environment(kv_gib, bind, vc.compile_cache(cache_dir, version, model))
+    env = vc.environment(kv_gib, bind, vc.compile_cache(cache_dir, version, model))
+    if adapters:  # its adapters may change without a restart (runner: adapter_swap)
+        env.update(RUNTIME_UPDATING_ENV)
+    return engine, env

@@ -140,3 +140,27 @@ def test_a_folder_base_is_compared_with_a_path_and_never_with_a_repo_id():
     assert "trained on '/models/smol/'" in config_problems(config, "/models/other", 0)[0]
     assert config_problems(GOOD, "/models/smol", 0) == []
     assert "not a JSON object" in config_problems([1], BASE, 0)[0]
+
+
+def _doc(adapters, **model):
+    return {"spec": {"name": "m", "source": {"model": {"uri": "u", **model, "adapters": adapters}}}}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "other", "swap"),
+    [
+        ([("a", "/a")], [("a", "/a"), ("b", "/b")], {}, ([], [("b", "/b")])),
+        ([("a", "/a"), ("b", "/b")], [("b", "/b")], {}, (["a"], [])),
+        ([("a", "/a")], [("a", "/a2")], {}, (["a"], [("a", "/a2")])),
+        ([], [("a", "/a")], {}, None),  # started without LoRA: a restart gives it
+        ([("a", "/a")], [], {}, None),  # left with none: restarted without it
+        ([("a", "/a")], [("b", "/b")], {"format": "vLLM"}, None),  # something else changed
+    ],
+    ids=repr,
+)
+def test_which_adapter_changes_running_replicas_take_without_a_restart(old, new, other, swap):
+    from jobs.manifest.adapters import runtime_swap
+
+    before = _doc([{"name": n, "uri": p} for n, p in old])
+    after = _doc([{"name": n, "uri": p} for n, p in new], **other)
+    assert runtime_swap(before, after, old, new) == swap

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import openai
+import pytest
+
 from jobs.backends.local import serving_plan
 from jobs.backends.local.command import local_command
 from jobs.backends.local.replica_start import vllm_cpu_settings
@@ -88,3 +91,53 @@ def test_vllms_cpu_build_is_given_the_flags_before_extra_args(settings, tmp_path
     engine, _ = vllm_cpu_settings(state, "/models/smol", Path("/srv/rt"), [("a", "/models/a")])
     assert engine[-3:] == ["--lora-modules", "a=/models/a", "--enforce-eager"]
     assert "--enable-lora" in engine
+
+
+def test_a_revision_that_changes_only_adapters_reaches_the_running_replica(tmp_path, settings):
+    """Loaded and unloaded at run time (the stand-in speaks vLLM's adapter routes): the same
+    process answers to the new adapter; any other change restarts it."""
+    from jobs.backends.local import processes as proc
+    from jobs.backends.local.runner import LocalRunner
+    from tests.jobs.backends.local.test_local_backend import (
+        client_for,
+        servers_tagged,
+        stand_in,
+        wait_for,
+    )
+    from tests.jobs.backends.local.test_local_backend import (
+        manifest as filled,
+    )
+
+    models = tmp_path / "models"
+    models.mkdir()
+    settings.SERVEDECK_MODELS_DIR = str(models)
+    first, second = lora_folder(models, "first"), lora_folder(models, "second")
+    tag = tmp_path / "local"
+    runner = LocalRunner(tag, template=stand_in(tag), grace_seconds=1.0, probe_timeout=0.5)
+    try:
+        one = filled(adapters=[{"name": "first", "uri": f"file://{first}"}])
+        runner.apply("chat", one, 1)
+        status = wait_for(runner, "chat", "Running")
+        pid = status.replicas[0].pid
+        two = filled(adapters=[{"name": "second", "uri": f"file://{second}"}])
+        swapped = runner.apply("chat", two, 2)
+        assert swapped.replicas[0].pid == pid and swapped.revision == 2
+        ai = client_for(status.endpoint)
+        reply = ai.chat.completions.create(
+            model="second", messages=[{"role": "user", "content": "hi"}]
+        )
+        assert reply.choices[0].message.content.startswith("Hello from second.")
+        with pytest.raises(openai.NotFoundError):
+            ai.chat.completions.create(model="first", messages=[{"role": "user", "content": "hi"}])
+        # Anything else changed: a new process, given the adapters at its start.
+        three = filled(
+            adapters=[{"name": "second", "uri": f"file://{second}"}],
+            serving={"maxConcurrentRequests": 3},
+        )
+        runner.apply("chat", three, 3)
+        restarted = wait_for(runner, "chat", "Running")
+        assert restarted.replicas[0].pid != pid
+        assert f"second={second}" in proc.proc_cmdline(restarted.replicas[0].pid)
+    finally:
+        runner.shutdown()
+    assert servers_tagged(tag) == []
