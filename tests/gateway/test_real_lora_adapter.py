@@ -12,6 +12,7 @@ cold); its compile cache (SERVEDECK_VLLM_CACHE_DIR) makes the next one faster.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ import openai
 import pytest
 
 from jobs.backends.local import runtimes as rt
+from jobs.backends.local.backend import local_runner
 from jobs.models import UsageMinute
 from tests.gateway.support import CHAT_RUNTIME, IN_CI, MISSING, RUNTIMES_DIR, WHY_MISSING
 from tests.gateway.test_embedded_end_to_end import command
@@ -155,6 +157,42 @@ def test_a_lora_adapter_is_a_model_of_its_own_behind_v1(real_machine, console_se
     row = UsageMinute.objects.filter(application__name="smol", adapter="smol-support").first()
     assert row.completion_tokens > 0
 
-    stopped = httpx.post(f"{live}/api/v1/applications/smol/stop", headers=headers)
+    # A second adapter, a revision that changes nothing else: the running replica loads it at
+    # run time (VLLM_ALLOW_RUNTIME_LORA_UPDATING), the same process answers to it.
+    before = local_runner(admin.organization.slug).observe("smol").replicas[0]
+    second = adapter.with_name(adapter.name + "-second")
+    if not second.exists():
+        shutil.copytree(adapter, second)
+    text += f"        - name: smol-legal\n          uri: file://{second}\n"
+    updated = httpx.put(
+        f"{live}/api/v1/applications/smol",
+        headers={**headers, "Content-Type": "application/yaml"},
+        content=text,
+        timeout=300,
+    )
+    assert updated.status_code == 200, updated.text
+    after = local_runner(admin.organization.slug).observe("smol").replicas[0]
+    assert (after.pid, after.port) == (before.pid, before.port), (before, after)
+    assert follow("smol", "Running").runtime == rt.VLLM_CPU.name
+    made = json.loads(command("apikey", "create", "legal-only", "--app", "smol-legal", "--json"))
+    legal = openai.OpenAI(
+        base_url=f"{live}/v1", api_key=made["key"], max_retries=0, timeout=ANSWER_TIMEOUT
+    )
+
+    deadline = time.monotonic() + RELOAD_TIMEOUT
+    while True:
+        try:
+            answered = legal.chat.completions.create(
+                model="smol-legal", messages=[{"role": "user", "content": "Hi"}], max_tokens=4
+            )
+            break
+        except (openai.AuthenticationError, openai.NotFoundError):
+            # The gateway reloads its keys and routes about once a second.
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    assert answered.model == "smol-legal", answered
+
+    stopped = httpx.post(f"{live}/api/v1/applications/smol/stop", headers=headers, timeout=120)
     assert stopped.status_code == 200, stopped.text
     follow("smol", "Stopped", timeout=120)
