@@ -36,6 +36,23 @@ def get_key(actor: Membership, name: str) -> APIKey:
     return APIKey.objects.object_for_member(actor, name, "admin")
 
 
+def model_ids(rows) -> list[str]:
+    """The model ids clients may call, from (application name, manifest) rows: each name, then
+    its LoRA adapters' (spec.source.model.adapters[].name, which jobs' manifest rules keep
+    unique DNS labels)."""
+    found: list[str] = []
+    for name, manifest in rows:
+        found.append(name)
+        spec = manifest.get("spec") if isinstance(manifest, dict) else None
+        source = spec.get("source") if isinstance(spec, dict) else None
+        model = source.get("model") if isinstance(source, dict) else None
+        adapters = model.get("adapters") if isinstance(model, dict) else None
+        for item in adapters if isinstance(adapters, list) else ():
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                found.append(item["name"])
+    return found
+
+
 def application_names(org: Organization, value: object) -> list[str] | None:
     """None (every application) or the named applications, each one of the organisation's
     (read through the relation jobs adds to the organisation: this app does not import jobs)."""
@@ -58,6 +75,9 @@ def application_names(org: Organization, value: object) -> list[str] | None:
         )
     )
     missing = [n for n in names if n not in known]
+    if missing:  # a LoRA adapter is a model of its own, which a key may be limited to
+        known |= set(model_ids(org.applications.values_list("name", "manifest")))
+        missing = [n for n in names if n not in known]
     if missing:
         existing = list(org.applications.values_list("name", flat=True)[:20])
         raise Invalid(

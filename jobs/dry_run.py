@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from django.conf import settings
 
 from accesspolicies import domains
+from accesspolicies.keys import model_ids
 from accesspolicies.models import AccessPolicy
 from console.env import configured_engine_flags
 from jobs import manifest as mf
@@ -21,8 +22,11 @@ from jobs.backends import backend_for
 from jobs.backends.local.command import DEFAULT_TEMPLATE, configured_template
 from jobs.backends.local.machine_check import free_memory
 from jobs.download_cost import download_cost_warning
+from jobs.manifest import adapters as mf_adapters
 from jobs.manifest.context import ExistingApplication, ManifestContext
+from jobs.manifest.problems import Out
 from jobs.manifest.rules import file_on_kubernetes
+from jobs.manifest.uri import UriError, parse_uri
 from jobs.manifest.view import FilledManifest
 from jobs.models import Application, Cluster, Profile
 from jobs.render import RenderError, render_for_profile
@@ -36,6 +40,7 @@ from jobs.storage_access import (
     profile_credentials,
 )
 from jobs.token_refs import profile_token
+from models_catalog.adapter_check import check_adapters
 from models_catalog.architectures import default_gpu_memory_utilization
 from models_catalog.check import check_model
 from models_catalog.check_types import CheckResult
@@ -244,6 +249,8 @@ def dry_run(
         _add_check_problems(run, checked)
         if checked.storage_private and result.manifest is not None:
             _add_access_problem(run, organization, checked)
+        if checked.can_serve and result.manifest is not None:
+            _add_adapter_problems(run, organization, result.manifest)
     if result.manifest is not None and run.ok:
         _on_target(run, organization, server_side)
     if run.server_side and run.ok and checked is not None and checked.can_serve:
@@ -346,6 +353,60 @@ def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
         layout = layout_refusal(checked, filled.gpu_kind, filled.gpu_count, filled.nodes)
         if layout is not None:
             run.refusals.append(mf.Problem(layout.path, layout.message, origin="check-model"))
+
+
+def _add_adapter_problems(run: DryRun, organization, manifest: dict) -> None:
+    """Check model of each LoRA adapter (its adapter_config.json against the model), when the
+    manifest's own rules passed them; read with the profile's token and storage access. A
+    model id is the organisation's once: an adapter may not take another application's name
+    or adapter's, nor this application another's adapter's."""
+    filled = FilledManifest(manifest)
+    others = Application.objects.filter(organization=organization).exclude(name=filled.name)
+    rows = list(others.values_list("name", "manifest"))
+    names = {name for name, _ in rows}
+    adapters_of_others = set(model_ids(rows)) - names
+    if filled.name in adapters_of_others:
+        run.refusals.append(
+            mf.Problem(
+                "spec.name",
+                f"{filled.name!r} is the name of another application's LoRA adapter, a model id "
+                "clients already call; accepts a name no application or adapter has. Choose "
+                "another name.",
+                "refusal",
+                "check-model",
+            )
+        )
+    model = manifest["spec"]["source"].get("model") or {}
+    items = model.get("adapters")
+    if not items or any(p.path.startswith(mf_adapters.PATH) for p in run.refusals):
+        return
+    taken = names | adapters_of_others
+    for adapter in mf_adapters.read(items, filled.name, Out()):
+        if adapter.name in taken:
+            what = "an application" if adapter.name in names else "another application's adapter"
+            run.refusals.append(
+                mf.Problem(
+                    f"{mf_adapters.PATH}[{adapter.index}].name",
+                    f"{adapter.name!r} is the name of {what} of the organisation, a model id "
+                    "clients already call; accepts a name no application or adapter has. Rename "
+                    "the adapter.",
+                    "refusal",
+                    "check-model",
+                )
+            )
+    profile = Profile.objects.filter(organization=organization, name=filled.profile_name).first()
+    if profile is None or filled.uri is None:
+        return
+    try:
+        base = parse_uri(filled.uri)
+    except UriError:
+        return
+    found = mf_adapters.read(items, filled.name, Out())
+    storage = profile_credentials(profile, settings.SERVEDECK_MACHINE_CREDENTIALS)
+    for path, sentence in check_adapters(
+        found, base, hf_token=profile_token(profile), storage=storage or ANONYMOUS
+    ):
+        run.refusals.append(mf.Problem(path, sentence, "refusal", "check-model"))
 
 
 def _add_access_problem(run: DryRun, organization, checked: CheckResult) -> None:

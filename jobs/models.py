@@ -460,7 +460,7 @@ class UsageMinute(models.Model):
     """
 
     minute = models.DateTimeField(help_text="The minute's start (UTC).")
-    scope = models.CharField(max_length=80)
+    scope = models.CharField(max_length=160)
     organization = models.ForeignKey(
         Organization,
         null=True,
@@ -484,6 +484,9 @@ class UsageMinute(models.Model):
     )
     # The revision that answered, during a Canary rollout (jobs/rollouts); null otherwise.
     revision = models.PositiveIntegerField(null=True, blank=True)
+    # The LoRA adapter called (its model id, spec.source.model.adapters[].name); "" for the
+    # application's own model. An adapter's requests are metered apart from its base's.
+    adapter = models.CharField(max_length=63, blank=True, default="")
     requests = models.PositiveIntegerField(default=0)
     errors_4xx = models.PositiveIntegerField(default=0)
     errors_5xx = models.PositiveIntegerField(default=0)

@@ -19,7 +19,9 @@ from accesspolicies.tables import APIKeyTable
 def _application_names(membership) -> list[str]:
     from jobs.models import Application
 
-    return list(Application.objects.for_member(membership).values_list("name", flat=True))
+    # With each LoRA adapter's name: a key may be limited to an adapter alone.
+    rows = Application.objects.for_member(membership).values_list("name", "manifest")
+    return key_verbs.model_ids(rows)
 
 
 @never_cache

@@ -233,6 +233,7 @@ class Gateway:
             completion_tokens=ex.completion_tokens,
             failed_in_stream=ex.failed_in_stream,
             revision=ex.revision,
+            adapter=target.name if target is not None and target.base else "",
         )
 
     async def serve(self, ex: Exchange, scope, receive, send) -> None:

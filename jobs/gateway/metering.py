@@ -58,6 +58,7 @@ class RequestRecord:
     completion_tokens: int = 0
     failed_in_stream: bool = False  # an error arrived inside a 200 stream: counts as failure
     revision: int | None = None  # the revision that answered, during a Canary rollout
+    adapter: str = ""  # the LoRA adapter called (its model id); "" for the application's own
     # The console's own benchmark load (jobs/benchmark/): counted apart, in no usage row, so
     # never a key's usage, cost or an application's traffic figures; its figures are its own.
     benchmark: bool = False
@@ -99,12 +100,14 @@ class Meter:
         self._lock = threading.Lock()  # guards _pending (held briefly)
         self._totals_lock = threading.Lock()  # guards _totals; taken before _lock
         self._flush_lock = threading.Lock()  # one flush at a time, the exit's included
-        # (org, app, key, minute, route, status // 100, revision) -> counters in COUNTER_FIELDS
-        # order (revision: None but during a Canary rollout)
+        # (org, app, key, minute, route, status // 100, revision, adapter) -> counters in
+        # COUNTER_FIELDS order (revision: None but during a Canary rollout; adapter: "" but for
+        # a LoRA adapter's requests)
         self._pending: dict[tuple, list] = {}
         # (app, route, status // 100) -> counters since the process started, for /metrics
         self._totals: dict[tuple, list] = {}
-        # (org, app, key, minute, revision) -> counters a failed write left, for the next flush
+        # (org, app, key, minute, revision, adapter) -> counters a failed write left, for the next
+        # flush
         self._unwritten: dict[tuple, list] = {}
         self._names: dict[int, str] = {}  # application id -> name, for /metrics labels
         # application id -> its latest request (epoch seconds) since the last flush, which
@@ -149,6 +152,7 @@ class Meter:
             rec.route,
             status // 100,
             rec.revision,
+            rec.adapter,
         )
         with self._lock:
             if rec.application_id is not None:
@@ -267,7 +271,8 @@ class Meter:
                     latest.update((application_id, now) for application_id in self._active)
                 _fold(swapped, self._totals, lambda k: (k[1], k[4], k[5]))
             batch, self._unwritten = self._unwritten, {}
-            _fold(swapped, batch, lambda k: (*k[:4], k[6]))
+            # An adapter's entries carry its name; the application's own keep the 5-tuple.
+            _fold(swapped, batch, lambda k: (*k[:4], k[6], k[7]) if k[7] else (*k[:4], k[6]))
             if not batch:
                 if latest and self._write is None:  # only answers still in progress
                     self._record_latest(latest)

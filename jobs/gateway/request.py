@@ -151,6 +151,9 @@ def target(snapshot, key: Key, model: str | None, host_route: Route | None) -> R
         if host_route.organization_id != key.organization_id:
             raise unknown_model(model or host_route.name)
         if model is not None and model != host_route.name:
+            adapter = snapshot.routes.get((key.organization_id, model))
+            if adapter is not None and adapter.base == host_route.name:
+                return adapter  # a LoRA adapter of the model this host serves
             raise GatewayError(
                 404,
                 f"This host serves the model '{host_route.name}', not '{bounded(model, 63)}'.",

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # redis is imported with this module, never first inside the listener's thread: two threads
@@ -28,6 +28,7 @@ import redis
 
 from accesspolicies.secrets import API_KEY, BENCHMARK
 from jobs.kube_names import predictor_url
+from jobs.manifest import adapters as mf_adapters
 from jobs.manifest.view import dig
 
 from . import split
@@ -99,6 +100,9 @@ class Route:
     wake_seconds: float | None = None
     # A Canary rollout's split (split.py), None without one.
     canary: Any = None
+    # A LoRA adapter's route: `name` is the adapter's model id, served by the replicas of the
+    # application named here (the same id, upstream and policy); "" for an application's own.
+    base: str = ""
 
     @property
     def running(self) -> bool:
@@ -137,7 +141,7 @@ class Snapshot:
     routes: dict[tuple[int, str], Route] = field(default_factory=dict)  # (org, name) -> route
     hosts: dict[str, Route] = field(default_factory=dict)  # "<app>.<domain>" -> route
     version: int = -1
-    _grants: dict[tuple[int, int], Grant] = field(default_factory=dict)
+    _grants: dict[tuple[int, int, str], Grant] = field(default_factory=dict)
     _models: dict[int, bytes] = field(default_factory=dict)
 
     def authenticate(self, presented: str, now: float) -> Key | None:
@@ -156,9 +160,11 @@ class Snapshot:
         return key
 
     def grant(self, key: Key, route: Route) -> Grant:
-        cached = self._grants.get((key.id, route.id))
+        # An application and its adapters share an id; a key may be granted one of them alone.
+        at = (key.id, route.id, route.name)
+        cached = self._grants.get(at)
         if cached is None:
-            cached = self._grants[(key.id, route.id)] = decide(key, route)
+            cached = self._grants[at] = decide(key, route)
         return cached
 
     def may_change_for(self, key: Key, model: str | None, host: str) -> bool:
@@ -306,6 +312,11 @@ def replicas_of(
     return tuple(sorted({e.rstrip("/") + suffix for e in recorded}))
 
 
+def adapter_names(spec: Any) -> list[str]:
+    """The LoRA adapters' names of a filled manifest's spec."""
+    return mf_adapters.names({"spec": spec}) if isinstance(spec, dict) else []
+
+
 def load_snapshot(version: int = -1) -> Snapshot:
     """Read keys, policies, domains and applications (a few queries, whatever their number)."""
     from django.utils import timezone
@@ -398,6 +409,12 @@ def load_snapshot(version: int = -1) -> Snapshot:
                 rollout.state,
             )
         snap.routes[(app.organization_id, app.name)] = route
+        for adapter in adapter_names(spec):
+            # Each LoRA adapter is a model id of its own on the base's replicas (vLLM answers
+            # to it with --lora-modules); an application's own name is never taken over.
+            snap.routes.setdefault(
+                (app.organization_id, adapter), replace(route, name=adapter, base=app.name)
+            )
         domain = access.get("domain")
         exposed = access.get("exposure") == "Domain" and isinstance(domain, str)
         if exposed and (app.organization_id, domain.lower()) in verified:

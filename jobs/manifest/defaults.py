@@ -305,6 +305,8 @@ def _model(model: dict[str, Any], ctx: ManifestContext, facts: Facts) -> dict[st
         facts.queue_known = not isinstance(name, Bad)
         facts.queue_name = name if ok(name) else None
     out["cache"] = _cache(model["cache"], facts)
+    if model.get("adapters") is not None:  # written only when given: most models have none
+        out["adapters"] = plain(model["adapters"])
     return out
 
 

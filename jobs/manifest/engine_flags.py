@@ -155,6 +155,9 @@ FIELD_FLAGS: Mapping[str, str | None] = {
     "--limit-mm-per-prompt": "serving.multimodal",
     "--kv-cache-memory-bytes": "serving.kvCacheSize",
     "--served-model-name": "spec.name",
+    "--enable-lora": "source.model.adapters",
+    "--max-lora-rank": "source.model.adapters",
+    "--max-loras": "source.model.adapters",
     "--model": "source.model.uri",
     "--revision": "source.model.uri",
 }

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from . import checks
+from . import adapters, checks
 from .schema import DOCUMENT, Group, Leaf, Opaque
 
 # Leaves whose check is a plain function: the JSON type it accepts.
@@ -33,6 +33,19 @@ _PLAIN: dict[Any, dict[str, Any]] = {
         "maxItems": checks.MAX_ROLLOUT_STEPS,
     },
     checks.duration: {"type": "string", "pattern": r"^\s*([0-9]+h)?([0-9]+m)?([0-9]+s)?\s*$"},
+    adapters.shape: {
+        "type": "array",
+        "maxItems": adapters.MAX_ADAPTERS,
+        "items": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                "uri": {"type": "string"},
+            },
+            "required": ["name", "uri"],
+            "additionalProperties": False,
+        },
+    },
 }
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from jobs.kube_names import PREDICTOR_SUFFIX
 
-from . import rollout
+from . import adapters, rollout
 from .capacity import byte_amount, check_capacity, kind_of_gpu
 from .checks import Bad, Qty
 from .context import ManifestContext
@@ -94,6 +94,7 @@ def check(
             _artifact(model, facts, out)
             _engine(model, facts, out)
             _engine_args(model, manifest, facts, ctx, out)
+            _adapters(model, spec, facts, out)
             _serving(model, facts, ctx, out)
             check_capacity(model, facts, out)
     if ctx.existing is not None:
@@ -427,6 +428,39 @@ def _engine_args(
             )
         else:
             out.refuse(f"{path}[{index}]", sentence)
+
+
+def _adapters(model: dict[str, Any], spec: dict[str, Any], facts: Facts, out: Out) -> None:
+    """LoRA adapters: each item's name and uri (adapters.read), served by vLLM only; on a
+    Kubernetes profile read by vLLM itself from the Hub (no storage initializer fetches them)."""
+    items = model.get("adapters")
+    if not ok(items) or not items:
+        return
+    path = adapters.PATH
+    if facts.generative is False or facts.parakeet or facts.custom_runtime:
+        out.refuse(path, adapters.engine_refusal(facts.engine or facts.format))
+        return
+    base = spec["name"] if ok(spec["name"]) else None
+    found = adapters.read(items, base, out)
+    profile = facts.profile
+    on_kubernetes = profile is not None and profile.backend == "kubernetes"
+    for adapter in found:
+        at = f"{path}[{adapter.index}].uri"
+        if on_kubernetes and adapter.uri.scheme != "hf":
+            out.refuse(
+                at,
+                f"{show(adapter.uri.text)} is on {adapter.uri.scheme}://; on profile "
+                f"{profile.name}'s Kubernetes cluster vLLM reads adapters from the Hugging Face "
+                "Hub itself, so accepts hf://<org>/<repo> there. Push the adapter to the Hub "
+                "(a private repository is read with the profile's token), or deploy on a local "
+                "profile.",
+            )
+        elif adapter.uri.scheme == "hf" and not adapter.uri.pinned:
+            out.warn(
+                at,
+                f"{show(adapter.uri.text)} is not pinned to a commit; a restart may load "
+                f"different weights. Pin it as hf://{adapter.uri.hf_repo}:<commit>.",
+            )
 
 
 # --- serving ---------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from . import adapters
 from .checks import (
     DNS_LABEL_ACCEPTS,
     DURATION_ACCEPTS,
@@ -346,6 +347,12 @@ MODEL = Group(
                 "size": Leaf(byte_quantity, "a quantity of bytes above zero, such as 30Gi", "30Gi"),
                 "nodeGroup": Leaf(nonempty_text, "a node group with a weight cache", "gpu-l4"),
             }
+        ),
+        "adapters": Leaf(
+            adapters.shape,
+            adapters.ACCEPTS,
+            '[{name: support-lora, uri: "hf://org/support-lora"}]',
+            default="none",
         ),
     }
 )

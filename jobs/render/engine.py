@@ -13,7 +13,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from jobs.manifest.adapters import lora_args
 from jobs.manifest.quantity import parse_bytes
+from jobs.manifest.uri import UriError, parse_uri
 
 from .common import number_text
 from .runtimes import Runtime
@@ -103,7 +105,22 @@ def _vllm_args(model: Mapping[str, Any], on_gpu: bool, multinode: bool) -> list[
         args.append(f"--limit-mm-per-prompt={json.dumps(limits, separators=(',', ':'))}")
     if on_gpu and serving.get("kvCacheSize") is not None:
         args.append(f"--kv-cache-memory-bytes={parse_bytes(serving['kvCacheSize'])}")
-    return args
+    return args + lora_args(_hub_adapters(model))
+
+
+def _hub_adapters(model: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(name, Hub repo id) of each LoRA adapter: on a cluster vLLM downloads it from the Hub
+    itself (with the profile's token; manifest.parse accepts only hf:// adapters there).
+    vLLM's --lora-modules takes no revision: it loads the repository's main branch."""
+    found: list[tuple[str, str]] = []
+    for item in model.get("adapters") or ():
+        try:
+            info = parse_uri(str(item.get("uri")))
+        except UriError:
+            continue
+        if info.scheme == "hf" and info.hf_repo:
+            found.append((str(item.get("name")), info.hf_repo))
+    return found
 
 
 def _multimodal_limits(block: Any) -> dict[str, int]:

@@ -7,10 +7,12 @@ so outsiders get 404."""
 from datetime import datetime
 
 from ninja import Query, Router, Schema
+from ninja.errors import HttpError
 from pydantic import Field
 
 from console.api_errors import errors
 from jobs.access import get_api_key, get_application
+from jobs.manifest.adapters import names as adapter_names
 from jobs.models import UsageMinute
 from jobs.usage.charts import DEFAULT_WINDOW, WINDOWS, cache_key, chart_data, window_named
 from jobs.usage.readers import DEFAULT_MINUTES, MAX_MINUTES, health_of, report
@@ -69,6 +71,15 @@ class Span(Schema):
     )
 
 
+class ApplicationSpan(Span):
+    model: str | None = Field(
+        None,
+        max_length=63,
+        description="Only the requests that called this model id: the application's own name, "
+        "or one of its LoRA adapters' (spec.source.model.adapters); every request when absent.",
+    )
+
+
 def _figures(figures: dict) -> dict:
     return {api: figures[ours] for api, ours in FIGURE_NAMES.items()}
 
@@ -87,12 +98,23 @@ def _usage(name: str, rows, minutes: int) -> dict:
 
 @router.get(
     "/applications/{name}/usage",
-    response=UsageOut,
-    summary="An application's usage per minute",
+    response={200: UsageOut, **errors(400)},
+    summary="An application's usage per minute (its own model's, or one LoRA adapter's)",
 )
-def application_usage(request, name: str, span: Query[Span]):
+def application_usage(request, name: str, span: Query[ApplicationSpan]):
     application = get_application(request.auth, name)
     rows = UsageMinute.objects.filter(application=application)
+    if span.model is not None:
+        adapters = adapter_names(application.manifest)
+        if span.model != application.name and span.model not in adapters:
+            accepted = ", ".join([application.name, *adapters])
+            raise HttpError(
+                400,
+                f"model {span.model!r} is not a model id of {application.name}; accepts "
+                f"{accepted}. Leave it out for every request.",
+            )
+        rows = rows.filter(adapter="" if span.model == application.name else span.model)
+        return _usage(span.model, rows, span.minutes)
     return _usage(application.name, rows, span.minutes)
 
 

@@ -19,8 +19,9 @@ from jobs.models import UsageMinute
 from jobs.usage.counters import COUNTER_FIELDS, figures
 from jobs.usage.readers import SUMS, sums_of
 
-# (organization_id, application_id, api_key_id, minute as epoch seconds, revision); the
-# revision is None but during a Canary rollout (a 4-tuple is read as revision None)
+# (organization_id, application_id, api_key_id, minute as epoch seconds, revision, adapter);
+# the revision is None but during a Canary rollout, the adapter "" but for a request to one of
+# the application's LoRA adapters (a shorter tuple is read as None and "")
 Key = tuple
 
 
@@ -29,24 +30,29 @@ def scope_of(
     application_id: int | None,
     key_id: int | None,
     revision: int | None = None,
+    adapter: str = "",
 ) -> str:
     def part(value: int | None) -> str:
         return "-" if value is None else str(value)
 
     scope = f"o{part(organization_id)}.a{part(application_id)}.k{part(key_id)}"
-    return scope if revision is None else f"{scope}.r{revision}"
+    scope = scope if revision is None else f"{scope}.r{revision}"
+    return f"{scope}.m{adapter}" if adapter else scope
 
 
 def _parts(key: tuple) -> tuple:
     org, app, api_key, minute = key[:4]
-    return org, app, api_key, minute, (key[4] if len(key) > 4 else None)
+    revision = key[4] if len(key) > 4 else None
+    return org, app, api_key, minute, revision, (key[5] if len(key) > 5 else "")
 
 
 def minute_at(epoch_seconds: int) -> datetime:
     return datetime.fromtimestamp(epoch_seconds, tz=UTC)
 
 
-ID_FIELDS = ("minute", "scope", "organization_id", "application_id", "api_key_id", "revision")
+ID_FIELDS = (
+    "minute", "scope", "organization_id", "application_id", "api_key_id", "revision", "adapter",
+)  # fmt: skip
 # Rows per statement: 500 x 32 parameters stays under SQLite's and PostgreSQL's limits.
 ROWS_PER_STATEMENT = 500
 
@@ -76,7 +82,7 @@ def _upsert_unnest_sql() -> str:
     quote = connection.ops.quote_name
     table = quote(UsageMinute._meta.db_table)
     names = (*ID_FIELDS, *COUNTER_FIELDS)
-    types = {"minute": "timestamptz", "scope": "text"}
+    types = {"minute": "timestamptz", "scope": "text", "adapter": "text"}
     floats = {names[index] for index in _float_columns()}
     arrays = ", ".join(
         f"%s::{types.get(name, 'double precision' if name in floats else 'bigint')}[]"
@@ -101,8 +107,15 @@ def write(batch: Mapping[Key, list]) -> None:
     postgres = connection.vendor == "postgresql"
     adapt = (lambda value: value) if postgres else connection.ops.adapt_datetimefield_value
     rows = [
-        (adapt(minute_at(minute)), scope_of(org, app, key, rev), org, app, key, rev, *counters)
-        for (org, app, key, minute, rev), counters in ((_parts(k), v) for k, v in batch.items())
+        (
+            adapt(minute_at(minute)),
+            scope_of(org, app, key, rev, adapter),
+            *(org, app, key, rev, adapter),
+            *counters,
+        )
+        for (org, app, key, minute, rev, adapter), counters in (
+            (_parts(k), v) for k, v in batch.items()
+        )
     ]
     with transaction.atomic(), connection.cursor() as cursor:
         if postgres:
@@ -120,7 +133,7 @@ def latest_minute_per_application(batch: Iterable[Key]) -> dict[int, dict[str, A
     """For each application in `batch`: its name and the figures of the latest minute the batch
     touched, summed over keys (what a live overview shows after this flush)."""
     latest: dict[int, int] = {}
-    for _org, app, _key, minute, _revision in map(_parts, batch):
+    for _org, app, _key, minute, _revision, _adapter in map(_parts, batch):
         if app is not None and minute > latest.get(app, -1):
             latest[app] = minute
     if not latest:

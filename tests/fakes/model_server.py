@@ -91,6 +91,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     parser.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY")
     parser.add_argument(
+        "--lora-modules",
+        nargs="*",
+        default=[],
+        help="NAME=PATH LoRA adapters, as vLLM takes them: a chat may name one as its model",
+    )
+    parser.add_argument(
         "--error-rate",
         type=float,
         default=0.0,
@@ -257,6 +263,8 @@ class ModelServer(ThreadingHTTPServer):
 
     def __init__(self, port: int, args: argparse.Namespace, engine_args: list[str]) -> None:
         self.model = args.served_model_name
+        # The LoRA adapters it answers to besides its model (vLLM's --lora-modules NAME=PATH).
+        self.adapters = {a.split("=", 1)[0] for a in args.lora_modules}
         self.api_key = args.api_key
         self.stream_delay = args.stream_delay
         self.runtime = args.runtime
@@ -326,9 +334,27 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             raise RequestError(400, "the request body must be a JSON object")
         model = body.get("model")
-        if model != self.server.model:
+        if model != self.server.model and model not in self.server.adapters:
             raise RequestError(404, f"The model `{model}` does not exist.", "model")
         return body
+
+    def lora_adapter(self, path: str, raw: bytes) -> None:
+        """vLLM's run-time adapter routes (VLLM_ALLOW_RUNTIME_LORA_UPDATING): the name joins
+        or leaves the adapters a chat may name; each is logged as an event."""
+        body = json.loads(raw or b"{}")
+        name = body.get("lora_name")
+        if path.endswith("/load_lora_adapter"):
+            self.server.adapters.add(name)
+            self.server.events.append(f"load_lora_adapter {name}={body.get('lora_path')}")
+        elif name in self.server.adapters:
+            self.server.adapters.discard(name)
+            self.server.events.append(f"unload_lora_adapter {name}")
+        else:
+            self.send_json(
+                404, {"error": {"message": f"The lora adapter '{name}' cannot be found."}}
+            )
+            return
+        self.send_json(200, {"ok": True})
 
     def authorized(self) -> bool:
         if self.server.api_key is None:
@@ -444,7 +470,11 @@ class Handler(BaseHTTPRequestHandler):
         }
         if self.server.runtime == "parakeet":
             routes = {"/v1/audio/transcriptions": None}
-        route = routes.get(self.path.split("?", 1)[0])
+        path = self.path.split("?", 1)[0]
+        if path in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
+            self.lora_adapter(path, self.read_body())
+            return
+        route = routes.get(path)
         raw = self.read_body()
         try:
             if not self.authorized():
@@ -533,11 +563,12 @@ class Handler(BaseHTTPRequestHandler):
         said = users[-1] if users else ""
         if len(messages) > 1:
             said += f" ({len(messages)} messages)"
-        words, finish = reply_words(self.server.model, said, max_tokens_of(body))
+        # The model or adapter asked for answers, by its name (vLLM's reply names it too).
+        words, finish = reply_words(body["model"], said, max_tokens_of(body))
         n = choice_count(body)
         prompt_tokens = sum(count_tokens(t) for t in texts)
         ident, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-        base = {"id": ident, "created": created, "model": self.server.model}
+        base = {"id": ident, "created": created, "model": body["model"]}
         self.server.metrics.enter()
         try:
             time.sleep(self.server.answer_delay)  # a model at work: counted in its queue

@@ -11,11 +11,12 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from console.env import configured_engine_flags
 from jobs.backends.redaction import SECRET_WORDS
+from jobs.manifest.adapters import RUNTIME_UPDATING_ENV, lora_args, names
 from jobs.manifest.engine_flags import check_engine_args
 from jobs.manifest.quantity import parse_bytes
 from jobs.manifest.uri import UriError, parse_uri
@@ -127,8 +128,9 @@ def replica_count(manifest: Mapping[str, Any]) -> int:
     return int((_model(manifest).get("scaling") or {}).get("minReplicas") or 1)
 
 
-def engine_args(manifest: Mapping[str, Any]) -> list[str]:
-    """vLLM's engine arguments for the manifest's engine and serving fields, extraArgs last."""
+def engine_args(manifest: Mapping[str, Any], adapters: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """vLLM's engine arguments for the manifest's engine and serving fields, then the LoRA
+    flags of `adapters` ((name, folder) as resolved where they are used), extraArgs last."""
     model = _model(manifest)
     engine = model.get("engine") or {}
     serving = model.get("serving") or {}
@@ -167,7 +169,7 @@ def engine_args(manifest: Mapping[str, Any]) -> list[str]:
     }
     if limits:
         add("--limit-mm-per-prompt", json.dumps(limits, separators=(",", ":")))
-    return args + extra
+    return args + lora_args(adapters) + extra
 
 
 def extra_args_refusals(manifest: Mapping[str, Any]) -> list[str]:
@@ -194,19 +196,21 @@ def local_command(
     port: int,
     template: str | None = None,
     model: str | None = None,
+    adapters: Sequence[tuple[str, str]] = (),
 ) -> list[str]:
     """The argv of one replica's server: the template with {model} {port} {name} filled and
     {args} replaced by the engine arguments (each its own argument; no shell). `model` is what
     {model} becomes when the caller resolved it (a file:// folder, checked against the models
     folder: the server is given that folder, never the path as typed, whose links could be
-    pointed elsewhere after the check); else the uri's repo id or path."""
+    pointed elsewhere after the check); else the uri's repo id or path. `adapters`: the LoRA
+    adapters' (name, folder), resolved likewise."""
     tokens = split_template(template if template is not None else DEFAULT_TEMPLATE)
     repo, _ = hf_model(manifest)
     values = {"model": model or repo, "port": str(port), "name": str(manifest["spec"]["name"])}
     argv: list[str] = []
     for token in tokens:
         if token in ARGS_TOKENS:
-            argv.extend(engine_args(manifest))
+            argv.extend(engine_args(manifest, adapters))
         else:
             argv.append(_PLACEHOLDER.sub(lambda m: values.get(m[1], m[0]), token))
     return argv
@@ -219,6 +223,8 @@ def local_env(manifest: Mapping[str, Any]) -> dict[str, str]:
     # Media links: no redirects, no loopback or private addresses (other model servers listen
     # on this machine's loopback without a key), as on a cluster.
     env.update(VLLM_MEDIA_ENV)
+    if names(manifest):  # its adapters may change without a restart (runner: adapter_swap)
+        env.update(RUNTIME_UPDATING_ENV)
     kv_cache = (_model(manifest).get("serving") or {}).get("kvCacheSize")
     if not on_gpu(manifest) and kv_cache is not None:
         # vLLM's CPU build sizes its KV cache from this variable, in whole GiB.

@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from jobs.manifest.adapters import RUNTIME_UPDATING_ENV
 from jobs.manifest.quantity import parse_bytes, parse_cpu
 from jobs.storage_access import ANONYMOUS, Credentials
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
@@ -50,6 +51,10 @@ def start_one(
     source = serving_plan.model_source(state.manifest)
     if isinstance(source, serving_plan.Refused):
         return not_started(state, index, port, gpus, log_path), None
+    adapters = serving_plan.adapter_folders(state.manifest)  # checked again, as the model's
+    if isinstance(adapters, serving_plan.Refused):
+        step = "Put the adapter's folder back under the models folder, or apply without it."
+        return not_started(state, index, port, gpus, log_path, adapters.message, step), None
     cwd, spawned = None, None
     if state.runtime in rt.CPU_RUNTIMES:
         model = source[1]
@@ -66,7 +71,7 @@ def start_one(
             if why is not None:
                 step = "Correct the folder's files, or deploy another model; then Restart."
                 return not_started(state, index, port, gpus, log_path, why, step), None
-        launch = cpu_launch(state, port, model, folder)
+        launch = cpu_launch(state, port, model, folder, adapters)
         command, cwd = launch.argv, launch.cwd
         # How this runtime is probed and named: the launch decides, the state keeps it.
         state.model_id, state.readiness_path = launch.model_id, launch.readiness_path
@@ -86,7 +91,7 @@ def start_one(
         }
     else:
         # The folder as resolved and checked just now (model_source), not the typed path.
-        command = local_command(state.manifest, port, template, model=source[1])
+        command = local_command(state.manifest, port, template, model=source[1], adapters=adapters)
         command[0] = which(command[0]) or command[0]
         # On the CPU no GPU is visible, so a replica never takes one another app was given.
         extra = {**local_env(state.manifest), "CUDA_VISIBLE_DEVICES": gpus or ""}
@@ -170,14 +175,21 @@ def not_started(
     )  # fmt: skip
 
 
-def cpu_launch(state: AppState, port: int, model: str, folder: Path) -> rt.Launch:
+def cpu_launch(
+    state: AppState,
+    port: int,
+    model: str,
+    folder: Path,
+    adapters: Sequence[tuple[str, str]] = (),
+) -> rt.Launch:
     """A CPU runtime's replica, serving the application's model as its name.
 
     transformers serve names a folder's model by the folder's own name: it is given a
     link named after the application (in the application's state folder) to the model
     folder, so it answers to the name clients send, like every other runtime here.
     `model` is the folder as resolved just now (start_one); `folder`, the application's
-    state folder."""
+    state folder; `adapters`, the LoRA adapters' (name, folder) resolved likewise (vLLM's CPU
+    build only serves them: serving_plan refuses them on the other runtimes)."""
     if state.runtime == rt.TRANSFORMERS.name:
         links = proc.private_dir(folder / "model")
         link = links / state.name
@@ -189,7 +201,7 @@ def cpu_launch(state: AppState, port: int, model: str, folder: Path) -> rt.Launc
     runtimes_dir = rt.configured_runtimes_dir()
     engine, engine_env = [], None
     if state.runtime == rt.VLLM_CPU.name:
-        engine, engine_env = vllm_cpu_settings(state, model, runtimes_dir)
+        engine, engine_env = vllm_cpu_settings(state, model, runtimes_dir, adapters)
     return rt.cpu_launch(
         state.runtime,
         model=model,
@@ -204,13 +216,13 @@ def cpu_launch(state: AppState, port: int, model: str, folder: Path) -> rt.Launc
 
 
 def vllm_cpu_settings(
-    state: AppState, model: str, runtimes_dir: Path
+    state: AppState, model: str, runtimes_dir: Path, adapters: Sequence[tuple[str, str]] = ()
 ) -> tuple[list[str], dict[str, str]]:
     """vLLM's CPU build's engine arguments (the manifest's, as on clusters: limits, dtype,
     parsers, extraArgs through the allowlist) and environment: its KV cache from
     serving.kvCacheSize (else a quarter of resources.memory), its threads and their binding from
     resources.cpu, its compile cache in the console's vLLM cache for this version and model."""
-    engine = engine_args(state.manifest)
+    engine = engine_args(state.manifest, adapters)
     if "--revision" in engine:  # the folder it is given is already the revision asked for
         at = engine.index("--revision")
         del engine[at : at + 2]
@@ -225,4 +237,7 @@ def vllm_cpu_settings(
     bind = vc.threads_bind(parse_cpu(cores) if cores is not None else None, vc.allowed_cpus())
     version = rt.installed_version(rt.VLLM_CPU.name, runtimes_dir) or "unknown"
     cache_dir = rt.configured_folder(vc.CACHE_SETTING, "vllm-cache")
-    return engine, vc.environment(kv_gib, bind, vc.compile_cache(cache_dir, version, model))
+    env = vc.environment(kv_gib, bind, vc.compile_cache(cache_dir, version, model))
+    if adapters:  # its adapters may change without a restart (runner: adapter_swap)
+        env.update(RUNTIME_UPDATING_ENV)
+    return engine, env

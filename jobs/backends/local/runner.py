@@ -26,11 +26,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from jobs.manifest import adapters as lora
 from jobs.manifest.problems import Problem
 from jobs.storage_access import ANONYMOUS, Credentials
 
-from . import download_plan, replica_start, replica_status, serving_plan
+from . import adapter_swap, download_plan, replica_start, replica_status, serving_plan
 from . import processes as proc
+from . import runtimes as rt
 from .command import configured_template, local_command, replica_count, split_template
 from .errors import LocalRefused, LocalStateError, UnknownApplication
 from .gpu_ledger import GpuLedger
@@ -171,6 +173,10 @@ class LocalRunner:
             )
             if same and (state.runtime, state.model) == (chosen.runtime, chosen.model):
                 state.revision = revision  # the same servers now run this revision
+                state.task, state.why = chosen.task, chosen.why
+            elif self._adapters_swapped(state, manifest, chosen):
+                # Only its LoRA adapters changed: the running servers loaded them.
+                state.manifest, state.revision = manifest, revision
                 state.task, state.why = chosen.task, chosen.why
             else:
                 with self._gpus.book(manifest, state) as book:
@@ -372,6 +378,25 @@ class LocalRunner:
         if state is None:
             raise UnknownApplication(f"{name} has not been deployed on this machine; deploy it.")
         return state
+
+    def _adapters_swapped(
+        self, state: AppState | None, manifest: dict[str, Any], chosen: serving_plan.Plan
+    ) -> bool:
+        """Whether the running replicas of a vLLM took `manifest`'s adapters without a restart
+        (adapter_swap.py); False when anything else changed or a replica did not."""
+        if (
+            state is None
+            or state.stopped is not None
+            or state.template != self.template
+            or (state.runtime, state.model) != (chosen.runtime, chosen.model)
+            or state.runtime not in (serving_plan.COMMAND, rt.VLLM, rt.VLLM_CPU.name)
+        ):
+            return False
+        old, new = (serving_plan.adapter_folders(m) for m in (state.manifest, manifest))
+        if isinstance(old, serving_plan.Refused) or isinstance(new, serving_plan.Refused):
+            return False
+        changes = lora.runtime_swap(state.manifest, manifest, old, new)
+        return changes is not None and adapter_swap.swap(state.replicas, *changes)
 
     def _replaced(
         self,

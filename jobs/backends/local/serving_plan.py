@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobs.manifest import adapters as lora
 from jobs.manifest.uri import UriError, parse_uri
 from jobs.storage_access import ANONYMOUS, CREDENTIALS_FIELD, Credentials
 from models_catalog import hub, hub_weights
@@ -115,7 +116,55 @@ def model_source(manifest: Mapping[str, Any]) -> tuple[str, str, str | None] | R
     return "hf", info.hf_repo or "", info.hf_revision
 
 
+def adapter_folders(manifest: Mapping[str, Any]) -> list[tuple[str, str]] | Refused:
+    """The LoRA adapters' (name, folder) as vLLM is given them: each file:// folder resolved
+    and checked against the models folder as it is now (asked again before each start, as the
+    model's). An hf:// or s3:// adapter is refused here: the local backend does not download
+    adapters yet."""
+    model = ((manifest.get("spec") or {}).get("source") or {}).get("model") or {}
+    items = model.get("adapters") or []
+    found: list[tuple[str, str]] = []
+    for index, item in enumerate(items):
+        path = f"{lora.PATH}[{index}].uri"
+        text = item.get("uri") if isinstance(item, Mapping) else None
+        try:
+            info = parse_uri(text) if isinstance(text, str) else None
+        except UriError as exc:
+            return Refused(f"{path}: {exc.reason}. {exc.fix}", path)
+        if info is None or info.scheme != "file":
+            return Refused(
+                f"{path} is {text}: the local backend serves adapters from file:// folders under "
+                f"its models folder {configured_models_dir()} only (it does not download hf:// "
+                "or s3:// adapters yet). Download the adapter's folder there and set uri to "
+                "file://<that folder>, or deploy on a Kubernetes profile (hf://).",
+                path,
+            )
+        try:
+            folder = resolve_folder(info.file_path or "", configured_models_dir())
+        except FolderRefused as exc:
+            return Refused(str(exc).replace(URI, path), path)
+        found.append((str(item["name"]), str(folder)))
+    return found
+
+
 def plan(
+    manifest: Mapping[str, Any],
+    template: str = DEFAULT_TEMPLATE,
+    token: str | None = None,
+    storage: Credentials | None = ANONYMOUS,
+) -> Plan | Refused:
+    """The server this machine runs the manifest with, or why none; with LoRA adapters, only
+    vLLM (on a GPU, or its CPU build) or the configured command, from folders here."""
+    chosen = _plan(manifest, template, token, storage)
+    if isinstance(chosen, Refused) or not lora.names(manifest):
+        return chosen
+    if chosen.runtime not in (COMMAND, rt.VLLM, rt.VLLM_CPU.name):
+        return Refused(lora.cpu_runtime_refusal(chosen.runtime), lora.PATH)
+    folders = adapter_folders(manifest)
+    return folders if isinstance(folders, Refused) else chosen
+
+
+def _plan(
     manifest: Mapping[str, Any],
     template: str = DEFAULT_TEMPLATE,
     token: str | None = None,

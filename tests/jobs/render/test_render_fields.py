@@ -603,3 +603,17 @@ def test_to_yaml_is_multi_document_in_build_order_and_to_json_a_list():
     assert "  name: app\n  namespace: ml-serving\n  labels:\n" in text
     assert '{"image"' not in text  # no multimodal here; long values stay on one line
     assert json.loads(to_json(objects)) == {"apiVersion": "v1", "kind": "List", "items": objects}
+
+
+def test_lora_adapters_are_vllm_flags_set_by_the_platform_read_from_the_hub():
+    adapters = [
+        {"name": "support", "uri": f"hf://acme/support-lora:{COMMIT}"},
+        {"name": "legal", "uri": "hf://acme/legal-lora"},
+    ]
+    objects = build({"adapters": adapters}, "bare")
+    model = predictor(objects)["model"]
+    assert model["args"][-8:] == [
+        "--enable-lora", "--max-lora-rank", "64", "--max-loras", "2",
+        "--lora-modules", "support=acme/support-lora", "legal=acme/legal-lora",
+    ]  # fmt: skip
+    validate(objects)

@@ -127,3 +127,29 @@ def test_an_application_of_the_same_name_elsewhere_is_not_counted(as_outsider, t
     make_application(other_org, "chat")
     body = as_outsider.get("/api/v1/applications/chat/usage").json()
     assert body["totals"]["requests"] == 0
+
+
+def test_an_applications_usage_of_one_model_id_its_own_or_an_adapters(as_viewer, org):
+    chat = make_application(org)
+    chat.manifest = {"spec": {"source": {"model": {"adapters": [{"name": "support"}]}}}}
+    chat.save()
+    meter = Meter(announce=False)
+    now = datetime.now(UTC).timestamp()
+    for adapter, tokens in (("", 3), ("support", 5), ("support", 7)):
+        meter.record(
+            RequestRecord(
+                at=now, organization_id=org.pk, application_id=chat.pk, status=200,
+                latency_ms=5.0, prompt_tokens=tokens, adapter=adapter,
+            )
+        )  # fmt: skip
+    meter.flush()
+    url = "/api/v1/applications/chat/usage?minutes=5"
+    assert as_viewer.get(url).json()["totals"]["requests"] == 3
+    support = as_viewer.get(url + "&model=support").json()
+    assert support["name"] == "support"
+    assert (support["totals"]["requests"], support["totals"]["promptTokens"]) == (2, 12)
+    own = as_viewer.get(url + "&model=chat").json()
+    assert (own["totals"]["requests"], own["totals"]["promptTokens"]) == (1, 3)
+    refused = as_viewer.get(url + "&model=legal")
+    assert refused.status_code == 400
+    assert "accepts chat, support" in api_error(refused)["message"]

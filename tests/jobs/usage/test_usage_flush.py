@@ -137,6 +137,23 @@ def test_scope_spells_missing_ids():
     assert usage_store.scope_of(None, None, None) == "o-.a-.k-"
     assert usage_store.scope_of(1, 22, None) == "o1.a22.k-"
     assert usage_store.scope_of(1, 22, 333) == "o1.a22.k333"
+    assert usage_store.scope_of(1, 22, 333, 4, "a" * 63) == "o1.a22.k333.r4.m" + "a" * 63
+
+
+def test_a_lora_adapters_requests_are_a_row_of_their_own(db, org, meter):
+    app, key = make_application(org), make_key(org)
+    meter.record(rec(app, key, org, prompt_tokens=3))
+    meter.record(rec(app, key, org, prompt_tokens=5, adapter="support"))
+    meter.record(rec(app, key, org, prompt_tokens=7, adapter="support"))
+    assert meter.flush()
+    rows = UsageMinute.objects.filter(application=app).order_by("adapter")
+    assert [(r.adapter, r.requests, r.prompt_tokens) for r in rows] == [
+        ("", 1, 3),
+        ("support", 2, 12),
+    ]
+    meter.record(rec(app, key, org, prompt_tokens=1, adapter="support"))
+    assert meter.flush()  # added to the adapter's row, as any other row's
+    assert UsageMinute.objects.get(application=app, adapter="support").requests == 3
 
 
 def test_report_sums_keys_per_minute_zero_fills_and_reads_p50_p95(db, org, meter):
