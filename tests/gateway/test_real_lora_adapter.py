@@ -1,11 +1,11 @@
-"""A real LoRA adapter, end to end: made here with peft for the packaged SmolLM2 (random
+"""A real LoRA adapter, end to end: made with peft for the packaged SmolLM2 (random
 weights: the loading path is real), deployed through the REST API beside its base on vLLM's CPU
 build by the real local backend (file:// folders under the models folder), and called through
 the console's gateway under its own model id with a key that may call only the adapter; its
 requests metered apart from the base's.
 
-Needs vLLM's CPU build and peft in the transformers runtime (it makes the adapter): skipped
-without them on a developer's machine, failed in CI (CI=true). vLLM's CPU start is slow (minutes
+The adapter is made once by tests/packaged_models.py with peft. Needs vLLM's CPU build: skipped
+without it on a developer's machine, failed in CI (CI=true). vLLM's CPU start is slow (minutes
 cold); its compile cache (SERVEDECK_VLLM_CACHE_DIR) makes the next one faster.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pytest
 from jobs.backends.local import runtimes as rt
 from jobs.backends.local.backend import local_runner
 from jobs.models import UsageMinute
-from tests.gateway.support import CHAT_RUNTIME, IN_CI, MISSING, RUNTIMES_DIR, WHY_MISSING
+from tests.gateway.support import CHAT_RUNTIME, IN_CI, MISSING, WHY_MISSING
 from tests.gateway.test_embedded_end_to_end import command
 from tests.gateway.test_real_models_end_to_end import (
     ANSWER_TIMEOUT,
@@ -35,67 +34,18 @@ from tests.gateway.test_real_models_end_to_end import (
 from tests.helpers import bearer
 from tests.manifest_text import local_manifest
 
-TRANSFORMERS_PYTHON = Path(RUNTIMES_DIR) / "transformers" / "bin" / "python"
-
-
-def _peft_missing() -> str | None:
-    if not TRANSFORMERS_PYTHON.exists():
-        return f"the transformers runtime is not installed in {RUNTIMES_DIR}"
-    found = subprocess.run(
-        [str(TRANSFORMERS_PYTHON), "-c", "import peft"], capture_output=True, check=False
-    )
-    if found.returncode != 0:
-        return (
-            "peft is not installed in the transformers runtime: "
-            f"{TRANSFORMERS_PYTHON} -m pip install peft"
-        )
-    return None
-
-
 WHY_NOT = (
     WHY_MISSING
     if MISSING
     else "this CPU does not run vLLM's CPU build, which serves LoRA adapters here"
     if CHAT_RUNTIME is None
-    else _peft_missing()
+    else None
 )
 pytestmark = [
     pytest.mark.real_models,
     pytest.mark.database_file,  # the live server is another process: a database file
     pytest.mark.skipif(WHY_NOT is not None and not IN_CI, reason=WHY_NOT or ""),
 ]
-
-# The adapter: LoRA on the attention's q and v projections, rank 8, random (not zero) B
-# matrices so that it changes the answers; base_model_name_or_path is the folder it was made on.
-MAKE_ADAPTER = """
-import sys, torch
-from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM
-base, out = sys.argv[1], sys.argv[2]
-torch.manual_seed(0)
-model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-config = LoraConfig(
-    r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
-    task_type="CAUSAL_LM",
-)
-get_peft_model(model, config).save_pretrained(out)
-"""
-
-
-def made_adapter(base: Path, models_dir: Path) -> Path:
-    """The adapter's folder under the models folder (made once; the next run reuses it)."""
-    folder = models_dir / "lora" / f"{base.name}-random-lora"
-    if not (folder / "adapter_config.json").exists():
-        folder.parent.mkdir(exist_ok=True)
-        subprocess.run(
-            [str(TRANSFORMERS_PYTHON), "-c", MAKE_ADAPTER, str(base), str(folder)],
-            check=True,
-            timeout=600,
-        )
-    config = json.loads((folder / "adapter_config.json").read_text())
-    assert config["r"] == 8 and config["base_model_name_or_path"] == str(base), config
-    assert (folder / "adapter_model.safetensors").stat().st_size > 0
-    return folder
 
 
 def test_a_lora_adapter_is_a_model_of_its_own_behind_v1(real_machine, console_server, admin):
@@ -104,7 +54,9 @@ def test_a_lora_adapter_is_a_model_of_its_own_behind_v1(real_machine, console_se
     live = console_server
     headers = {"Authorization": bearer(admin)["HTTP_AUTHORIZATION"]}
     base = Path(real_machine.chat).resolve()
-    adapter = made_adapter(base, base.parent.parent)
+    adapter = Path(real_machine.chat_adapter)
+    config = json.loads((adapter / "adapter_config.json").read_text())
+    assert config["r"] == 8 and config["base_model_name_or_path"] == str(base), config
     text = local_manifest("smol", f"file://{base}")
     # float32 as the end-to-end chat test runs it; the adapter beside it under its own id.
     text += "      engine:\n        dtype: float32\n"
@@ -161,8 +113,8 @@ def test_a_lora_adapter_is_a_model_of_its_own_behind_v1(real_machine, console_se
     # run time (VLLM_ALLOW_RUNTIME_LORA_UPDATING), the same process answers to it.
     before = local_runner(admin.organization.slug).observe("smol").replicas[0]
     second = adapter.with_name(adapter.name + "-second")
-    if not second.exists():
-        shutil.copytree(adapter, second)
+    shutil.rmtree(second, ignore_errors=True)  # a copy of the adapter made this time
+    shutil.copytree(adapter, second)
     text += f"        - name: smol-legal\n          uri: file://{second}\n"
     updated = httpx.put(
         f"{live}/api/v1/applications/smol",
