@@ -301,9 +301,15 @@ def replicas_of(
     recorded = [e for e in application.replica_endpoints or [] if isinstance(e, str) and e]
     if not recorded or (backend == "kubernetes" and isolation == "VirtualMachine"):
         return (upstream,)
+    return with_prefix(recorded, backend, engine, api)
+
+
+def with_prefix(endpoints, backend: str, engine: str, api: str) -> tuple[str, ...]:
+    """Replicas' base URLs as the gateway calls them: under KServe's /openai prefix for its
+    Hugging Face (vLLM) server on Kubernetes, sorted. A Canary rollout's canary replicas too."""
     kserve_prefix = backend == "kubernetes" and engine == "vllm" and api in ("", "OpenAI")
     suffix = "/openai" if kserve_prefix else ""
-    return tuple(sorted({e.rstrip("/") + suffix for e in recorded}))
+    return tuple(sorted({e.rstrip("/") + suffix for e in endpoints if isinstance(e, str) and e}))
 
 
 def load_snapshot(version: int = -1) -> Snapshot:
@@ -394,7 +400,7 @@ def load_snapshot(version: int = -1) -> Snapshot:
                 rollout.stable_revision,
                 rollout.canary_revision,
                 rollout.weight,
-                rollout.canary_endpoints or [],
+                with_prefix(rollout.canary_endpoints or [], backend, engine, api),
                 rollout.state,
             )
         snap.routes[(app.organization_id, app.name)] = route
