@@ -63,6 +63,9 @@ class Key:
     # A benchmark's credential (jobs/benchmark/), not a member's key: its one application
     # only, no policy's limits or networks, metered apart and never as a key's usage.
     benchmark: bool = False
+    # A benchmark's revision: during a Canary rollout its load goes to that revision only
+    # (split.pick), the stable one or the canary, whichever it measures.
+    revision: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,7 +419,7 @@ def _load_benchmarks(snap: Snapshot, now) -> None:
     from jobs.models import Benchmark
 
     running = Benchmark.objects.filter(state=Benchmark.State.RUNNING, deadline__gt=now)
-    for row in running.exclude(lookup="").select_related("application"):
+    for row in running.exclude(lookup="").select_related("application", "revision"):
         key = Key(
             id=-row.pk,  # never an API key's id: no key's limits, last use or usage
             organization_id=row.application.organization_id,
@@ -427,6 +430,7 @@ def _load_benchmarks(snap: Snapshot, now) -> None:
             applications=frozenset({row.application.name}),
             limits=Limits(),
             benchmark=True,
+            revision=row.revision.number,
         )
         snap.benchmarks[row.lookup] = Secret(key, row.secret_hash, None)
 
