@@ -28,6 +28,7 @@ from accesspolicies.secrets import BENCHMARK
 from jobs.access import as_deployer
 from jobs.deploy import ActionError
 from jobs.gateway.signals import nudge
+from jobs.live import groups
 from jobs.models import Application, Benchmark, BenchmarkLevel, Event, Revision, Rollout
 from jobs.overview import snippets
 from jobs.rollouts import steps as rollouts
@@ -182,7 +183,13 @@ def start(
     except IntegrityError:
         raise ActionError("application", _already_running(application), 409) from None
     transaction.on_commit(nudge)
+    transaction.on_commit(lambda: _tell_pages(application))
     return run, minted.plain
+
+
+def _tell_pages(application: Application) -> None:
+    """The model's live pages show the run under way, or its results (never raises)."""
+    groups.send([(groups.application_group(application.pk), {"type": "benchmark.update"})])
 
 
 def _already_running(application: Application) -> str:
@@ -263,4 +270,5 @@ def _finish(run: Benchmark, levels: list[LevelFigures], state: str, message: str
             message=f"Benchmark of revision {run.revision.number}: {state}. {message}".strip(),
         )
     transaction.on_commit(nudge)
+    transaction.on_commit(lambda: _tell_pages(run.application))
     return run

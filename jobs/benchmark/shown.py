@@ -99,6 +99,11 @@ def headline(run: Benchmark) -> str:
     return f"{figure} at {top.concurrency} concurrent"
 
 
+def results_context(application: Application) -> dict:
+    """What the results part shows (jobs/_benchmark_results.html, a live fragment too)."""
+    return page_context(application)
+
+
 def page_context(application: Application, revisions=(), rollout: Rollout | None = None) -> dict:
     """The Benchmarks section's context; each of `revisions` (deploy history's rows) gets
     `benchmark_headline`, its last result in a few words ("" when it has none). `rollout`: the
