@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from jobs import deploy as verbs
+from jobs.backends import backend_for
 from jobs.gateway.snapshot import load_snapshot
 from jobs.kube_names import CANARY_TRACK, TRACK_LABEL
 from jobs.models import Phase, Rollout
@@ -182,3 +183,44 @@ def test_promote_makes_the_canarys_revision_the_stable_one_then_deletes_the_cana
     assert kube.get("InferenceService", CANARY, NS) is None
     assert kube.get("InferenceService", APP, NS) is not None
     assert Rollout.objects.get(application=app).canary_removed
+
+
+def event(name: str, about_kind: str, about: str, reason: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": NS},
+        "involvedObject": {"kind": about_kind, "name": about, "namespace": NS},
+        "reason": reason,
+        "message": f"{reason} for {about}",
+        "type": "Normal",
+        "lastTimestamp": "2026-01-01T00:00:00Z",
+    }
+
+
+def test_restart_events_and_logs_of_the_stable_revision_leave_the_canary_out(
+    serving, deployer, kube, follower, prod
+):
+    app = serving
+    started(app, deployer, kube, follower)
+    kube.put(event("e1", "InferenceService", APP, "StableSaid"))
+    kube.put(event("e2", "InferenceService", CANARY, "CanarySaid"))
+    kube.put(event("e3", "Pod", f"{CANARY}-predictor-7c9d-q2w3e", "CanaryPodSaid"))
+    client = backend_for(prod.profiles.get()).client
+    org = app.organization.slug
+    stable = client.observe(APP, NS, organization=org)
+    assert [e["reason"] for e in stable.events] == ["StableSaid"]
+    assert [p["metadata"]["name"] for p in stable.pods] == [f"{APP}-predictor-5d8f-x7k2p"]
+    canary = client.observe(APP, NS, organization=org, track=CANARY_TRACK)
+    assert canary.isvc["metadata"]["name"] == CANARY
+    assert sorted(e["reason"] for e in canary.events) == ["CanaryPodSaid", "CanarySaid"]
+    # The watches' copy, which the stable revision's status is derived from, leaves them out too.
+    settle(follower)
+    _, pods, events = follower.objects_of(NS, APP, org)
+    assert [e["reason"] for e in events] == ["StableSaid"] and len(pods) == 1
+
+    assert [p["metadata"]["name"] for p in client.replica_pods(APP, NS, organization=org)] == [
+        f"{APP}-predictor-5d8f-x7k2p"
+    ]
+    assert client.restart(APP, NS, organization=org) == 1  # the stable replica only
+    assert kube.get("Pod", f"{CANARY}-predictor-7c9d-q2w3e", NS) is not None
