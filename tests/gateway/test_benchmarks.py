@@ -373,6 +373,22 @@ def test_a_revision_that_does_not_serve_is_refused_naming_those_that_do(org, dep
     assert "does not serve revision 0" in answer.content.decode()
 
 
+def test_after_a_rollout_rolled_back_the_stable_revision_is_the_one_measured(org, deployer, alpha):
+    app = served(org, "alpha", alpha.url)
+    Revision.objects.create(
+        application=app,
+        number=2,
+        manifest=app.manifest,
+        outcome=Revision.Outcome.APPLIED,
+        release="Rolled back",
+    )
+    run, _ = runs.start(app, deployer)
+    assert run.revision.number == 1
+    with pytest.raises(ActionError) as refused:
+        runs.start(app, deployer, 2)
+    assert "does not serve revision 2" in str(refused.value)
+
+
 def test_the_button_says_why_it_is_refused(org, deployer, outsider):
     served(org, "resting", "", phase="Stopped")
     page = client_for(deployer)
