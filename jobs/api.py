@@ -385,11 +385,13 @@ class BenchmarkOut(Schema):
     summary="Benchmark the running revision (in the background)",
     description="Starts a short bounded load through the gateway (docs/benchmarks.md) and "
     "answers at once with the run, state Running; read it again at GET .../benchmarks/{id}. "
-    "409 when the application is not Running or a benchmark of it runs already.",
+    "409 when the application is not Running or a benchmark of it runs already. During a "
+    "Canary rollout `?revision=N` measures its stable or its canary revision (the load goes "
+    "to that one only); the stable one by default.",
 )
-def start_benchmark(request, name: str):
+def start_benchmark(request, name: str, revision: int | None = None):
     application, deployer = application_to_change(request.auth, name)
-    run, secret = benchmark_runs.start(application, deployer)
+    run, secret = benchmark_runs.start(application, deployer, revision)
     benchmark_runs.launch(run, secret)
     return Status(202, benchmark_body(run))
 

@@ -515,6 +515,23 @@ class UsageMinute(models.Model):
     latency_le_30000ms = models.PositiveIntegerField(default=0)
     latency_le_60000ms = models.PositiveIntegerField(default=0)
     latency_over_60000ms = models.PositiveIntegerField(default=0)
+    # Streams' time to first token over the same bounds (the Canary judge reads its p95).
+    ttft_le_1ms = models.PositiveIntegerField(default=0)
+    ttft_le_2_5ms = models.PositiveIntegerField(default=0)
+    ttft_le_5ms = models.PositiveIntegerField(default=0)
+    ttft_le_10ms = models.PositiveIntegerField(default=0)
+    ttft_le_25ms = models.PositiveIntegerField(default=0)
+    ttft_le_50ms = models.PositiveIntegerField(default=0)
+    ttft_le_100ms = models.PositiveIntegerField(default=0)
+    ttft_le_250ms = models.PositiveIntegerField(default=0)
+    ttft_le_500ms = models.PositiveIntegerField(default=0)
+    ttft_le_1000ms = models.PositiveIntegerField(default=0)
+    ttft_le_2500ms = models.PositiveIntegerField(default=0)
+    ttft_le_5000ms = models.PositiveIntegerField(default=0)
+    ttft_le_10000ms = models.PositiveIntegerField(default=0)
+    ttft_le_30000ms = models.PositiveIntegerField(default=0)
+    ttft_le_60000ms = models.PositiveIntegerField(default=0)
+    ttft_over_60000ms = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [

@@ -166,7 +166,8 @@ def do_benchmark(args) -> int:
     deadline); the results as a table, or with --json the run as the API answers it."""
     console = console_for(args)
     path = f"/applications/{segment(args.name)}/benchmarks"
-    run = console.post(path)
+    revision = getattr(args, "revision", None)
+    run = console.post(path, params={"revision": revision} if revision is not None else None)
     err(f"benchmarking {args.name} revision {run['revision']} (until the end)")
     while run["state"] == "Running":
         time.sleep(BENCHMARK_POLL_SECONDS)

@@ -220,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
         app_verbs.do_benchmark,
     )
     benchmark.add_argument("name", metavar="NAME")
+    benchmark.add_argument(
+        "--revision", type=int, metavar="N", help=present.BENCHMARK_REVISION_HELP
+    )
     json_flag(benchmark)
     delete = verb(
         apps,

@@ -206,6 +206,10 @@ def benchmark_lines(run: Mapping[str, Any]) -> list[str]:
 
 
 BENCHMARK_HELP = "benchmark the running revision through the gateway (a few minutes at most)"
+BENCHMARK_REVISION_HELP = (
+    "during a Canary rollout: the revision to measure, its stable or its canary one (default: "
+    "the stable one)"
+)
 
 # What `app restart|stop|start` do, said in every --help.
 OPERATIONS = {

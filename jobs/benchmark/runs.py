@@ -8,6 +8,7 @@ worker only (never stored, shown or logged), good for one application until the 
 (plan.Plan.max_seconds) and cleared when the run ends.
 
     run, secret = start(application, member)       # raises ActionError when refused
+    run, secret = start(application, member, 3)    # revision 3: a Canary rollout's canary
     launch(run, secret)                            # the worker thread, after the commit
 """
 
@@ -27,8 +28,10 @@ from accesspolicies.secrets import BENCHMARK
 from jobs.access import as_deployer
 from jobs.deploy import ActionError
 from jobs.gateway.signals import nudge
-from jobs.models import Application, Benchmark, BenchmarkLevel, Event, Revision
+from jobs.live import groups
+from jobs.models import Application, Benchmark, BenchmarkLevel, Event, Revision, Rollout
 from jobs.overview import snippets
+from jobs.rollouts import steps as rollouts
 from jobs.status.phases import Phase
 
 from . import load
@@ -63,9 +66,58 @@ FIGURES = (
 
 
 def _serving_revision(application: Application) -> Revision | None:
-    """The revision that runs: the newest one the backend applied."""
+    """The revision that runs: the newest one the backend applied that a Canary rollout did
+    not start beside it or take back (during a rollout, the stable one)."""
     revisions = application.revisions.order_by("-number")
-    return revisions.filter(outcome=Revision.Outcome.APPLIED).first() or revisions.first()
+    applied = revisions.filter(outcome=Revision.Outcome.APPLIED)
+    kept = applied.exclude(release__in=(rollouts.CANARY, rollouts.ROLLED_BACK, rollouts.ABORTED))
+    return kept.first() or applied.first() or revisions.first()
+
+
+def _chosen_revision(application: Application, number: int | None) -> Revision | None:
+    """The revision a benchmark measures: `number`, the serving revision's or, during a
+    Canary rollout, its stable or canary revision's (the gateway sends the load to that one
+    only: jobs.gateway.split.pick); None: the serving one."""
+    serving = _serving_revision(application)
+    if number is None:
+        return serving
+    if not 1 <= number <= 2**31:
+        number = 0  # said as "revision 0", not echoed at any length
+    rollout = rollouts.active_rollout(application)
+    accepted = (
+        (rollout.stable_revision, rollout.canary_revision)
+        if rollout is not None
+        else (serving.number,)
+        if serving is not None
+        else ()
+    )
+    if number not in accepted:
+        during = " (the stable and the canary revisions of its rollout)" if rollout else ""
+        listing = " or ".join(str(n) for n in accepted) or "none"
+        raise ActionError(
+            "revision",
+            f"{application.name} does not serve revision {number}; a benchmark measures a "
+            f"revision that serves: accepts {listing}{during}. Name one of those, or none for "
+            "the serving revision.",
+        )
+    if rollout is not None and number == rollout.canary_revision:
+        if rollout.canary_phase != Phase.RUNNING or not rollout.canary_endpoints:
+            raise ActionError(
+                "revision",
+                f"revision {number} of {application.name} is the canary of a rollout, and "
+                f"it is not serving yet ({rollout.canary_phase or 'Pending'}); benchmark it "
+                "once it is Running.",
+                409,
+            )
+    elif rollout is not None and rollout.state == Rollout.State.PROMOTING:
+        raise ActionError(
+            "revision",
+            f"revision {number} of {application.name} is being replaced by revision "
+            f"{rollout.canary_revision}, which is promoted; benchmark revision "
+            f"{rollout.canary_revision} instead.",
+            409,
+        )
+    return application.revisions.get(number=number)
 
 
 def end_overdue(application: Application) -> int:
@@ -79,11 +131,16 @@ def end_overdue(application: Application) -> int:
     )
 
 
-def start(application: Application, member) -> tuple[Benchmark, str]:
-    """A new running benchmark of the application's serving revision and its credential's
-    plain text (for `launch` or `execute` only). Refused (ActionError naming the field, what
-    is wrong and what to do) for a role that may not deploy (403), a task with no benchmark
-    (400), an application not Running or with a benchmark running (409)."""
+def start(
+    application: Application, member, revision_number: int | None = None
+) -> tuple[Benchmark, str]:
+    """A new running benchmark of the application's serving revision (or of revision
+    `revision_number`: during
+    a Canary rollout the stable or the canary one) and its credential's plain text (for
+    `launch` or `execute` only). Refused (ActionError naming the field, what is wrong and what
+    to do) for a role that may not deploy (403), a task with no benchmark or a revision that
+    does not serve (400), an application not Running, a canary not serving yet or a benchmark
+    running (409)."""
     deployer = as_deployer(member)
     try:
         plan = plan_for(snippets.application_task(application.manifest))
@@ -96,7 +153,7 @@ def start(application: Application, member) -> tuple[Benchmark, str]:
             "a running revision. Start it, or wait until it is Running, then benchmark it.",
             409,
         )
-    revision = _serving_revision(application)
+    revision = _chosen_revision(application, revision_number)
     if revision is None:
         raise ActionError("application", f"{application.name} has no revision to measure.", 409)
     end_overdue(application)
@@ -126,7 +183,13 @@ def start(application: Application, member) -> tuple[Benchmark, str]:
     except IntegrityError:
         raise ActionError("application", _already_running(application), 409) from None
     transaction.on_commit(nudge)
+    transaction.on_commit(lambda: _tell_pages(application))
     return run, minted.plain
+
+
+def _tell_pages(application: Application) -> None:
+    """The model's live pages show the run under way, or its results (never raises)."""
+    groups.send([(groups.application_group(application.pk), {"type": "benchmark.update"})])
 
 
 def _already_running(application: Application) -> str:
@@ -207,4 +270,5 @@ def _finish(run: Benchmark, levels: list[LevelFigures], state: str, message: str
             message=f"Benchmark of revision {run.revision.number}: {state}. {message}".strip(),
         )
     transaction.on_commit(nudge)
+    transaction.on_commit(lambda: _tell_pages(run.application))
     return run

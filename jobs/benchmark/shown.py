@@ -7,7 +7,8 @@ and the model page's part (the latest run, the chart's figures, the last run per
 
 from __future__ import annotations
 
-from jobs.models import Application, Benchmark
+from jobs.models import Application, Benchmark, Rollout
+from jobs.status.phases import Phase
 
 from .plan import PLANS
 from .runs import FIGURES, end_overdue
@@ -98,9 +99,15 @@ def headline(run: Benchmark) -> str:
     return f"{figure} at {top.concurrency} concurrent"
 
 
-def page_context(application: Application, revisions=()) -> dict:
+def results_context(application: Application) -> dict:
+    """What the results part shows (jobs/_benchmark_results.html, a live fragment too)."""
+    return page_context(application)
+
+
+def page_context(application: Application, revisions=(), rollout: Rollout | None = None) -> dict:
     """The Benchmarks section's context; each of `revisions` (deploy history's rows) gets
-    `benchmark_headline`, its last result in a few words ("" when it has none)."""
+    `benchmark_headline`, its last result in a few words ("" when it has none). `rollout`: the
+    Canary rollout under way (the page has read it), whose two revisions get a button each."""
     runs = runs_of(application)
     compared = last_per_revision(runs)
     headlines = {run.revision.number: headline(run) for run in compared}
@@ -108,6 +115,15 @@ def page_context(application: Application, revisions=()) -> dict:
         revision.benchmark_headline = headlines.get(revision.number, "")
     running = next((r for r in runs if r.state == Benchmark.State.RUNNING), None)
     return {
+        # During a Canary rollout: a button per revision, the canary's once it serves.
+        "benchmark_rollout": None
+        if rollout is None
+        else {
+            "stable": rollout.stable_revision,
+            "canary": rollout.canary_revision,
+            "canary_serving": rollout.canary_phase == Phase.RUNNING
+            and bool(rollout.canary_endpoints),
+        },
         "benchmark_runs": runs[:5],
         "benchmark_running": running,
         "benchmark_compared": compared,

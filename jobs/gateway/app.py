@@ -358,7 +358,7 @@ class Gateway:
         # another one when it failed before anything reached the client (replicas.py).
         affinity = replica_choice.affinity_key(path, obj) if is_json else None
         # During a Canary rollout, the revision: sticky per key and conversation (split.py).
-        routed, ex.revision = split.pick(target, key.id, affinity)
+        routed, ex.revision = split.pick(target, key.id, affinity, key.revision)
         try:
             if plan is not None:
 
@@ -383,7 +383,7 @@ class Gateway:
                 if ex.stream:
                     ex.reply = send = HeldStream(send)
                 target = ex.target = await self.waker.hold(found, key.id, ex.reply)
-                routed, ex.revision = split.pick(target, key.id, affinity)
+                routed, ex.revision = split.pick(target, key.id, affinity, key.revision)
                 await self.router.send(routed, affinity, call, lambda: ex.status != 0)
         finally:
             try:

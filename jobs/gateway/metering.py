@@ -184,6 +184,7 @@ class Meter:
             if ttft is not None and ttft >= 0:
                 row[c.TTFT_MS_SUM] += ttft
                 row[c.TTFT_COUNT] += 1
+                row[c.FIRST_TTFT_BUCKET + bisect_left(LATENCY_BOUNDS_MS, ttft)] += 1
 
     def begin(self, application_id: int) -> None:
         """A request to this application has begun; its record() ends it."""

@@ -64,6 +64,9 @@ class Key:
     # A benchmark's credential (jobs/benchmark/), not a member's key: its one application
     # only, no policy's limits or networks, metered apart and never as a key's usage.
     benchmark: bool = False
+    # A benchmark's revision: during a Canary rollout its load goes to that revision only
+    # (split.pick), the stable one or the canary, whichever it measures.
+    revision: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,9 +310,15 @@ def replicas_of(
     recorded = [e for e in application.replica_endpoints or [] if isinstance(e, str) and e]
     if not recorded or (backend == "kubernetes" and isolation == "VirtualMachine"):
         return (upstream,)
+    return with_prefix(recorded, backend, engine, api)
+
+
+def with_prefix(endpoints, backend: str, engine: str, api: str) -> tuple[str, ...]:
+    """Replicas' base URLs as the gateway calls them: under KServe's /openai prefix for its
+    Hugging Face (vLLM) server on Kubernetes, sorted. A Canary rollout's canary replicas too."""
     kserve_prefix = backend == "kubernetes" and engine == "vllm" and api in ("", "OpenAI")
     suffix = "/openai" if kserve_prefix else ""
-    return tuple(sorted({e.rstrip("/") + suffix for e in recorded}))
+    return tuple(sorted({e.rstrip("/") + suffix for e in endpoints if isinstance(e, str) and e}))
 
 
 def adapter_names(spec: Any) -> list[str]:
@@ -405,7 +414,7 @@ def load_snapshot(version: int = -1) -> Snapshot:
                 rollout.stable_revision,
                 rollout.canary_revision,
                 rollout.weight,
-                rollout.canary_endpoints or [],
+                with_prefix(rollout.canary_endpoints or [], backend, engine, api),
                 rollout.state,
             )
         snap.routes[(app.organization_id, app.name)] = route
@@ -427,7 +436,7 @@ def _load_benchmarks(snap: Snapshot, now) -> None:
     from jobs.models import Benchmark
 
     running = Benchmark.objects.filter(state=Benchmark.State.RUNNING, deadline__gt=now)
-    for row in running.exclude(lookup="").select_related("application"):
+    for row in running.exclude(lookup="").select_related("application", "revision"):
         key = Key(
             id=-row.pk,  # never an API key's id: no key's limits, last use or usage
             organization_id=row.application.organization_id,
@@ -438,6 +447,7 @@ def _load_benchmarks(snap: Snapshot, now) -> None:
             applications=frozenset({row.application.name}),
             limits=Limits(),
             benchmark=True,
+            revision=row.revision.number,
         )
         snap.benchmarks[row.lookup] = Secret(key, row.secret_hash, None)
 

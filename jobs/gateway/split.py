@@ -6,7 +6,7 @@ A caller is sticky: the key's id and the conversation's affinity key (replica_ch
 the first messages) hash to a bucket from 0 to 99, and the canary answers the buckets below its
 weight. As the weight rises the canary keeps every caller it had, and a conversation never
 bounces between revisions within a step. Requests without an affinity key (embeddings, scores)
-stick by the key alone.
+stick by the key alone. A benchmark's load names its revision, and goes to that one only.
 """
 
 from __future__ import annotations
@@ -31,16 +31,23 @@ def bucket(key_id: int, affinity: int | None) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big") % 100
 
 
-def pick(route, key_id: int, affinity: int | None):
+def pick(route, key_id: int, affinity: int | None, revision: int | None = None):
     """(the route to send to, the revision metered) for one request. Without a rollout the
     route itself and None. A canary with no ready replica takes nothing; a stable revision with
-    none (it is being replaced at promotion) sends everything to the canary."""
+    none (it is being replaced at promotion) sends everything to the canary. `revision`: a
+    benchmark's, which takes its revision whatever the split (the canary while it has a ready
+    replica)."""
     canary: Canary | None = route.canary
     if canary is None:
         return route, None
-    to_canary = bool(canary.replicas) and (
-        not route.running or bucket(key_id, affinity) < canary.weight
-    )
+    if revision == canary.stable_revision:
+        return route, canary.stable_revision
+    if revision == canary.revision:
+        to_canary = bool(canary.replicas)
+    else:
+        to_canary = bool(canary.replicas) and (
+            not route.running or bucket(key_id, affinity) < canary.weight
+        )
     if not to_canary:
         return route, canary.stable_revision
     routed = replace(

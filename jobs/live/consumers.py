@@ -456,6 +456,9 @@ class ApplicationConsumer(CoalescingConsumer):
     async def serving_metrics(self, event: dict) -> None:
         self.marked(["serving"], event)
 
+    async def benchmark_update(self, event: dict) -> None:
+        self.marked(["benchmarks"], event)
+
 
 class DashboardConsumer(CoalescingConsumer):
     """The home dashboard: the phase and replicas of the applications the page shows (from

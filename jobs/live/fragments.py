@@ -22,6 +22,7 @@ from functools import cached_property
 
 from django.template.loader import render_to_string
 
+from jobs.benchmark.shown import results_context as benchmark_results
 from jobs.models import Application, UsageMinute
 from jobs.overview import serving_metrics
 from jobs.reconciler.sleeping import wake_summary
@@ -43,6 +44,7 @@ TEMPLATES = {
     "events": ("jobs/_overview_events.html",),
     "traffic": ("jobs/_cards_traffic.html", "jobs/_chart_points.html"),
     "serving": ("jobs/_cards_serving.html",),
+    "benchmarks": ("jobs/_benchmark_results.html",),
 }
 FRAGMENTS = tuple(TEMPLATES)
 
@@ -159,6 +161,9 @@ class Moment:
             context = serving_context(application)
             # Figures shown expire (serving_metrics.CACHE_SECONDS) when scrapes stop.
             return context, EACH_REFRESH if context["serving"] else NEVER
+        if name == "benchmarks":
+            # Told when a run starts or ends (jobs.benchmark.runs): nothing moves meanwhile.
+            return {"application": application, **benchmark_results(application)}, NEVER
         raise ValueError(f"fragment {name!r}; accepts {', '.join(FRAGMENTS)}")
 
     def render(self, name: str) -> Rendering:

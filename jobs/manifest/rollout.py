@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.kube_names import CANARY_SUFFIX, PREDICTOR_SUFFIX
+
 from .checks import Bad, duration_seconds
 from .problems import Out, show
 
@@ -32,6 +34,11 @@ DEFAULT_MAX_LATENCY_INCREASE = 0.25
 # Requests each revision must have answered in a step's window before it is judged: below it
 # the step waits (a handful of requests says nothing of a 2% difference).
 DEFAULT_MIN_REQUESTS = 100
+# On Kubernetes the canary is a second InferenceService, <name>-canary (jobs.render.canary),
+# served under the application's model name: ServeDeck sets it for these engines' runtimes.
+KUBERNETES_CANARY_ENGINES = ("vllm", "parakeet")
+# Its predictor Service, <name>-canary-predictor, is a Service name: 63 characters at most.
+KUBERNETES_CANARY_NAME_MAX = 63 - len(PREDICTOR_SUFFIX) - len(CANARY_SUFFIX)
 CANARY_ONLY = ("steps", "stepDuration", "maxErrorRateIncrease", "maxLatencyIncrease", "minRequests")
 
 
@@ -80,13 +87,7 @@ def check(spec: dict[str, Any], facts: Any, out: Out) -> None:
         return
     profile = facts.profile
     if profile is not None and profile.backend == "kubernetes":
-        out.refuse(
-            f"{PATH}.strategy",
-            f"Canary runs on a local profile only for now; profile {profile.name} is a "
-            "Kubernetes cluster, where the stable and canary predictors are not yet served "
-            "side by side; accepts Replace there. Set strategy to Replace, or deploy on a "
-            "local profile.",
-        )
+        _check_kubernetes(spec, facts, out)
     source = spec.get("source")
     if isinstance(source, dict) and source.get("type") == "YAML":
         out.refuse(
@@ -104,6 +105,37 @@ def check(spec: dict[str, Any], facts: Any, out: Out) -> None:
             "Canary needs the stable revision serving while the new one is judged; "
             "spec.source.model.scaling.minReplicas is 0 (the model sleeps when idle); accepts "
             "minReplicas 1 or more with Canary. Set minReplicas to 1, or strategy to Replace.",
+        )
+
+
+def _check_kubernetes(spec: dict[str, Any], facts: Any, out: Out) -> None:
+    """What a canary beside the stable InferenceService needs on a Kubernetes profile."""
+    profile = facts.profile.name
+    if facts.isolation == "VirtualMachine":
+        out.refuse(
+            f"{PATH}.strategy",
+            f"Canary on Kubernetes (profile {profile}) runs the new revision as a second "
+            "InferenceService beside the stable one; runtime.isolation VirtualMachine is "
+            "replaced as a whole; accepts Replace with it. Set strategy to Replace, or "
+            "isolation to Container.",
+        )
+    elif facts.engine is not None and facts.engine not in KUBERNETES_CANARY_ENGINES:
+        out.refuse(
+            f"{PATH}.strategy",
+            f"Canary on Kubernetes (profile {profile}) serves the canary under the "
+            "application's model name, which ServeDeck sets for the engines "
+            f"{', '.join(KUBERNETES_CANARY_ENGINES)}; runtime.engine is {facts.engine}; accepts "
+            "Replace with it. Set strategy to Replace.",
+        )
+    name = spec.get("name")
+    if isinstance(name, str) and len(name) > KUBERNETES_CANARY_NAME_MAX:
+        out.refuse(
+            f"{PATH}.strategy",
+            f"Canary on Kubernetes (profile {profile}) runs the canary as '<name>-canary', "
+            f"whose predictor Service '<name>-canary-predictor' must fit 63 characters; "
+            f"spec.name {name!r} has {len(name)}; accepts names of at most "
+            f"{KUBERNETES_CANARY_NAME_MAX} characters with Canary. Choose a shorter name, or "
+            "set strategy to Replace.",
         )
 
 

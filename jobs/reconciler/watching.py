@@ -12,6 +12,10 @@ cannot be reached. A refused or failing watch is kept on the Cluster row (`watch
 on the clusters page, naming the rule to grant) and retried slowly. Pods are indexed by their
 application label and events by the object they are about, so an application reads only its
 own. Tests call `relist`, `watch_round`, `follow_step` and `drain` directly.
+
+A Canary rollout's canary (its pods carry the application's label and servedeck.io/track) is not
+the application's status: its pods are not indexed, and the events about its objects are left
+out (jobs.rollouts observes the canary itself, through the backend's observe_canary).
 """
 
 import logging
@@ -33,6 +37,7 @@ from jobs.backends.kubernetes.backend import (
 from jobs.backends.kubernetes.errors import BackendError, Gone, Unreachable
 from jobs.backends.kubernetes.kubevirt_client import MachineObjects, is_virtual_machine_app
 from jobs.backends.kubernetes.owner import is_ours
+from jobs.kube_names import about_canary, track_of
 from jobs.lifecycle import record_deleted, record_status
 from jobs.models import Application, Cluster, Phase, Profile
 from jobs.render import APP_LABEL
@@ -185,7 +190,11 @@ class ClusterFollower:
             keys = set(self.index["events"].get((namespace, app), ()))
             for pod in pods:
                 keys |= self.index["events"].get((namespace, _key(pod)[1]), set())
-            events = [self.seen["events"][key] for key in sorted(keys)]
+            events = [
+                event
+                for key in sorted(keys)
+                if not about_canary(_involved(event := self.seen["events"][key])[1], app)
+            ]
         return isvc, pods, events
 
     # --- watching -------------------------------------------------------------------------
@@ -482,6 +491,8 @@ def _index_entries(kind: str, obj: dict) -> list[Key]:
     namespace = meta.get("namespace") or ""
     if kind == "pods" or kind in VM_KINDS:
         app = (meta.get("labels") or {}).get(APP_LABEL)
+        if kind == "pods" and track_of(obj):  # a canary's: not the application's status
+            return []
         return [(namespace, app)] if app else []
     if kind == "endpoint_slices":
         app = application_of_slice(obj)

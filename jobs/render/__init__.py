@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .build import render, with_revision
+from .canary import render_canary
 from .common import APP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, REVISION_ANNOTATION, RenderError
 from .output import to_json, to_yaml
 from .scaling import SLEEPING_ANNOTATION
@@ -35,6 +36,13 @@ def render_for_profile(
     return render(manifest, RenderTarget.from_profile(profile), revision=revision, asleep=asleep)
 
 
+def render_canary_for_profile(
+    manifest: Mapping[str, Any], profile: Any, *, revision: int | None = None
+) -> list[dict[str, Any]]:
+    """render_canary() for a jobs.models.Profile: a Canary rollout's second InferenceService."""
+    return render_canary(manifest, RenderTarget.from_profile(profile), revision=revision)
+
+
 __all__ = [
     "APP_LABEL",
     "CRD_DIR_SETTING",
@@ -49,6 +57,8 @@ __all__ = [
     "SLEEPING_ANNOTATION",
     "crd_dir",
     "render",
+    "render_canary",
+    "render_canary_for_profile",
     "render_for_profile",
     "to_json",
     "to_yaml",

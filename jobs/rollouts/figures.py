@@ -10,7 +10,7 @@ from django.db.models import Sum
 
 from jobs.models import UsageMinute
 from jobs.rollouts.judge import RevisionFigures
-from jobs.usage.histogram import LATENCY_BUCKET_FIELDS
+from jobs.usage.histogram import LATENCY_BUCKET_FIELDS, TTFT_BUCKET_FIELDS
 from jobs.usage.readers import minute_floor
 
 _SUMMED = (
@@ -20,6 +20,7 @@ _SUMMED = (
     "ttft_ms_sum",
     "ttft_count",
     *LATENCY_BUCKET_FIELDS,
+    *TTFT_BUCKET_FIELDS,
 )
 
 
@@ -53,5 +54,6 @@ def revision_figures(
             latency_buckets=tuple(int(sums[name]) for name in LATENCY_BUCKET_FIELDS),
             ttft_ms_sum=float(sums["ttft_ms_sum"]),
             ttft_count=int(sums["ttft_count"]),
+            ttft_buckets=tuple(int(sums[name]) for name in TTFT_BUCKET_FIELDS),
         )
     return out

@@ -6,10 +6,11 @@ reason in words and the figures it went by. Pure: no ORM, no clock.
 - Roll back when the canary's server error rate (5xx answers and errors inside 200 streams)
   is above the stable one's by more than maxErrorRateIncrease (absolute).
 - Roll back when the canary is slower by more than maxLatencyIncrease (relative) and by more
-  than LATENCY_SLACK_MS: its mean time to first token against the stable one's when both
-  answered streams, and its p95 latency (from the latency histogram) against the stable
-  one's. The slack keeps a few milliseconds of noise on fast answers (a new connection, the
-  histogram's buckets) from rolling a release back.
+  than LATENCY_SLACK_MS: its p95 time to first token against the stable one's when both
+  answered streams, and its p95 latency against the stable one's, each from the two
+  revisions' histograms over the same window (rows written before the time to first token had
+  a histogram: its mean). The slack keeps a few milliseconds of noise on fast answers (a new
+  connection, the histogram's buckets) from rolling a release back.
 - Otherwise promote (to the next step, or to 100% after the last).
 """
 
@@ -22,6 +23,11 @@ from jobs.usage.histogram import quantile
 
 PROMOTE, ROLL_BACK, WAIT = "promote", "rollback", "wait"
 LATENCY_SLACK_MS = 50.0
+LABELS = {
+    "ttftP95": "p95 time to first token",
+    "ttft": "mean time to first token",
+    "latencyP95": "p95 latency",
+}
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,7 @@ class RevisionFigures:
     latency_buckets: tuple[int, ...] = ()  # over LATENCY_BOUNDS_MS, as the rows keep them
     ttft_ms_sum: float = 0.0
     ttft_count: int = 0
+    ttft_buckets: tuple[int, ...] = ()  # streams' time to first token, over the same bounds
 
     @property
     def error_rate(self) -> float | None:
@@ -46,6 +53,10 @@ class RevisionFigures:
     @property
     def ttft_avg_ms(self) -> float | None:
         return self.ttft_ms_sum / self.ttft_count if self.ttft_count else None
+
+    @property
+    def ttft_p95_ms(self) -> float | None:
+        return quantile(self.ttft_buckets, 0.95) if any(self.ttft_buckets) else None
 
     def shown(self) -> dict:
         """For the event, the audit entry and the page."""
@@ -60,6 +71,7 @@ class RevisionFigures:
             "errorRate": rounded(self.error_rate, 4),
             "latencyP95Ms": rounded(self.latency_p95_ms, 1),
             "ttftAvgMs": rounded(self.ttft_avg_ms, 1),
+            "ttftP95Ms": rounded(self.ttft_p95_ms, 1),
         }
 
 
@@ -119,7 +131,7 @@ def judge(stable: RevisionFigures, canary: RevisionFigures, limits: Limits) -> V
         ratio = ours / theirs - 1 if theirs > 0 else 0.0
         figures[f"{what}Increase"] = round(ratio, 4)
         if ratio > limits.max_latency_increase and ours - theirs > LATENCY_SLACK_MS:
-            label = "mean time to first token" if what == "ttft" else "p95 latency"
+            label = LABELS[what]
             return Verdict(
                 ROLL_BACK,
                 f"revision {canary.revision}'s {label} is {ours:.0f} ms, revision "
@@ -140,7 +152,9 @@ def _latencies(
     stable: RevisionFigures, canary: RevisionFigures
 ) -> Sequence[tuple[str, float, float]]:
     out = []
-    if stable.ttft_avg_ms is not None and canary.ttft_avg_ms is not None:
+    if stable.ttft_p95_ms is not None and canary.ttft_p95_ms is not None:
+        out.append(("ttftP95", canary.ttft_p95_ms, stable.ttft_p95_ms))
+    elif stable.ttft_avg_ms is not None and canary.ttft_avg_ms is not None:
         out.append(("ttft", canary.ttft_avg_ms, stable.ttft_avg_ms))
     if stable.latency_p95_ms is not None and canary.latency_p95_ms is not None:
         out.append(("latencyP95", canary.latency_p95_ms, stable.latency_p95_ms))

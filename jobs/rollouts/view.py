@@ -40,6 +40,7 @@ def rollout_view(application: Application) -> dict | None:
             ("Server errors", stable["serverErrors"], canary["serverErrors"]),
             ("Error rate", _percent(stable["errorRate"]), _percent(canary["errorRate"])),
             ("p95 latency", _ms(stable["latencyP95Ms"]), _ms(canary["latencyP95Ms"])),
+            ("p95 time to first token", _ms(stable["ttftP95Ms"]), _ms(canary["ttftP95Ms"])),
             ("Mean time to first token", _ms(stable["ttftAvgMs"]), _ms(canary["ttftAvgMs"])),
         ],
         "decisions": decisions,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jobs.usage.histogram import LATENCY_BUCKET_FIELDS, quantile
+from jobs.usage.histogram import BUCKET_COUNT, LATENCY_BUCKET_FIELDS, TTFT_BUCKET_FIELDS, quantile
 
 COUNTER_FIELDS: tuple[str, ...] = (
     "requests",
@@ -20,6 +20,7 @@ COUNTER_FIELDS: tuple[str, ...] = (
     "ttft_ms_sum",
     "ttft_count",
     *LATENCY_BUCKET_FIELDS,
+    *TTFT_BUCKET_FIELDS,
 )
 (
     REQUESTS,
@@ -34,6 +35,7 @@ COUNTER_FIELDS: tuple[str, ...] = (
     TTFT_COUNT,
 ) = range(10)
 FIRST_BUCKET = 10
+FIRST_TTFT_BUCKET = FIRST_BUCKET + BUCKET_COUNT
 WIDTH = len(COUNTER_FIELDS)
 
 

@@ -58,16 +58,18 @@ def quantile(counts: Sequence[int], q: float) -> float | None:
     return float(LATENCY_BOUNDS_MS[-1])  # only reached through float rounding of rank
 
 
-def bucket_field_names() -> tuple[str, ...]:
+def bucket_field_names(what: str = "latency") -> tuple[str, ...]:
     """The UsageMinute column of each bucket, e.g. latency_le_2_5ms, latency_over_60000ms."""
 
     def label(bound: float) -> str:
         text = f"{bound:g}".replace(".", "_")
-        return f"latency_le_{text}ms"
+        return f"{what}_le_{text}ms"
 
     names = [label(bound) for bound in LATENCY_BOUNDS_MS]
-    names.append(f"latency_over_{LATENCY_BOUNDS_MS[-1]:g}ms")
+    names.append(f"{what}_over_{LATENCY_BOUNDS_MS[-1]:g}ms")
     return tuple(names)
 
 
 LATENCY_BUCKET_FIELDS = bucket_field_names()
+# Streams' time to first token, over the same bounds: a Canary step is judged by its p95.
+TTFT_BUCKET_FIELDS = bucket_field_names("ttft")

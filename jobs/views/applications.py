@@ -30,13 +30,15 @@ def detail(request, name):
 
 def _detail_page(request, application, status: int = 200, **more):
     revisions = list(application.revisions.select_related("created_by")[:50])
+    top = overview_context(application)  # the live top: status, cards, events, the rollout
+    rollout = top["rollout"]["rollout"] if top["rollout"] and top["rollout"]["active"] else None
     context = {
         "application": application,
         "manifest_yaml": to_yaml(application.manifest),
         "revisions": revisions,
         **overview.page_context(application, revisions, request.membership),
-        **overview_context(application),  # the live top: status, cards, events
-        **benchmarks.page_context(application, revisions),
+        **top,
+        **benchmarks.page_context(application, revisions, rollout),
         "may_deploy": request.membership.may("deploy"),
         "offer_delete_from_console": False,
         **call_from_code(request, application),

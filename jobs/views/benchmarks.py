@@ -14,7 +14,7 @@ from jobs.deploy import ActionError
 def start(request, name):
     application, deployer = application_to_change(request.membership, name)
     try:
-        run, secret = runs.start(application, deployer)
+        run, secret = runs.start(application, deployer, _revision(request.POST.get("revision")))
     except ActionError as error:
         messages.error(request, str(error))
     else:
@@ -25,3 +25,11 @@ def start(request, name):
             "under Benchmarks when it ends (at most a few minutes).",
         )
     return redirect("jobs:application-detail", name=name)
+
+
+def _revision(given: str | None) -> int | None:
+    """The revision the form names (during a Canary rollout), None for the serving one; text
+    that is not a revision number names none the benchmark accepts (runs.start says which)."""
+    if not given:
+        return None
+    return int(given) if given.isdigit() and len(given) <= 9 else 0

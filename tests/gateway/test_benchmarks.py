@@ -14,9 +14,10 @@ from accesspolicies.models import AuditEntry
 from accesspolicies.secrets import BENCHMARK
 from jobs.benchmark import plan as p
 from jobs.benchmark import runs
+from jobs.deploy import ActionError
 from jobs.gateway.metering import Meter, RequestRecord
 from jobs.gateway.snapshot import decide, load_snapshot
-from jobs.models import Benchmark, BenchmarkLevel, Event, Revision, UsageMinute
+from jobs.models import Benchmark, BenchmarkLevel, Event, Revision, Rollout, UsageMinute
 from tests.gateway.support import StandIn, caught_up, free_port, make_app, make_key
 from tests.helpers import api_error, bearer, client_for, command_line, wait_for
 
@@ -40,6 +41,39 @@ def served(org, name, url, **spec):
         application=app, number=1, manifest=app.manifest, outcome=Revision.Outcome.APPLIED
     )
     return app
+
+
+def asked(server) -> int:
+    """How many chat requests a stand-in has answered (its session's)."""
+    return len(httpx.get(server.url + "/fake/requests", timeout=5).json()["requests"])
+
+
+def rolling_out(app, canary_url: str, canary_phase: str = "Running") -> Rollout:
+    """Revision 2 of `app` as a Canary beside revision 1, at its first step (10%)."""
+    Revision.objects.create(
+        application=app,
+        number=2,
+        manifest=app.manifest,
+        outcome=Revision.Outcome.APPLIED,
+        release="Canary",
+    )
+    return Rollout.objects.create(
+        application=app,
+        stable_revision=1,
+        canary_revision=2,
+        plan={
+            "steps": [10, 50],
+            "stepSeconds": 60,
+            "maxErrorRateIncrease": 0.02,
+            "maxLatencyIncrease": 0.25,
+            "minRequests": 100,
+        },  # fmt: skip
+        state=Rollout.State.PROGRESSING,
+        weight=10,
+        step_started_at=timezone.now(),
+        canary_phase=canary_phase,
+        canary_endpoints=[canary_url] if canary_phase == "Running" else [],
+    )
 
 
 def levels_of(run) -> list[tuple[int, int]]:
@@ -270,6 +304,89 @@ def test_the_button_runs_it_and_the_page_shows_the_results(org, deployer, viewer
     assert "/models/alpha/benchmark/" not in html
     assert seen.post("/models/alpha/benchmark/").status_code == 403
     assert BenchmarkLevel.objects.filter(benchmark__application=app).count() == 6
+
+
+@pytest.fixture(scope="module")
+def alpha_canary():
+    """A second server of model alpha: a Canary rollout's revision 2."""
+    server = StandIn("alpha")
+    yield server
+    server.stop()
+
+
+def test_during_a_rollout_each_revision_is_benchmarked_apart_and_compared(
+    org, deployer, alpha, alpha_canary
+):
+    app = served(org, "alpha", alpha.url)
+    rolling_out(app, alpha_canary.url)
+    page = client_for(deployer)
+    html = page.get("/models/alpha/").content.decode()
+    assert "Benchmark revision 1 (stable)" in html and "Benchmark revision 2 (canary)" in html
+    total = sum(requests for _, requests in CHAT_LEVELS)
+
+    # The canary: its load goes to the canary's server only, whatever the split (10%).
+    before = (asked(alpha), asked(alpha_canary))
+    answer = page.post("/models/alpha/benchmark/", {"revision": "2"}, follow=True)
+    assert "Benchmark of alpha revision 2 started" in answer.content.decode()
+    run = finished(Benchmark.objects.get(application=app).pk)
+    assert run.state == Benchmark.State.SUCCEEDED and run.revision.number == 2, run.message
+    assert (asked(alpha) - before[0], asked(alpha_canary) - before[1]) == (0, total)
+
+    # The stable one (the default during a rollout, not the newest revision): the other server.
+    before = (asked(alpha), asked(alpha_canary))
+    run = benchmarked(app, deployer)
+    assert run.state == Benchmark.State.SUCCEEDED and run.revision.number == 1, run.message
+    assert (asked(alpha) - before[0], asked(alpha_canary) - before[1]) == (total, 0)
+
+    # Side by side on the page: both revisions' results, in the chart and the table.
+    html = page.get("/models/alpha/").content.decode()
+    assert [s["revision"] for s in chart_of(html)] == [1, 2]
+    assert (
+        html.count('data-benchmark-revision="1"')
+        == html.count('data-benchmark-revision="2"')
+        == len(CHAT_LEVELS)
+    )
+
+
+def test_a_revision_that_does_not_serve_is_refused_naming_those_that_do(org, deployer, alpha):
+    app = served(org, "alpha", alpha.url)
+    with pytest.raises(ActionError) as refused:
+        runs.start(app, deployer, 7)
+    assert "does not serve revision 7" in str(refused.value) and "accepts 1" in str(refused.value)
+    answer = httpx_client(deployer).post("/api/v1/applications/alpha/benchmarks?revision=7")
+    assert answer.status_code == 400 and "does not serve revision 7" in api_error(answer)["message"]
+    _, err, code = command_line("app", "benchmark", "alpha", "--revision", "7", "--user", "dan")
+    assert code == 1 and "does not serve revision 7" in err
+    rolling_out(app, "", canary_phase="Loading")
+    with pytest.raises(ActionError) as refused:
+        runs.start(app, deployer, 2)
+    assert refused.value.status == 409 and "not serving yet (Loading)" in str(refused.value)
+    with pytest.raises(ActionError) as refused:
+        runs.start(app, deployer, 10**40)
+    assert "does not serve revision 0" in str(refused.value) and "accepts 1 or 2" in str(
+        refused.value
+    )
+    assert not Benchmark.objects.exists()
+    answer = client_for(deployer).post(
+        "/models/alpha/benchmark/", {"revision": "x" * 50}, follow=True
+    )
+    assert "does not serve revision 0" in answer.content.decode()
+
+
+def test_after_a_rollout_rolled_back_the_stable_revision_is_the_one_measured(org, deployer, alpha):
+    app = served(org, "alpha", alpha.url)
+    Revision.objects.create(
+        application=app,
+        number=2,
+        manifest=app.manifest,
+        outcome=Revision.Outcome.APPLIED,
+        release="Rolled back",
+    )
+    run, _ = runs.start(app, deployer)
+    assert run.revision.number == 1
+    with pytest.raises(ActionError) as refused:
+        runs.start(app, deployer, 2)
+    assert "does not serve revision 2" in str(refused.value)
 
 
 def test_the_button_says_why_it_is_refused(org, deployer, outsider):

@@ -76,3 +76,15 @@ def test_while_promoted_the_canary_serves_if_the_stable_replicas_do_not():
 def test_buckets_spread_over_0_to_99():
     found = {bucket(k, None) for k in range(2000)}
     assert min(found) == 0 and max(found) == 99 and len(found) == 100
+
+
+def test_a_benchmark_goes_to_the_revision_it_measures_whatever_the_split():
+    callers = [(-key_id, affinity) for key_id in range(1, 20) for affinity in (None, 7, 99)]
+    for weight in (1, 50, 99):
+        split = rolled(weight)
+        assert {pick(split, *c, 2)[1] for c in callers} == {2}
+        assert {pick(split, *c, 2)[0].upstream for c in callers} == {CANARY}
+        assert {pick(split, *c, 1)[1] for c in callers} == {1}
+        assert {pick(split, *c, 1)[0].upstream for c in callers} == {STABLE}
+    # A canary with no ready replica takes nothing, not even its benchmark.
+    assert pick(rolled(50, canary=()), -1, None, 2)[1] == 1

@@ -17,10 +17,11 @@ from jobs.backends.kubernetes.kubevirt_client import (
     Machines,
     is_virtual_machine_app,
 )
+from jobs.kube_names import CANARY_TRACK, canary_name, predictor_service, predictor_url
 from jobs.machine_catalog import gpu_kind_named, kubevirt_device_name, unpermitted_gpu_kinds
 from jobs.manifest.view import FilledManifest
 from jobs.models import Phase
-from jobs.render import render_for_profile, with_revision
+from jobs.render import RenderError, render_canary_for_profile, render_for_profile, with_revision
 from jobs.status import MachineFacts, derive_status, derive_vm_status
 
 # How far back sleep and wake look for the revision an application runs.
@@ -265,6 +266,64 @@ class ClusterBackend:
                 desired_replicas=application.desired_replicas,
             )
         return Observed.of(status_of(application, seen.isvc, seen.pods, seen.events))
+
+    # -- a Canary rollout: the canary's InferenceService beside the stable one (jobs/rollouts)
+
+    def apply_canary(self, application, revision) -> Observed:
+        """Apply `revision` as the canary, <name>-canary (jobs.render.canary), beside the
+        stable InferenceService, which keeps serving: the stable revision's objects are not
+        touched (their track differs; spec.namespace is fixed, so both are in one namespace)."""
+        try:
+            objects = render_canary_for_profile(
+                revision.manifest, self.profile, revision=revision.number
+            )
+            self.client.apply(objects)
+        except RenderError as error:
+            raise BackendFailed(
+                f"Revision {revision.number} cannot run as a canary: {error}.",
+                "Deploy it with spec.rollout.strategy Replace.",
+            ) from None
+        except BackendError as error:
+            raise self._fail(error) from None
+        return Observed(
+            phase=Phase.PENDING,
+            reason=f"Revision {revision.number} is applied as InferenceService "
+            f"{canary_name(application.name)}; waiting for the cluster to run it.",
+            desired_replicas=_awake(revision.manifest),
+        )
+
+    def observe_canary(self, application) -> Observed:
+        """The canary's status, as derive_status reads the stable one's, and its ready
+        replicas from its predictor Service's EndpointSlices (that Service itself when they
+        cannot be read). Raises BackendFailed when the cluster does not answer: the rollout
+        then waits for the next pass, it is not judged on a status nobody saw."""
+        app, namespace = _where(application)
+        try:
+            seen = self.client.observe(
+                app, namespace, organization=_org(application), track=CANARY_TRACK
+            )
+        except BackendError as error:
+            raise self._fail(error) from None
+        observed = Observed.of(status_of(application, seen.isvc, seen.pods, seen.events))
+        if observed.phase != Phase.RUNNING:
+            return replace(observed, replica_endpoints=())
+        service = predictor_service(canary_name(app))
+        try:
+            endpoints = self.client.ready_endpoints(service, namespace)
+        except BackendError:  # no right to list them (or a hiccup): the Service balances
+            endpoints = ()
+        return replace(
+            observed, replica_endpoints=endpoints or (predictor_url(canary_name(app), namespace),)
+        )
+
+    def remove_canary(self, application) -> None:
+        """Delete the canary's objects (the stable revision's stay)."""
+        try:
+            self.client.delete(
+                *_where(application), organization=_org(application), track=CANARY_TRACK
+            )
+        except BackendError as error:
+            raise self._fail(error) from None
 
 
 def awaiting_endpoints(application, observed: Observed) -> Observed:

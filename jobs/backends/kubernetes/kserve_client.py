@@ -12,6 +12,11 @@ servedeck.io/organization=<slug>; those labels are how apply prunes, delete find
 and observe find the pods (KServe copies the InferenceService's labels onto the predictor's
 pods: buildObjectMeta in its predictor.go). Organisations may share a namespace: no verb
 changes an existing object that does not carry both (jobs/backends/kubernetes/owner.py).
+
+During a Canary rollout the canary's objects (jobs.render.canary) carry the application label
+too, and servedeck.io/track=canary: each verb takes one track, the stable one (no track label)
+unless told otherwise, so the stable revision's apply never prunes the canary and its status
+never counts the canary's pods; delete without a track takes both.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.kube_names import predictor_service
+from jobs.kube_names import CANARY_TRACK, about_canary, canary_name, predictor_service, track_of
 from jobs.machine_catalog import vllm_version_of_image
 from jobs.manifest.quantity import parse_quantity
 from jobs.render.common import APP_LABEL, NAMESPACE_LABEL, ORGANIZATION_LABEL
 from jobs.render.extras import PREDICTOR_PORT
+from jobs.status.endpoints import SERVICE_NAME_LABEL, ready_endpoints
 
 from .errors import BackendError, Gone, NotFound, Unreachable
 from .kinds import (
@@ -264,6 +270,7 @@ class KServeClient:
         if not typed:
             return
         app, namespace, organization = _owner_of([obj for _, obj in typed])
+        track = _track_of([obj for _, obj in typed])
         for kind, obj in typed:  # all checked before any is changed
             taken = self._taken(kind, obj, app, organization)
             if taken is not None:
@@ -272,26 +279,32 @@ class KServeClient:
             self.api.apply(kind, _applicable(obj))
         keep = {_identity(kind, obj) for kind, obj in typed}
         kinds = (*(kind for kind, _ in typed), *prune_kinds)
-        for kind, obj in reversed(self._ours(app, namespace, organization, kinds)):
+        for kind, obj in reversed(self._ours(app, namespace, organization, kinds, track)):
             if _identity(kind, obj) not in keep:
                 self._delete_quietly(kind, obj)
 
     def delete(
-        self, app: str, namespace: str, *, organization: str, kinds: Iterable[Kind] = ()
+        self,
+        app: str,
+        namespace: str,
+        *,
+        organization: str,
+        kinds: Iterable[Kind] = (),
+        track: str | None = None,
     ) -> None:
         """Delete everything rendered for the organisation's application (its cluster-scoped
         weight cache too; of the container kinds and `kinds`); Kubernetes' garbage collector
         then removes the Deployments and pods (KubeVirt's the instances). Objects of the same
-        name that are not this application's stay."""
-        for kind, obj in reversed(self._ours(app, namespace, organization, tuple(kinds))):
+        name that are not this application's stay. `track`: only that track's objects (a
+        Canary rollout's canary: CANARY_TRACK); None: both."""
+        for kind, obj in reversed(self._ours(app, namespace, organization, tuple(kinds), track)):
             self._delete_quietly(kind, obj)
 
     def restart(self, app: str, namespace: str, *, organization: str) -> int:
         """Replace the replicas: delete the application's pods, their Deployment makes new
         ones; settings, storage and the weight cache stay. Returns how many were deleted."""
         self._require_isvc(app, namespace, organization)
-        selector = _selector(app, organization=organization)
-        pods = self.api.list(POD, namespace, selector).get("items") or []
+        pods = self._pods(app, namespace, organization)
         for pod in pods:
             self._delete_quietly(POD, pod)
         return len(pods)
@@ -347,11 +360,17 @@ class KServeClient:
         return not_ours(kind.describe(namespace, name), live, app, organization, where)
 
     def _ours(
-        self, app: str, namespace: str, organization: str, kinds: Iterable[Kind] = ()
+        self,
+        app: str,
+        namespace: str,
+        organization: str,
+        kinds: Iterable[Kind] = (),
+        track: str | None = None,
     ) -> list[tuple[Kind, dict]]:
         """The application's objects on the cluster of the container kinds and `kinds`, kind
         by kind in apply order; a kind the cluster does not serve has none. An object a
-        controller owns (KServe's Service, KubeVirt's instances) is its owner's, not ours."""
+        controller owns (KServe's Service, KubeVirt's instances) is its owner's, not ours.
+        `track`: only that track's ("" the stable revision's); None: every one."""
         wanted = {*CONTAINER_RENDERED, *kinds}
         found = []
         for kind in (k for k in RENDERED if k in wanted):
@@ -364,7 +383,9 @@ class KServeClient:
             found += [
                 (kind, obj)
                 for obj in listed
-                if is_ours(obj, app, organization) and not _controlled(obj)
+                if is_ours(obj, app, organization)
+                and not _controlled(obj)
+                and (track is None or track_of(obj) == track)
             ]
         return found
 
@@ -383,28 +404,47 @@ class KServeClient:
 
     # --- observing ------------------------------------------------------------------------
 
-    def observe(self, app: str, namespace: str, *, organization: str) -> ClusterObjects:
+    def observe(
+        self, app: str, namespace: str, *, organization: str, track: str = ""
+    ) -> ClusterObjects:
         """The InferenceService (None when absent, or when that name is someone else's), its
         pods, and the namespace's events about them (the InferenceService, its pods,
-        Deployments and ReplicaSets, Kueue workloads)."""
+        Deployments and ReplicaSets, Kueue workloads). `track` CANARY_TRACK: a Canary
+        rollout's canary (<app>-canary) instead of the stable revision."""
+        name = canary_name(app) if track == CANARY_TRACK else app
         try:
-            isvc: dict | None = self.api.get(INFERENCE_SERVICE, app, namespace)
+            isvc: dict | None = self.api.get(INFERENCE_SERVICE, name, namespace)
         except NotFound:
             isvc = None
-        if isvc is not None and not is_ours(isvc, app, organization):
+        if isvc is not None and not (is_ours(isvc, app, organization) and track_of(isvc) == track):
             isvc = None  # another application's status is not this one's
-        selector = _selector(app, organization=organization)
-        pods = self.api.list(POD, namespace, selector).get("items") or []
+        pods = self._pods(app, namespace, organization, track)
         names = {_name(p) for p in pods}
         events = self.api.list(EVENT, namespace).get("items") or []
         if isvc is None:  # events named after the app would be about the other's objects
             return ClusterObjects(None, pods, [e for e in events if _about(e, "", names)])
-        return ClusterObjects(isvc, pods, [e for e in events if _about(e, app, names)])
+        # The stable revision's events are not about the canary's objects, named after it.
+        about = [e for e in events if _about(e, name, names)]
+        if track != CANARY_TRACK:
+            about = [e for e in about if not about_canary(_involved_name(e), app)]
+        return ClusterObjects(isvc, pods, about)
 
-    def replica_pods(self, app: str, namespace: str, *, organization: str) -> list[dict]:
-        """The application's pods (its replicas), oldest first."""
+    def _pods(self, app: str, namespace: str, organization: str, track: str = "") -> list[dict]:
+        """The pods of one track of the application (KServe copies the labels onto them)."""
         selector = _selector(app, organization=organization)
         pods = self.api.list(POD, namespace, selector).get("items") or []
+        return [pod for pod in pods if track_of(pod) == track]
+
+    def ready_endpoints(self, service: str, namespace: str) -> tuple[str, ...]:
+        """The ready endpoints of one Service, from its EndpointSlices (jobs.status.endpoints):
+        a Canary rollout's canary, which the reconciler's watches do not follow."""
+        selector = f"{SERVICE_NAME_LABEL}={service}"
+        slices = self.api.list(ENDPOINT_SLICE, namespace, selector).get("items") or []
+        return ready_endpoints(slices)
+
+    def replica_pods(self, app: str, namespace: str, *, organization: str) -> list[dict]:
+        """The application's pods (its replicas: the stable revision's), oldest first."""
+        pods = self._pods(app, namespace, organization)
         return sorted(
             pods, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", _name(p))
         )
@@ -576,6 +616,17 @@ def _applicable(obj: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
+def _track_of(objects: list[Mapping[str, Any]]) -> str:
+    """The one track a rendered set belongs to ("" the stable revision's)."""
+    tracks = {track_of(obj) for obj in objects}
+    if len(tracks) != 1:
+        raise BackendError(
+            f"The objects to apply mix a Canary rollout's tracks ({sorted(tracks)})",
+            "Apply the stable revision's objects and the canary's (jobs.render.canary) apart.",
+        )
+    return tracks.pop()
+
+
 def _owner_of(objects: list[Mapping[str, Any]]) -> tuple[str, str, str]:
     """The application, namespace and organisation a rendered set belongs to (its labels
     say)."""
@@ -621,6 +672,11 @@ def _at_version(kind: Kind, version: str | None) -> Kind:
     if not version or version == kind.version:
         return kind
     return Kind(kind.kind, kind.group, version, kind.plural, kind.namespaced, kind.provider)
+
+
+def _involved_name(event: Mapping[str, Any]) -> str:
+    about = event.get("involvedObject") or event.get("regarding") or {}
+    return str(about.get("name") or "")
 
 
 def _about(event: Mapping[str, Any], app: str, pods: set[str]) -> bool:

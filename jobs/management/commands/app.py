@@ -63,7 +63,11 @@ class Command(ServeDeckCommand):
             add_verb(verbs_, verb, help=text).add_argument("name")
         for verb, text in ROLLOUT_DECISIONS.items():
             add_verb(verbs_, verb, help=text).add_argument("name")
-        add_verb(verbs_, "benchmark", help=present.BENCHMARK_HELP).add_argument("name")
+        benchmark = add_verb(verbs_, "benchmark", help=present.BENCHMARK_HELP)
+        benchmark.add_argument("name")
+        benchmark.add_argument(
+            "--revision", type=int, metavar="N", help=present.BENCHMARK_REVISION_HELP
+        )
         logs = add_verb(verbs_, "logs", help="the last lines of a replica's model server log")
         logs.add_argument("name")
         logs.add_argument("--lines", type=int, default=100, metavar="N", help="1 to 1000")
@@ -185,10 +189,10 @@ class Command(ServeDeckCommand):
         if not found:
             self.stderr.write(present.no_log_lines(name, replica))
 
-    def do_benchmark(self, membership, name, **_):
+    def do_benchmark(self, membership, name, revision=None, **_):
         """Runs in this process, in the foreground: the command is the worker."""
         application, deployer = application_to_change(membership, name)
-        run, secret = benchmark_runs.start(application, deployer)
+        run, secret = benchmark_runs.start(application, deployer, revision)
         self.stderr.write(f"benchmarking {name} revision {run.revision.number} (until the end)")
         run = benchmark_runs.execute(run.pk, secret)
         self._lines(present.benchmark_lines(benchmark_shown.body(run)))

@@ -220,6 +220,7 @@ async def test_connect_catches_up_then_a_status_change_arrives(org, viewer, laye
         "live-traffic",
         "live-chart-points",
         "live-serving",
+        "benchmark-results",
     ]
     assert ">Downloading<" in first and 'aria-current="step">Downloading weights' in first
 
@@ -291,6 +292,34 @@ async def test_serving_metrics_and_deletion_fragments(org, viewer, layer):
     got = await receive_all(communicator)
     await finish(communicator)
     assert len(got) == 1 and ids(got[0]) == ["live-status"] and "chat is deleted" in got[0]
+
+
+async def test_a_benchmark_started_or_ended_brings_the_benchmark_results(org, viewer, layer):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.models import Benchmark, Revision
+
+    app = await sync_to_async(make_app)(org, phase="Running", ready_replicas=1, desired_replicas=1)
+    cookie = await sync_to_async(session_cookie)(viewer.user)
+    communicator, _, _ = await connect("/ws/applications/chat/", ORIGIN, cookie)
+    first = await communicator.receive_from(timeout=5)
+    assert "data-benchmark-none" in first.split('id="benchmark-results"')[1]
+
+    def started():
+        revision = Revision.objects.create(application=app, number=1, manifest={})
+        deadline = timezone.now() + timedelta(minutes=5)
+        Benchmark.objects.create(
+            application=app, revision=revision, task="chat", route="x", deadline=deadline
+        )
+
+    await sync_to_async(started)()
+    await get_channel_layer().group_send(group_name(app), {"type": "benchmark.update"})
+    got = await receive_all(communicator)
+    await finish(communicator)
+    assert len(got) == 1 and ids(got[0]) == ["benchmark-results"], got
+    assert "A benchmark of revision 1 is running" in got[0]
 
 
 async def test_dashboard_gets_phase_changes_of_the_applications_it_shows(

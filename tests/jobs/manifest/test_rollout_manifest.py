@@ -5,7 +5,7 @@ import pytest
 
 from jobs.manifest import parse
 from jobs.manifest.json_schema import manifest_json_schema
-from jobs.manifest.rollout import RolloutPlan, plan_of
+from jobs.manifest.rollout import KUBERNETES_CANARY_NAME_MAX, RolloutPlan, plan_of
 from tests.jobs.manifest.manifest_support import context, m, profile
 
 LOCAL = {"prod-inference": profile(backend="local")}
@@ -88,10 +88,30 @@ def test_limits_without_canary_are_a_warning():
     assert "Set strategy to Canary" in warning.message
 
 
-def test_canary_is_refused_on_kubernetes_for_now():
+def test_canary_runs_on_kubernetes_for_a_model_served_in_containers():
     result = parse(m({"spec.rollout": {"strategy": "Canary"}}), context())
+    assert result.ok, [str(p) for p in result.problems()]
+    assert plan_of(result.manifest).canary
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"runtime.isolation": "VirtualMachine"}, "isolation VirtualMachine is replaced"),
+        ({"format": "SKLearn", "runtime.engine": "sklearn"}, "runtime.engine is sklearn"),
+        ({"spec.name": "a" * (KUBERNETES_CANARY_NAME_MAX + 1)}, "accepts names of at most 46"),
+    ],
+)
+def test_canary_on_kubernetes_refuses_what_a_second_inference_service_cannot_serve(changes, says):
+    result = parse(m({"spec.rollout": {"strategy": "Canary"}, **changes}), context())
     refusal = next(p for p in result.refusals if p.path == "spec.rollout.strategy")
-    assert "local profile only" in refusal.message and "Set strategy to Replace" in refusal.message
+    assert says in refusal.message and "Replace" in refusal.message, refusal.message
+
+
+def test_a_name_of_the_longest_length_is_accepted_with_canary_on_kubernetes():
+    name = "a" * KUBERNETES_CANARY_NAME_MAX
+    result = parse(m({"spec.rollout": {"strategy": "Canary"}, "spec.name": name}), context())
+    assert not [p for p in result.refusals if p.path.startswith("spec.rollout")]
 
 
 def test_canary_needs_a_model_that_stays_up():

@@ -96,6 +96,7 @@ def test_later_flushes_add_to_the_minutes_rows(db, org, meter):
         24.0,
         3,
     )
+    assert (first.ttft_le_10ms, first.ttft_le_5ms) == (3, 0)
     assert UsageMinute.objects.get(scope="o-.a-.k-").requests == 3
 
 
