@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0014_profile_storage_access'),
+        ('jobs', '0015_usage_adapter'),
     ]
 
     operations = [
