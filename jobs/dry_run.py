@@ -245,12 +245,14 @@ def dry_run(
     )
     if result.facts is not None:
         run.model_defaults = result.facts.model_filled
+    if result.manifest is not None:
+        _add_model_id_problems(run, organization, result.manifest)
     if checked is not None:
         _add_check_problems(run, checked)
         if checked.storage_private and result.manifest is not None:
             _add_access_problem(run, organization, checked)
-        if checked.can_serve and result.manifest is not None:
-            _add_adapter_problems(run, organization, result.manifest)
+        if result.manifest is not None:
+            _add_adapter_problems(run, organization, result.manifest, checked.can_serve)
     if result.manifest is not None and run.ok:
         _on_target(run, organization, server_side)
     if run.server_side and run.ok and checked is not None and checked.can_serve:
@@ -355,11 +357,9 @@ def _add_check_problems(run: DryRun, checked: CheckResult) -> None:
             run.refusals.append(mf.Problem(layout.path, layout.message, origin="check-model"))
 
 
-def _add_adapter_problems(run: DryRun, organization, manifest: dict) -> None:
-    """Check model of each LoRA adapter (its adapter_config.json against the model), when the
-    manifest's own rules passed them; read with the profile's token and storage access. A
-    model id is the organisation's once: an adapter may not take another application's name
-    or adapter's, nor this application another's adapter's."""
+def _add_model_id_problems(run: DryRun, organization, manifest: dict) -> None:
+    """A model id is the organisation's once, whatever Check model says: an adapter may not take
+    another application's name or adapter's, nor this application another's adapter's."""
     filled = FilledManifest(manifest)
     others = Application.objects.filter(organization=organization).exclude(name=filled.name)
     rows = list(others.values_list("name", "manifest"))
@@ -376,10 +376,7 @@ def _add_adapter_problems(run: DryRun, organization, manifest: dict) -> None:
                 "check-model",
             )
         )
-    model = manifest["spec"]["source"].get("model") or {}
-    items = model.get("adapters")
-    if not items or any(p.path.startswith(mf_adapters.PATH) for p in run.refusals):
-        return
+    items = _adapter_items(run, manifest)
     taken = names | adapters_of_others
     for adapter in mf_adapters.read(items, filled.name, Out()):
         if adapter.name in taken:
@@ -394,6 +391,39 @@ def _add_adapter_problems(run: DryRun, organization, manifest: dict) -> None:
                     "check-model",
                 )
             )
+
+
+def _adapter_items(run: DryRun, manifest: dict) -> list:
+    """The manifest's adapters, once its own rules passed them (else none)."""
+    model = manifest["spec"]["source"].get("model") or {}
+    items = model.get("adapters") or []
+    if any(p.path.startswith(mf_adapters.PATH) for p in run.refusals):
+        return []
+    return items
+
+
+def _add_adapter_problems(run: DryRun, organization, manifest: dict, model_checked: bool) -> None:
+    """Check model of each LoRA adapter (its adapter_config.json against the model), read with
+    the profile's token and storage access. When the model's own check was not conclusive, the
+    adapters are not read either, and a warning at the adapters says so."""
+    filled = FilledManifest(manifest)
+    items = _adapter_items(run, manifest)
+    if not items:
+        return
+    if not model_checked:
+        if run.refusals:  # refused anyway: the adapters are moot until the model is served
+            return
+        run.warnings.append(
+            mf.Problem(
+                mf_adapters.PATH,
+                "the adapters' adapter_config.json were not read, as Check model could not say "
+                "the model itself is served (see its findings): their base model, rank and "
+                "target modules are unchecked. Run the dry run again once it can.",
+                "warning",
+                "check-model",
+            )
+        )
+        return
     profile = Profile.objects.filter(organization=organization, name=filled.profile_name).first()
     if profile is None or filled.uri is None:
         return

@@ -399,7 +399,7 @@ def read_json(
                 return None
         try:
             return json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # nested deeper than the parser goes
             raise BadFile(
                 f"{filename} of {repo} is not valid JSON ({exc})", endpoint=endpoint, repo=repo
             ) from exc

@@ -117,7 +117,7 @@ class BucketReader:
         body = self.read_range(folder.bucket, folder.prefix + name, 0, MAX_JSON_BYTES - 1)
         try:
             return json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # nested deeper than the parser goes
             raise StorageError(f"{name} of {folder.where} is not valid JSON ({exc})") from None
 
     def readable_anonymously(self, folder: Folder, name: str) -> bool:

@@ -377,7 +377,8 @@ def load_snapshot(version: int = -1) -> Snapshot:
     rollouts = {
         r.application_id: r for r in Rollout.objects.filter(state__in=Rollout.ACTIVE).order_by()
     }
-    for app in Application.objects.select_related("profile__cluster"):
+    # By id: of two applications claiming one adapter id, the first made keeps it.
+    for app in Application.objects.select_related("profile__cluster").order_by("id"):
         spec = dig(app.manifest, "spec") or {}
         access = spec.get("access") if isinstance(spec.get("access"), dict) else {}
         policy_name = (

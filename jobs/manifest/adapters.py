@@ -7,6 +7,7 @@ Pure: plain values in, problems (with their field paths) or argument lists out.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -166,8 +167,16 @@ def lora_args(adapters: Sequence[tuple[str, str]]) -> list[str]:
     if not adapters:
         return []
     args = ["--enable-lora", "--max-lora-rank", str(MAX_RANK), "--max-loras", str(len(adapters))]
-    args += ["--lora-modules", *(f"{name}={path}" for name, path in adapters)]
+    args += ["--lora-modules", *(_lora_module(name, path) for name, path in adapters)]
     return args
+
+
+def _lora_module(name: str, path: str) -> str:
+    """One --lora-modules item: NAME=PATH (vLLM splits at the first "="; a name is a DNS
+    label), or vLLM's JSON form where the path holds a comma (it reads such an item as JSON)."""
+    if "," in path:
+        return json.dumps({"name": name, "path": path})
+    return f"{name}={path}"
 
 
 def names(manifest: Mapping[str, Any]) -> list[str]:

@@ -39,7 +39,11 @@ _PLAIN: dict[Any, dict[str, Any]] = {
         "items": {
             "type": "object",
             "properties": {
-                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                "name": {
+                    "type": "string",
+                    "maxLength": 63,
+                    "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                },
                 "uri": {"type": "string"},
             },
             "required": ["name", "uri"],

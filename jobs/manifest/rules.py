@@ -455,6 +455,24 @@ def _adapters(model: dict[str, Any], spec: dict[str, Any], facts: Facts, out: Ou
                 "(a private repository is read with the profile's token), or deploy on a local "
                 "profile.",
             )
+        elif on_kubernetes and adapter.uri.hf_revision not in (None, "main"):
+            # vLLM's --lora-modules takes a repository, not a revision: what Check model read
+            # at another revision would not be what the cluster serves.
+            out.refuse(
+                at,
+                f"{show(adapter.uri.text)} names the revision {show(adapter.uri.hf_revision)}; "
+                f"on profile {profile.name}'s Kubernetes cluster vLLM loads an adapter's main "
+                "branch (its --lora-modules takes no revision), so accepts "
+                f"hf://{adapter.uri.hf_repo} only. Remove the revision (Check model then reads "
+                "main).",
+            )
+        elif on_kubernetes:
+            out.warn(
+                at,
+                f"{show(adapter.uri.text)}: on a Kubernetes cluster vLLM loads the adapter's "
+                "main branch at each start, so a push to it changes what a restart serves. "
+                "Keep the adapter's repository for releases only.",
+            )
         elif adapter.uri.scheme == "hf" and not adapter.uri.pinned:
             out.warn(
                 at,

@@ -32,4 +32,4 @@ def _revision(given: str | None) -> int | None:
     that is not a revision number names none the benchmark accepts (runs.start says which)."""
     if not given:
         return None
-    return int(given) if given.isdigit() and len(given) <= 9 else 0
+    return int(given) if given.isascii() and given.isdigit() and len(given) <= 9 else 0

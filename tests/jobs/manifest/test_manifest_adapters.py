@@ -12,7 +12,7 @@ from jobs.manifest.engine_flags import check_engine_args
 from tests.jobs.manifest.manifest_support import COMMIT, context, m, profile
 
 PINNED = f"hf://HuggingFaceTB/SmolLM2-135M-Instruct:{COMMIT}"
-LORA = f"hf://acme/smol-support-lora:{COMMIT}"
+LORA = "hf://acme/smol-support-lora"
 PATH = "spec.source.model.adapters"
 
 
@@ -67,13 +67,18 @@ def test_a_runtime_that_is_not_vllm_serves_no_adapter():
     assert any(p == PATH and "only vLLM" in msg for p, msg in found), found
 
 
-def test_on_kubernetes_an_adapter_is_read_from_the_hub_and_an_unpinned_one_is_warned():
+def test_on_kubernetes_an_adapter_is_read_from_the_hubs_main_branch():
     found = problems([{"name": "a", "uri": "s3://bucket/lora/"}])
     assert [(p, "reads adapters from the Hugging Face Hub" in msg) for p, msg in found] == [
         (f"{PATH}[0].uri", True)
     ]
+    # vLLM's --lora-modules takes no revision: a pinned one would not be what is served.
+    found = problems([{"name": "a", "uri": f"hf://acme/lora:{COMMIT}"}])
+    assert [(p, "loads an adapter's main branch" in msg) for p, msg in found] == [
+        (f"{PATH}[0].uri", True)
+    ]
     found = problems([{"name": "a", "uri": "hf://acme/lora"}], level="warnings")
-    assert any(p == f"{PATH}[0].uri" and "not pinned" in msg for p, msg in found), found
+    assert any(p == f"{PATH}[0].uri" and "main branch" in msg for p, msg in found), found
 
 
 def test_on_the_local_profile_file_and_s3_adapters_pass_the_manifest():
@@ -104,6 +109,8 @@ def test_the_platform_sets_the_lora_flags_and_extra_args_may_not():
         "a=/d/a",
         "b=/d/b",
     ]
+    # vLLM reads an item with a comma as JSON: a folder whose path holds one goes that way.
+    assert lora_args([("c", "/d/x=1,2")])[-1] == '{"name": "c", "path": "/d/x=1,2"}'
     for flag in ("--lora-modules=a=/x", "--enable-lora", "--max-lora-rank=8", "--max-loras=2"):
         assert check_engine_args([flag]), flag
 

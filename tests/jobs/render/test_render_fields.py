@@ -607,7 +607,7 @@ def test_to_yaml_is_multi_document_in_build_order_and_to_json_a_list():
 
 def test_lora_adapters_are_vllm_flags_set_by_the_platform_read_from_the_hub():
     adapters = [
-        {"name": "support", "uri": f"hf://acme/support-lora:{COMMIT}"},
+        {"name": "support", "uri": "hf://acme/support-lora"},
         {"name": "legal", "uri": "hf://acme/legal-lora"},
     ]
     objects = build({"adapters": adapters}, "bare")
