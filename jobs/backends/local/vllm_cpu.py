@@ -148,7 +148,8 @@ def kv_cache_gib(kv_cache_bytes: int | None, memory_bytes: int | None) -> int | 
 
 def compile_cache(cache_dir: str | os.PathLike[str], version: str, model: str) -> Path:
     """Where one model's compiled kernels are kept for one vLLM version: <cache_dir>/<version>/
-    <folder name>-<digest of the path>. A restart or a second replica of the same model on the
+    <folder name>-<digest of the path> (torch's own kernels beside it, in <version>/inductor,
+    for every model: see environment). A restart or a second replica of the same model on the
     same vLLM finds them and starts warm; another version never reads them."""
     digest = hashlib.sha256(model.encode()).hexdigest()[:12]
     tail = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(model).name or "model")[:60].strip(".-")
@@ -161,8 +162,11 @@ def environment(kv_gib: int | None, bind: str, cache: Path) -> dict[str, str]:
     env = {
         "VLLM_CPU_OMP_THREADS_BIND": bind,
         "VLLM_CACHE_ROOT": str(cache),
-        # torch's compiled C++ kernels: in the same folder, so the next start finds them.
-        "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+        # torch's compiled graphs and C++ kernels, keyed by their own content: one folder for
+        # the vLLM version, so the same model from another folder (downloaded again, a copy)
+        # or another of the same architecture finds them (vLLM's own cache above is keyed by
+        # the model's path).
+        "TORCHINDUCTOR_CACHE_DIR": str(cache.parent / "inductor"),
         # vLLM 0.32's ahead-of-time compiled artifacts fail to load on the CPU ("'function'
         # object has no attribute 'finalize_loading'"), so the model was compiled again at every
         # start; without them torch's caches above make the second start warm.

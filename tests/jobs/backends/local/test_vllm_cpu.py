@@ -308,7 +308,7 @@ def test_the_environment_it_reads():
     assert env == {
         "VLLM_CPU_OMP_THREADS_BIND": "0,1",
         "VLLM_CACHE_ROOT": "/var/vllm-cache/0.32.0/m-1",
-        "TORCHINDUCTOR_CACHE_DIR": "/var/vllm-cache/0.32.0/m-1/inductor",
+        "TORCHINDUCTOR_CACHE_DIR": "/var/vllm-cache/0.32.0/inductor",
         "VLLM_USE_AOT_COMPILE": "0",
         "VLLM_NO_USAGE_STATS": "1",
         "VLLM_DO_NOT_TRACK": "1",
