@@ -1,4 +1,5 @@
-"""A CPU runtime replica's first step for an hf:// model or a bucket folder (s3://, gs://):
+"""A CPU runtime replica's first step for an hf:// model or a bucket folder (s3://, gs://,
+Azure Blob):
 download the snapshot, then become the runtime (exec), offline and without the Hugging Face
 token or the storage credentials.
 
@@ -8,8 +9,8 @@ manifest nor the reconciler; its lines go to the replica's log, and while this f
 process's program the replica reads as Downloading. The plan (written by the runner in the
 application's private state folder) names the repository, the commit, the downloads folder
 and the files with their sizes; each is checked again here, where it becomes a path.
-Standard library, huggingface_hub and the storage clients (boto3, google-cloud-storage, in
-the console's virtualenv this runs in) only: it starts without Django.
+Standard library, huggingface_hub and the storage clients (boto3, google-cloud-storage,
+azure-storage-blob, in the console's virtualenv this runs in) only: it starts without Django.
 """
 
 from __future__ import annotations
@@ -188,7 +189,12 @@ GCS_CHAIN = (
     "GCE_METADATA_HOST", "GCE_METADATA_IP",
 )  # fmt: skip
 GCS_ENV = (GCS_ANONYMOUS, *GCS_SETTINGS, *GCS_CHAIN)
-STORAGE_ENV = (*S3_ENV, *GCS_ENV)
+# Azure Blob: the operator's endpoint (a URL with {account} in it), and the profile's Shared Key.
+AZURE_ANONYMOUS = "SERVEDECK_AZURE_ANONYMOUS"
+AZURE_ENDPOINT = "SERVEDECK_AZURE_BLOB_ENDPOINT"
+AZURE_ACCOUNT, AZURE_KEY = "SERVEDECK_AZURE_ACCOUNT_NAME", "SERVEDECK_AZURE_ACCOUNT_KEY"
+AZURE_ENV = (AZURE_ANONYMOUS, AZURE_ENDPOINT, AZURE_ACCOUNT, AZURE_KEY)
+STORAGE_ENV = (*S3_ENV, *GCS_ENV, *AZURE_ENV)
 
 
 def s3_environment(console_env, credentials) -> dict[str, str]:
@@ -226,7 +232,29 @@ def gcs_environment(console_env, credentials) -> dict[str, str]:
     return env
 
 
-STORAGE_ENVIRONMENT = {download_files.S3: s3_environment, download_files.GS: gcs_environment}
+def azure_environment(console_env, credentials) -> dict[str, str]:
+    """The variables the launcher reads an Azure Blob folder with: anonymous, or the
+    profile's Shared Key (`env/<PREFIX>`: the account's name and key); raises ValueError for
+    `machine`, which is not read for Azure Blob (azure_reads refuses it at apply the same way)."""
+    env = {k: console_env[k] for k in (AZURE_ENDPOINT,) if console_env.get(k)}
+    if credentials.kind == "keys":
+        env[AZURE_ACCOUNT] = credentials.access_key_id
+        env[AZURE_KEY] = credentials.secret_access_key
+    elif credentials.kind == "machine":
+        raise ValueError(
+            "the profile's storageCredentials are machine, which is not read for Azure Blob; "
+            "use env/<PREFIX> (the storage account's name and key)"
+        )
+    else:
+        env[AZURE_ANONYMOUS] = "1"
+    return env
+
+
+STORAGE_ENVIRONMENT = {
+    download_files.S3: s3_environment,
+    download_files.GS: gcs_environment,
+    download_files.AZ: azure_environment,
+}
 
 
 def storage_environment(repo: str, console_env, credentials) -> dict[str, str]:
@@ -371,14 +399,86 @@ class GCSFiles:
         return UNREACHABLE, type(exc).__name__
 
 
-BUCKET_FILES = {download_files.S3: S3Files, download_files.GS: GCSFiles}
+class AzureFiles:
+    """An Azure Blob folder's files at their pinned versions through azure-storage-blob: the
+    blob's version id where the account keeps versions, else its ETag, sent as If-Match on
+    every request of the download (a blob replaced since apply answers 412)."""
+
+    endpoint_setting = AZURE_ENDPOINT
+
+    def __init__(self, plan: Plan) -> None:
+        from azure.core import MatchConditions
+        from azure.core import exceptions as az
+        from azure.storage.blob import BlobServiceClient
+
+        self.az, self.match = az, MatchConditions.IfNotModified
+        self.errors = (az.AzureError,)
+        self.anonymous = os.environ.get(AZURE_ANONYMOUS) == "1"
+        bucket, self.prefix = download_files.bucket_parts(plan.repo)
+        host, container = bucket.split("/", 1)
+        account = host.partition(".")[0]
+        template = os.environ.get(AZURE_ENDPOINT) or "https://{account}" + download_files.AZ_HOST
+        credential = None
+        if not self.anonymous:
+            credential = {
+                "account_name": os.environ.get(AZURE_ACCOUNT, ""),
+                "account_key": os.environ.get(AZURE_KEY, ""),
+            }
+        service = BlobServiceClient(
+            template.replace("{account}", account),
+            credential=credential,
+            connection_timeout=10,
+            read_timeout=60,
+            retry_total=3,
+        )
+        self.container = service.get_container_client(container)
+
+    def write(self, name: str, version: str, sink: _Sink) -> bool:
+        blob = self.container.get_blob_client(self.prefix + name)
+        if version.startswith("etag:"):
+            etag = '"' + version[len("etag:") :] + '"'
+            stream = blob.download_blob(etag=etag, match_condition=self.match, max_concurrency=1)
+        else:
+            stream = blob.download_blob(version_id=version, max_concurrency=1)
+        for chunk in stream.chunks():
+            sink.write(chunk)
+        return True
+
+    def failure(self, exc: Exception) -> tuple[str, str]:
+        az = self.az
+        status = getattr(exc, "status_code", None) or 0
+        if isinstance(exc, az.ClientAuthenticationError) or status in (401, 403):
+            return DENIED, str(status or type(exc).__name__)
+        if isinstance(exc, az.ResourceModifiedError | az.ResourceNotFoundError) or status in (
+            404,
+            412,
+        ):
+            return GONE, str(status)
+        if isinstance(exc, az.ServiceRequestError | az.ServiceResponseError):
+            return UNREACHABLE, type(exc).__name__
+        return ANSWERED, str(status or type(exc).__name__)
+
+
+BUCKET_FILES = {
+    download_files.S3: S3Files,
+    download_files.GS: GCSFiles,
+    download_files.AZ: AzureFiles,
+}
 
 
 def fetch_folder(plan: Plan, folder: Path, missing: list[tuple[str, int]]) -> int:
     """Each missing file of the bucket folder at the version pinned at apply (the reader of
     its scheme, BUCKET_FILES), written whole under a temporary name and renamed, never more
     than the size it was planned at."""
-    files = BUCKET_FILES[download_files.bucket_scheme(plan.repo) or ""](plan)
+    try:
+        files = BUCKET_FILES[download_files.bucket_scheme(plan.repo) or ""](plan)
+    except Exception as exc:  # noqa: BLE001 - a client that cannot be made (no credentials found)
+        return fail(
+            f"the storage client for {plan.shown} could not be made ({type(exc).__name__})",
+            "Give the profile storageCredentials that may read the bucket (and check this "
+            "machine's storage settings), then Restart.",
+            EXIT_DENIED,
+        )
     versions = dict(plan.versions)
 
     def gone(name: str) -> int:

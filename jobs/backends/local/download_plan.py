@@ -41,7 +41,7 @@ def snapshot_folder(state: AppState, source: tuple[str, str, str | None]) -> Pat
     scheme, repo, revision = source
     planned = state.download or {}
     commit = str(planned.get("commit", ""))
-    if scheme not in ("hf", "s3", "gs") or repo != planned.get("repo"):
+    if scheme not in ("hf", "s3", "gs", "https") or repo != planned.get("repo"):
         raise ValueError("spec.source.model.uri is not the repository the plan downloads")
     pinned = scheme == "hf" and revision is not None and download_files.COMMIT.fullmatch(revision)
     if pinned and revision != commit:

@@ -22,6 +22,7 @@ from jobs.manifest.uri import UriError, parse_uri
 from jobs.storage_access import ANONYMOUS, CREDENTIALS_FIELD, Credentials
 from models_catalog import hub, hub_weights
 from models_catalog.architectures import vllm_cpu_here
+from models_catalog.azure_reads import AzureReader, split_url
 from models_catalog.folders import (
     FolderRefused,
     configured_models_dir,
@@ -41,8 +42,13 @@ COMMAND = "command"  # the configured SERVEDECK_LOCAL_COMMAND
 URI = "spec.source.model.uri"
 # The bucket folders the local backend downloads: the reader each is read with at apply, and
 # where the operator points the console at its endpoint.
-BUCKET_READERS = {"s3": S3Reader, "gs": GCSReader}
-ENDPOINT_SETTING = {"s3": "AWS_ENDPOINT_URL_S3", "gs": "STORAGE_EMULATOR_HOST"}
+# (https://: Azure Blob, the only https:// the uri parser accepts.)
+BUCKET_READERS = {"s3": S3Reader, "gs": GCSReader, "https": AzureReader}
+ENDPOINT_SETTING = {
+    "s3": "AWS_ENDPOINT_URL_S3",
+    "gs": "STORAGE_EMULATOR_HOST",
+    "https": "SERVEDECK_AZURE_BLOB_ENDPOINT",
+}
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,7 @@ class Download:
     layout: str
     files: tuple[tuple[str, int], ...]  # (name, bytes) the runtime reads
     # A bucket folder: each file's version as pinned at apply (s3://: versionId, or
-    # etag:<ETag>; gs://: generation).
+    # etag:<ETag>; gs://: generation; Azure Blob: version id, or etag:<ETag>).
     versions: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -106,14 +112,14 @@ def model_source(manifest: Mapping[str, Any]) -> tuple[str, str, str | None] | R
         return Refused(f"spec.source.model.uri: {exc.reason}. {exc.fix}", "spec.source.model.uri")
     if info is None or info.scheme not in ("hf", "file", *BUCKET_READERS):
         return Refused(
-            f"spec.source.model.uri is {uri}: the local backend serves hf:// models, s3:// and "
-            "gs:// folders and file:// folders under its models folder; use a Kubernetes "
-            "profile for other storage.",
+            f"spec.source.model.uri is {uri}: the local backend serves hf:// models, s3://, "
+            "gs:// and Azure Blob folders and file:// folders under its models folder; use a "
+            "Kubernetes profile for other storage.",
             "spec.source.model.uri",
         )
     if info.scheme in BUCKET_READERS:
-        where = f"{info.scheme}://{info.bucket}/{(info.key or '').rstrip('/')}/"
-        return info.scheme, where, info.version
+        bucket, key = split_url(info.text) if info.scheme == "https" else (info.bucket, info.key)
+        return info.scheme, f"{info.scheme}://{bucket}/{(key or '').rstrip('/')}/", info.version
     if info.scheme == "file":
         try:
             folder = resolve_folder(info.file_path or "", configured_models_dir())
@@ -179,7 +185,7 @@ def _plan(
 ) -> Plan | Refused:
     """The server this machine runs the manifest with, or why none. `token` is the profile's
     Hugging Face token (None: none), read with for an hf:// model a CPU runtime serves;
-    `storage`, its storage credentials for an s3:// or gs:// folder (None: not usable now)."""
+    `storage`, its storage credentials for a bucket folder (None: not usable now)."""
     source = model_source(manifest)
     if isinstance(source, Refused):
         return source
@@ -277,10 +283,10 @@ def _bucket_plan(
     vllm: bool,
     runtimes_dir: Path,
 ) -> Plan | Refused:
-    """An s3:// or gs:// folder: read with the profile's storage credentials as Check model
-    reads it, served by the CPU runtime its task and layout get, from the snapshot of the files
-    that runtime reads, each pinned now to its version (S3's versionId or ETag, GCS's
-    generation; the replica downloads exactly those)."""
+    """An s3://, gs:// or Azure Blob folder: read with the profile's storage credentials as
+    Check model reads it, served by the CPU runtime its task and layout get, from the snapshot
+    of the files that runtime reads, each pinned now to its version (S3's versionId or ETag,
+    GCS's generation, Azure's version id or ETag; the replica downloads exactly those)."""
     if storage is None:
         return Refused(
             f"spec.source.model.uri: {source} cannot be read: the profile's {CREDENTIALS_FIELD} "
@@ -288,7 +294,7 @@ def _bucket_plan(
             "operator, or set the profile's storageCredentials again.",
             None,
         )
-    bucket, prefix = source[len(scheme) + 3 :].split("/", 1)
+    bucket, prefix = download_files.bucket_parts(source)
     reader = BUCKET_READERS[scheme](storage)
     try:
         folder = reader.folder(bucket, prefix)

@@ -151,7 +151,7 @@ def derive_status(
         index, line = min(downloading.items())
         where = state.download or {}
         repo = str(where.get("repo", "?"))
-        bucket = repo.startswith(("s3://", "gs://"))
+        bucket = repo.startswith(("s3://", "gs://", "https://"))
         source = (repo, "its bucket") if bucket else (f"hf://{repo}", "")
         reason = (
             f"Replica {index} is downloading {source[0]} at "

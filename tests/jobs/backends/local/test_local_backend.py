@@ -382,7 +382,8 @@ def test_predictive_formats_and_raw_inference_services_are_refused(tag):
         "use a Kubernetes profile (KServe) to serve SKLearn models." in refusals
     )
     downloads = (
-        "serves hf:// models and s3:// and gs:// folders (the replica downloads them) and file://"
+        "serves hf:// models and s3://, gs:// and Azure Blob folders (the replica downloads them) "
+        "and file://"
     )
     assert any(downloads in r for r in refusals)
     raw = {"spec": {"name": "raw", "source": {"type": "YAML", "inferenceService": {}}}}
