@@ -144,3 +144,23 @@ class AzureReader(BucketReader):
         except self._ERRORS as exc:
             raise self._translate(exc, f"reading https://{bucket}/{key}", anonymous) from None
         return bytes(data[:wanted])
+
+    def pins(self, folder: Folder, names: list[str]) -> list[tuple[str, int, str]]:
+        """(name, size, version) of each file as it is now: its version id where the account
+        keeps versions, else `etag:<ETag>` (checked at download with If-Match); what the local
+        backend downloads at exactly."""
+        container = folder.bucket.partition("/")[2]
+        found = []
+        for name in names:
+            key = folder.prefix + name
+            try:
+                blob = self._service(folder.bucket, False).get_blob_client(container, key)
+                props = blob.get_blob_properties()
+            except self._ERRORS as exc:
+                raise self._translate(
+                    exc, f"reading https://{folder.bucket}/{key}", False
+                ) from None
+            etag = str(props.etag).strip('"')
+            version = getattr(props, "version_id", None) or f"etag:{etag}"
+            found.append((name, int(props.size or 0), str(version)))
+        return found

@@ -171,6 +171,25 @@ class GCSReader(BucketReader):
             raise self._translate(exc, f"reading gs://{bucket}/{key}", anonymous) from None
         return bytes(sink.data)
 
+    def pins(self, folder: Folder, names: list[str]) -> list[tuple[str, int, str]]:
+        """(name, size, generation) of each file as it is now: what the local backend
+        downloads at exactly (a generation is the object's fixed bytes)."""
+        found = []
+        for name in names:
+            key = folder.prefix + name
+            try:
+                blob = (
+                    self._client(False)
+                    .bucket(folder.bucket)
+                    .get_blob(key, timeout=self._timeout(), retry=None)
+                )
+            except self._ERRORS as exc:
+                raise self._translate(exc, f"reading gs://{folder.bucket}/{key}", False) from None
+            if blob is None or not blob.generation:
+                raise StorageNotFound(f"reading gs://{folder.bucket}/{key}: not found (404)")
+            found.append((name, int(blob.size or 0), str(int(blob.generation))))
+        return found
+
     def bucket_region(self, bucket: str) -> str | None:
         """The bucket's location (a region such as US-CENTRAL1, or a multi-region such as US);
         None when it cannot be read."""

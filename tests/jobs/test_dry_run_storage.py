@@ -220,13 +220,19 @@ def test_a_gs_model_is_checked_on_a_kubernetes_profile_and_its_region_compared(
     assert region_warnings(dry_run(manifest("prod", "gs://multi-models/tiny"), org)) == []
 
 
-def test_the_local_backend_says_plainly_it_does_not_serve_gs(org, gcs):
+def test_the_local_profile_passes_a_gs_folder_it_downloads(
+    org, gcs, cpu_machine, settings, tmp_path
+):
+    from tests.fakes.cpu_runtime import install_fake
+
+    install_fake(cpu_machine[0])
+    settings.SERVEDECK_DOWNLOADS_DIR = str(tmp_path / "downloads")
     gcs.folder("gcs-models", "tiny/", tiny_files()[0])
-    run = dry_run(manifest("local", "gs://gcs-models/tiny"), org)
-    assert not run.ok
-    assert any(
-        "gs://gcs-models/tiny" in p.message and "hf://" in p.message for p in run.refusals
-    ), [str(p) for p in run.refusals]
+    text = manifest("local", "gs://gcs-models/tiny").replace(
+        "format: vLLM", "format: vLLM\n      resources: {cpu: '1', memory: 2Gi}"
+    )
+    run = dry_run(text, org)
+    assert run.ok, [str(p) for p in run.refusals]
 
 
 # ---- Azure Blob (Azurite: a private container is refused to anonymous reads) ----

@@ -7,7 +7,7 @@
 - command.py: the command line and environment of a model server, from the manifest;
 - machine_check.py: what this machine must have to run a manifest (vLLM, cores, memory, GPUs);
 - serving_plan.py and runtimes.py: which server runs a manifest here (vLLM or a CPU runtime);
-- download_files.py: which files of an hf:// model (or an s3:// folder) a CPU runtime
+- download_files.py: which files of an hf:// model (or a bucket folder) a CPU runtime
   downloads, where their snapshot lies, and whether they fit the downloads folder's disk (pure);
 - model_files.py: which of a model folder's files infinity-emb may be given;
 - replica_start.py: starting one replica (its command, environment, log line, process), or
@@ -17,7 +17,7 @@
 - download_plan.py: an hf:// application's download as the runner handles it (the launcher's
   plan, the snapshot a replica serves, the references that keep a snapshot);
 - download_launcher.py: a CPU runtime replica's download of an hf:// model (or of an s3://
-  folder at the versions pinned at apply), then the runtime;
+  folder, a gs:// or an Azure Blob one, at the versions pinned at apply), then the runtime;
 - download_space.py: the shared downloads folder's room (reservations) and its snapshots'
   lifetime (references);
 - processes.py: processes, process groups, ports and logs (Linux /proc);

@@ -1,5 +1,6 @@
-"""An hf:// model (or an s3:// folder) on the CPU runtimes: which of its files are downloaded,
-where their snapshot lies in the downloads folder, and whether they fit its disk.
+"""An hf:// model (or an s3://, gs:// or Azure Blob folder) on the CPU runtimes: which of its
+files are downloaded, where their snapshot lies in the downloads folder, and whether they fit
+its disk.
 
 Decisions on plain values, like runtimes.py beside it; standard library only, so the download
 launcher imports it by path too, without Django.
@@ -22,10 +23,24 @@ except ImportError:  # run by path, from the download launcher
 # A repository id as the uri parser accepts it, checked again where it becomes a path.
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 COMMIT = re.compile(r"[0-9a-f]{40}")
-# An S3 folder as the local backend downloads it: the bucket as the uri parser accepts it, and
-# a prefix that only a hash of it ever becomes part of a path.
+# A bucket folder as the local backend downloads it (S3, Google Cloud Storage, Azure Blob): the
+# bucket as the uri parser accepts it (Azure's: the account's host and the container), and a
+# prefix that only a hash of it ever becomes part of a path.
 S3 = "s3://"
-_S3_FOLDER = re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^\s?#]{0,1024}/")
+GS = "gs://"
+AZ = "https://"  # Azure Blob, the only https:// the platform reads
+AZ_HOST = ".blob.core.windows.net"
+BUCKET_SCHEMES = (S3, GS, AZ)
+_BUCKET_FOLDER = {
+    S3: re.compile(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^\s?#]{0,1024}/"),
+    GS: re.compile(r"gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]/[^\s?#]{0,1024}/"),
+    AZ: re.compile(
+        r"https://[a-z0-9]{3,24}\.blob\.core\.windows\.net/"
+        r"[a-z0-9](?:[a-z0-9-]{1,61}[a-z0-9])?/[^\s?#]{0,1024}/"
+    ),
+}
+# The name a bucket folder's snapshots lie under starts with its scheme's.
+_FOLDER_TAG = {S3: "s3", GS: "gs", AZ: "az"}
 # A file the runtimes read: plain names, at most one folder down, no glob characters (the
 # names become snapshot_download's allow patterns, which are fnmatch patterns).
 _FILE_NAME = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,127}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -102,39 +117,62 @@ def files_to_download(
     return sorted(set(configs + weights + modules))
 
 
+def bucket_scheme(repo: object) -> str | None:
+    """The scheme (S3, GS or AZ) of a bucket folder the local backend downloads; None for a
+    Hub repository id."""
+    return next((s for s in BUCKET_SCHEMES if isinstance(repo, str) and repo.startswith(s)), None)
+
+
+def bucket_parts(repo: str) -> tuple[str, str]:
+    """(bucket, prefix) of a bucket folder checked_repo accepts: for Azure Blob the bucket is
+    `<account>.blob.core.windows.net/<container>`, as Check model's reader names it."""
+    scheme = bucket_scheme(checked_repo(repo)) or ""
+    rest = repo[len(scheme) :]
+    if scheme == AZ:
+        host, container, prefix = rest.split("/", 2)
+        return f"{host}/{container}", prefix
+    bucket, prefix = rest.split("/", 1)
+    return bucket, prefix
+
+
 def checked_repo(repo: str) -> str:
-    """A Hub repository id, or an S3 folder (`s3://<bucket>/<prefix>/`), fit to become part
-    of a path; raises ValueError otherwise."""
-    if isinstance(repo, str) and repo.startswith(S3):
-        if not _S3_FOLDER.fullmatch(repo):
-            raise ValueError(f"{repo[:100]!r} is not an S3 folder (s3://<bucket>/<prefix>/)")
+    """A Hub repository id, or a bucket folder (`s3://<bucket>/<prefix>/`, `gs://...`, an
+    Azure Blob `https://<account>.blob.core.windows.net/<container>/<prefix>/`), fit to become
+    part of a path; raises ValueError otherwise."""
+    scheme = bucket_scheme(repo)
+    if scheme is not None:
+        if not _BUCKET_FOLDER[scheme].fullmatch(repo):
+            raise ValueError(f"{repo[:100]!r} is not a bucket folder ({scheme}<bucket>/<prefix>/)")
         return repo
     if not isinstance(repo, str) or not _REPO_ID.fullmatch(repo) or ".." in repo:
         raise ValueError(f"{str(repo)[:100]!r} is not a Hugging Face repository id (org/name)")
     return repo
 
 
-def s3_pin(files: Iterable[tuple[str, int, str]]) -> str:
-    """The commit of an S3 folder's snapshot: its files' names, sizes and versions (the
-    versionId, or the ETag where the bucket keeps no versions), hashed; the same files at the
-    same versions are the same snapshot."""
+def folder_pin(files: Iterable[tuple[str, int, str]]) -> str:
+    """The commit of a bucket folder's snapshot: its files' names, sizes and versions (S3's
+    versionId, or the ETag where the bucket keeps no versions; a GCS object's generation; an
+    Azure blob's version id, or its ETag where the account keeps no versions),
+    hashed; the same files at the same versions are the same snapshot."""
     listed = sorted([str(n), int(s), str(v)] for n, s, v in files)
     return hashlib.sha256(json.dumps(listed).encode()).hexdigest()[:40]
 
 
 def snapshot_folder(downloads_dir: str | os.PathLike[str], repo: str, commit: str) -> Path:
     """Where the snapshot of `repo` at `commit` lies under the downloads folder (the Hugging
-    Face cache layout; an S3 folder under `s3--<bucket>--<hash of its prefix>`, its commit
-    s3_pin's); raises ValueError for a repo id or commit that is not one, or a path that would
-    leave the folder."""
+    Face cache layout; a bucket folder under `s3--<bucket>--<hash of its prefix>`, `gs--...`
+    or `az--<account>--<container>--...`, its commit folder_pin's); raises ValueError for a
+    repo id or commit that is not one, or a path that would leave the folder."""
     checked_repo(repo)
     if not isinstance(commit, str) or not COMMIT.fullmatch(commit):
         raise ValueError(f"{str(commit)[:60]!r} is not a commit (40 hexadecimal characters)")
     root = Path(os.path.abspath(downloads_dir))
-    if repo.startswith(S3):
-        bucket, prefix = repo[len(S3) :].split("/", 1)
+    scheme = bucket_scheme(repo)
+    if scheme is not None:
+        bucket, prefix = bucket_parts(repo)
         digest = hashlib.sha256(prefix.encode()).hexdigest()[:16]
-        folder = root / f"s3--{bucket}--{digest}" / "snapshots" / commit
+        bucket = bucket.replace(AZ_HOST + "/", "--")  # <account>--<container>
+        folder = root / f"{_FOLDER_TAG[scheme]}--{bucket}--{digest}" / "snapshots" / commit
     else:
         org, name = repo.split("/")
         folder = root / f"models--{org}--{name}" / "snapshots" / commit

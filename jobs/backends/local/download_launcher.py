@@ -1,5 +1,7 @@
-"""A CPU runtime replica's first step for an hf:// model: download the snapshot, then become
-the runtime (exec), offline and without the Hugging Face token.
+"""A CPU runtime replica's first step for an hf:// model or a bucket folder (s3://, gs://,
+Azure Blob):
+download the snapshot, then become the runtime (exec), offline and without the Hugging Face
+token or the storage credentials.
 
 Run by the local backend as `python <this file> <plan.json> -- <runtime argv...>` in the
 replica's own process, so the download holds up neither the request that applied the
@@ -7,11 +9,14 @@ manifest nor the reconciler; its lines go to the replica's log, and while this f
 process's program the replica reads as Downloading. The plan (written by the runner in the
 application's private state folder) names the repository, the commit, the downloads folder
 and the files with their sizes; each is checked again here, where it becomes a path.
-Standard library and huggingface_hub only: it starts without Django.
+Standard library, huggingface_hub and the storage clients (boto3, google-cloud-storage,
+azure-storage-blob, in the console's virtualenv this runs in) only: it starts without Django.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import sys
@@ -71,11 +76,11 @@ class Plan:
     runtime: str | None  # None in a plan written before it named one
     reserve: int = 0  # bytes the downloads folder keeps free (download_files.reserve_bytes)
     max_bytes: int = 0  # the most one download may take (this machine's memory); 0: no cap
-    versions: tuple[tuple[str, str], ...] = ()  # an s3:// folder's files, pinned at apply
+    versions: tuple[tuple[str, str], ...] = ()  # a bucket folder's files, pinned at apply
 
     @property
     def shown(self) -> str:
-        return self.repo if self.repo.startswith(download_files.S3) else f"hf://{self.repo}"
+        return self.repo if download_files.bucket_scheme(self.repo) else f"hf://{self.repo}"
 
 
 def read_plan(path: str) -> Plan:
@@ -95,11 +100,14 @@ def read_plan(path: str) -> Plan:
     if reserve < 0 or max_bytes < 0 or any(size < 0 for _, size in files):
         raise ValueError("the plan's sizes are not sizes")
     versions = tuple((str(name), str(version)) for name, version in plan.get("versions", []))
-    if repo.startswith(download_files.S3):
+    scheme = download_files.bucket_scheme(repo)
+    if scheme is not None:
         pins = [(name, size, dict(versions).get(name, "")) for name, size in files]
         if sorted(n for n, _ in versions) != sorted(names) or any(not v for *_, v in pins):
-            raise ValueError("the plan does not pin every file of the S3 folder")
-        if download_files.s3_pin(pins) != plan["commit"]:
+            raise ValueError("the plan does not pin every file of the bucket folder")
+        if scheme == download_files.GS and not all(v.isdigit() for *_, v in pins):
+            raise ValueError("the plan's generations are not numbers")
+        if download_files.folder_pin(pins) != plan["commit"]:
             raise ValueError("the plan's files are not the snapshot it names")
     return Plan(
         repo, plan["commit"], downloads, files, None if runtime is None else str(runtime),
@@ -138,8 +146,8 @@ def download(plan: Plan) -> int:
         if refusal is not None:
             return fail(refusal, "Free disk in the downloads folder, then Restart.", EXIT_DISK)
         try:
-            if repo.startswith(download_files.S3):
-                code = fetch_s3(plan, folder, missing)
+            if download_files.bucket_scheme(repo):
+                code = fetch_folder(plan, folder, missing)
             else:
                 code = fetch(repo, commit, downloads, [name for name, _ in files], needed)
         finally:
@@ -157,10 +165,10 @@ def download(plan: Plan) -> int:
     return 0
 
 
-# What the runner gives the launcher of an s3:// download besides the allowed environment,
-# and what the launcher takes out before it execs the runtime: the storage credentials, and
-# the operator's S3 settings of the console's host (endpoint, region, CA bundle, the chain's
-# files when the profile reads with this machine's credentials).
+# What the runner gives the launcher of a bucket folder's download besides the allowed
+# environment, and what the launcher takes out before it execs the runtime: the storage
+# credentials, and the operator's settings of the console's host for that storage (endpoint,
+# region, CA bundle, the chain's files when the profile reads with this machine's credentials).
 S3_UNSIGNED = "SERVEDECK_S3_UNSIGNED"
 S3_SETTINGS = (
     "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION",
@@ -173,6 +181,20 @@ S3_CHAIN = (
     "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
 )  # fmt: skip
 S3_ENV = (S3_UNSIGNED, *S3_SETTINGS, *S3_CHAIN)
+GCS_ANONYMOUS = "SERVEDECK_GCS_ANONYMOUS"
+GCS_SETTINGS = ("STORAGE_EMULATOR_HOST",)
+# Application Default Credentials: the key file, gcloud's folder, the metadata server.
+GCS_CHAIN = (
+    "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "CLOUDSDK_CONFIG",
+    "GCE_METADATA_HOST", "GCE_METADATA_IP",
+)  # fmt: skip
+GCS_ENV = (GCS_ANONYMOUS, *GCS_SETTINGS, *GCS_CHAIN)
+# Azure Blob: the operator's endpoint (a URL with {account} in it), and the profile's Shared Key.
+AZURE_ANONYMOUS = "SERVEDECK_AZURE_ANONYMOUS"
+AZURE_ENDPOINT = "SERVEDECK_AZURE_BLOB_ENDPOINT"
+AZURE_ACCOUNT, AZURE_KEY = "SERVEDECK_AZURE_ACCOUNT_NAME", "SERVEDECK_AZURE_ACCOUNT_KEY"
+AZURE_ENV = (AZURE_ANONYMOUS, AZURE_ENDPOINT, AZURE_ACCOUNT, AZURE_KEY)
+STORAGE_ENV = (*S3_ENV, *GCS_ENV, *AZURE_ENV)
 
 
 def s3_environment(console_env, credentials) -> dict[str, str]:
@@ -193,83 +215,321 @@ def s3_environment(console_env, credentials) -> dict[str, str]:
     return env
 
 
-def fetch_s3(plan: Plan, folder: Path, missing: list[tuple[str, int]]) -> int:
-    """Each missing file of the S3 folder at the version pinned at apply, written whole
-    under a temporary name and renamed, never more than the size it was planned at."""
-    import boto3
-    from botocore import UNSIGNED
-    from botocore.config import Config
-    from botocore.exceptions import BotoCoreError, ClientError
+def gcs_environment(console_env, credentials) -> dict[str, str]:
+    """The variables the launcher reads a GCS folder with: anonymous, or this machine's
+    Application Default Credentials (`machine`); raises ValueError for an access key pair,
+    which reads S3 only (gcs_reads refuses it at apply the same way)."""
+    env = {k: console_env[k] for k in GCS_SETTINGS if console_env.get(k)}
+    if credentials.kind == "machine":
+        env.update({k: console_env[k] for k in GCS_CHAIN if console_env.get(k)})
+    elif credentials.kind == "keys":
+        raise ValueError(
+            "the profile's storageCredentials are an access key pair (env/<PREFIX>), which "
+            "reads S3 only; gs:// is read anonymously or with machine"
+        )
+    else:
+        env[GCS_ANONYMOUS] = "1"
+    return env
 
-    unsigned = os.environ.get(S3_UNSIGNED) == "1"
-    config = Config(
-        connect_timeout=10,
-        read_timeout=60,
-        retries={"max_attempts": 3, "mode": "standard"},
-        signature_version=UNSIGNED if unsigned else None,
-    )
-    session = boto3.session.Session()
-    client = session.client("s3", region_name=session.region_name or "us-east-1", config=config)
-    bucket, prefix = plan.repo[len(download_files.S3) :].split("/", 1)
-    versions = dict(plan.versions)
-    for name, size in missing:
-        version = versions[name]
-        args = {"Bucket": bucket, "Key": prefix + name}
+
+def azure_environment(console_env, credentials) -> dict[str, str]:
+    """The variables the launcher reads an Azure Blob folder with: anonymous, or the
+    profile's Shared Key (`env/<PREFIX>`: the account's name and key); raises ValueError for
+    `machine`, which is not read for Azure Blob (azure_reads refuses it at apply the same way)."""
+    env = {k: console_env[k] for k in (AZURE_ENDPOINT,) if console_env.get(k)}
+    if credentials.kind == "keys":
+        env[AZURE_ACCOUNT] = credentials.access_key_id
+        env[AZURE_KEY] = credentials.secret_access_key
+    elif credentials.kind == "machine":
+        raise ValueError(
+            "the profile's storageCredentials are machine, which is not read for Azure Blob; "
+            "use env/<PREFIX> (the storage account's name and key)"
+        )
+    else:
+        env[AZURE_ANONYMOUS] = "1"
+    return env
+
+
+STORAGE_ENVIRONMENT = {
+    download_files.S3: s3_environment,
+    download_files.GS: gcs_environment,
+    download_files.AZ: azure_environment,
+}
+
+
+def storage_environment(repo: str, console_env, credentials) -> dict[str, str]:
+    """The variables the launcher reads the bucket folder `repo` with (its scheme's)."""
+    scheme = download_files.bucket_scheme(repo)
+    if scheme is None:
+        raise ValueError(f"{repo[:100]!r} is not a bucket folder")
+    return STORAGE_ENVIRONMENT[scheme](console_env, credentials)
+
+
+# How one file's download went wrong, in the words every storage shares.
+DENIED, GONE, UNREACHABLE, ANSWERED = "denied", "gone", "unreachable", "answered"
+
+
+class _TooBig(Exception):
+    """The storage sent more bytes than the file was pinned at."""
+
+
+class _Sink:
+    """Where one file is written: never more than its pinned size, counted and hashed."""
+
+    def __init__(self, handle, size: int) -> None:
+        self.handle, self.size, self.written = handle, size, 0
+        self.md5 = hashlib.md5()  # noqa: S324 - GCS's own checksum of the pinned bytes
+
+    def write(self, chunk) -> int:
+        chunk = bytes(chunk)
+        self.written += len(chunk)
+        if self.written > self.size:
+            raise _TooBig
+        self.handle.write(chunk)
+        self.md5.update(chunk)
+        return len(chunk)
+
+    def flush(self) -> None:
+        self.handle.flush()
+
+
+class S3Files:
+    """An S3 folder's files at their pinned versions (versionId, or IfMatch on the ETag),
+    through boto3."""
+
+    endpoint_setting = "AWS_ENDPOINT_URL_S3"
+
+    def __init__(self, plan: Plan) -> None:
+        import boto3
+        from botocore import UNSIGNED
+        from botocore.config import Config
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self.ClientError, self.BotoCoreError = ClientError, BotoCoreError
+        self.errors = (ClientError, BotoCoreError)
+        self.anonymous = os.environ.get(S3_UNSIGNED) == "1"
+        config = Config(
+            connect_timeout=10,
+            read_timeout=60,
+            retries={"max_attempts": 3, "mode": "standard"},
+            signature_version=UNSIGNED if self.anonymous else None,
+        )
+        session = boto3.session.Session()
+        self.client = session.client(
+            "s3", region_name=session.region_name or "us-east-1", config=config
+        )
+        self.bucket, self.prefix = plan.repo[len(download_files.S3) :].split("/", 1)
+
+    def write(self, name: str, version: str, sink: _Sink) -> bool:
+        """Writes the file into `sink`; False when the bytes are not the pinned ones."""
+        args = {"Bucket": self.bucket, "Key": self.prefix + name}
         if version.startswith("etag:"):
             args["IfMatch"] = '"' + version[len("etag:") :] + '"'
         else:
             args["VersionId"] = version
+        body = self.client.get_object(**args)["Body"]
+        try:
+            for chunk in body.iter_chunks(1 << 20):
+                sink.write(chunk)
+        finally:
+            body.close()
+        return True
+
+    def failure(self, exc: Exception) -> tuple[str, str]:
+        """(kind, what the storage said) of an exception in `errors`."""
+        if isinstance(exc, self.BotoCoreError):
+            return UNREACHABLE, type(exc).__name__
+        response = getattr(exc, "response", {}) or {}
+        code = str(response.get("Error", {}).get("Code", ""))
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if code in ("AccessDenied", "403", "Forbidden") or status == 403:
+            return DENIED, code
+        if code in ("PreconditionFailed", "NoSuchVersion", "NoSuchKey", "404") or status in (
+            404,
+            412,
+        ):
+            return GONE, code
+        return ANSWERED, str(code or status)
+
+
+class GCSFiles:
+    """A GCS folder's files at their pinned generations, through google-cloud-storage: the
+    generation's metadata is read first (a generation gone, or another one in its place where
+    the storage ignores the pin, is refused), the bytes downloaded at that generation, and
+    their MD5 checked against the pinned generation's."""
+
+    endpoint_setting = "STORAGE_EMULATOR_HOST"
+
+    def __init__(self, plan: Plan) -> None:
+        import requests
+        from google.api_core import exceptions as api
+        from google.auth import exceptions as auth
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+
+        self.api, self.auth, self.requests = api, auth, requests
+        self.errors = (api.GoogleAPICallError, auth.GoogleAuthError, requests.RequestException)
+        self.anonymous = os.environ.get(GCS_ANONYMOUS) == "1"
+        if self.anonymous:
+            client = storage.Client(project="<none>", credentials=AnonymousCredentials())
+        else:
+            client = storage.Client(project="<none>")  # Application Default Credentials
+        bucket, self.prefix = plan.repo[len(download_files.GS) :].split("/", 1)
+        self.bucket = client.bucket(bucket)
+
+    def write(self, name: str, version: str, sink: _Sink) -> bool:
+        generation = int(version)
+        found = self.bucket.get_blob(self.prefix + name, generation=generation, timeout=(10, 60))
+        if found is None or found.generation != generation:
+            return False
+        blob = self.bucket.blob(self.prefix + name, generation=generation)
+        blob.download_to_file(sink, raw_download=True, checksum=None, timeout=(10, 60))
+        if found.md5_hash:
+            return base64.b64encode(sink.md5.digest()).decode() == found.md5_hash
+        return True
+
+    def failure(self, exc: Exception) -> tuple[str, str]:
+        api = self.api
+        if isinstance(exc, api.Unauthorized | api.Forbidden | self.auth.DefaultCredentialsError):
+            return DENIED, type(exc).__name__
+        if isinstance(exc, api.NotFound | api.PreconditionFailed):
+            return GONE, str(exc.code)
+        if isinstance(exc, api.GoogleAPICallError):
+            return ANSWERED, str(exc.code)
+        return UNREACHABLE, type(exc).__name__
+
+
+class AzureFiles:
+    """An Azure Blob folder's files at their pinned versions through azure-storage-blob: the
+    blob's version id where the account keeps versions, else its ETag, sent as If-Match on
+    every request of the download (a blob replaced since apply answers 412)."""
+
+    endpoint_setting = AZURE_ENDPOINT
+
+    def __init__(self, plan: Plan) -> None:
+        from azure.core import MatchConditions
+        from azure.core import exceptions as az
+        from azure.storage.blob import BlobServiceClient
+
+        self.az, self.match = az, MatchConditions.IfNotModified
+        self.errors = (az.AzureError,)
+        self.anonymous = os.environ.get(AZURE_ANONYMOUS) == "1"
+        bucket, self.prefix = download_files.bucket_parts(plan.repo)
+        host, container = bucket.split("/", 1)
+        account = host.partition(".")[0]
+        template = os.environ.get(AZURE_ENDPOINT) or "https://{account}" + download_files.AZ_HOST
+        credential = None
+        if not self.anonymous:
+            credential = {
+                "account_name": os.environ.get(AZURE_ACCOUNT, ""),
+                "account_key": os.environ.get(AZURE_KEY, ""),
+            }
+        service = BlobServiceClient(
+            template.replace("{account}", account),
+            credential=credential,
+            connection_timeout=10,
+            read_timeout=60,
+            retry_total=3,
+        )
+        self.container = service.get_container_client(container)
+
+    def write(self, name: str, version: str, sink: _Sink) -> bool:
+        blob = self.container.get_blob_client(self.prefix + name)
+        if version.startswith("etag:"):
+            etag = '"' + version[len("etag:") :] + '"'
+            stream = blob.download_blob(etag=etag, match_condition=self.match, max_concurrency=1)
+        else:
+            stream = blob.download_blob(version_id=version, max_concurrency=1)
+        for chunk in stream.chunks():
+            sink.write(chunk)
+        return True
+
+    def failure(self, exc: Exception) -> tuple[str, str]:
+        az = self.az
+        status = getattr(exc, "status_code", None) or 0
+        if isinstance(exc, az.ClientAuthenticationError) or status in (401, 403):
+            return DENIED, str(status or type(exc).__name__)
+        if isinstance(exc, az.ResourceModifiedError | az.ResourceNotFoundError) or status in (
+            404,
+            412,
+        ):
+            return GONE, str(status)
+        if isinstance(exc, az.ServiceRequestError | az.ServiceResponseError):
+            return UNREACHABLE, type(exc).__name__
+        return ANSWERED, str(status or type(exc).__name__)
+
+
+BUCKET_FILES = {
+    download_files.S3: S3Files,
+    download_files.GS: GCSFiles,
+    download_files.AZ: AzureFiles,
+}
+
+
+def fetch_folder(plan: Plan, folder: Path, missing: list[tuple[str, int]]) -> int:
+    """Each missing file of the bucket folder at the version pinned at apply (the reader of
+    its scheme, BUCKET_FILES), written whole under a temporary name and renamed, never more
+    than the size it was planned at."""
+    try:
+        files = BUCKET_FILES[download_files.bucket_scheme(plan.repo) or ""](plan)
+    except Exception as exc:  # noqa: BLE001 - a client that cannot be made (no credentials found)
+        return fail(
+            f"the storage client for {plan.shown} could not be made ({type(exc).__name__})",
+            "Give the profile storageCredentials that may read the bucket (and check this "
+            "machine's storage settings), then Restart.",
+            EXIT_DENIED,
+        )
+    versions = dict(plan.versions)
+
+    def gone(name: str) -> int:
+        return fail(
+            f"{name} of {plan.shown} is no longer the version pinned at apply",
+            "Deploy again to pin the folder as it is now.",
+            EXIT_MISSING,
+        )
+
+    for name, size in missing:
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         part = target.with_name(f".{target.name}.part")
         try:
-            body = client.get_object(**args)["Body"]
-            written = 0
             with open(part, "wb") as handle:
-                for chunk in body.iter_chunks(1 << 20):
-                    written += len(chunk)
-                    if written > size:
-                        break
-                    handle.write(chunk)
-            body.close()
-            if written != size:
+                sink = _Sink(handle, size)
+                same = files.write(name, versions[name], sink)
+            if not same:
                 part.unlink(missing_ok=True)
-                return fail(
-                    f"{name} of {plan.shown} is not the {size} bytes it was at apply",
-                    "Deploy again to pin the folder as it is now.",
-                    EXIT_MISSING,
-                )
+                return gone(name)
+            if sink.written != size:
+                raise _TooBig
             os.replace(part, target)
-        except ClientError as exc:
+        except _TooBig:
             part.unlink(missing_ok=True)
-            code = str(exc.response.get("Error", {}).get("Code", ""))
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-            if code in ("AccessDenied", "403", "Forbidden") or status == 403:
-                how = "anonymous reads" if unsigned else "the profile's storage credentials"
+            return fail(
+                f"{name} of {plan.shown} is not the {size} bytes it was at apply",
+                "Deploy again to pin the folder as it is now.",
+                EXIT_MISSING,
+            )
+        except files.errors as exc:
+            part.unlink(missing_ok=True)
+            kind, said = files.failure(exc)
+            if kind == DENIED:
+                how = "anonymous reads" if files.anonymous else "the profile's storage credentials"
                 return fail(
                     f"{plan.shown} refused {how} for {name}",
                     "Give the profile storageCredentials that may read the bucket, then Restart.",
                     EXIT_DENIED,
                 )
-            if code in ("PreconditionFailed", "NoSuchVersion", "NoSuchKey", "404") or status in (
-                404,
-                412,
-            ):
+            if kind == GONE:
+                return gone(name)
+            if kind == UNREACHABLE:
                 return fail(
-                    f"{name} of {plan.shown} is no longer the version pinned at apply",
-                    "Deploy again to pin the folder as it is now.",
-                    EXIT_MISSING,
+                    f"the storage could not be reached for {plan.shown} ({said})",
+                    f"Check this machine's network and {files.endpoint_setting}, then Restart.",
+                    EXIT_UNREACHABLE,
                 )
             return fail(
-                f"the storage answered {code or status} for {name} of {plan.shown}",
+                f"the storage answered {said} for {name} of {plan.shown}",
                 "Restart in a moment; if it goes on, check the bucket.",
-                EXIT_UNREACHABLE,
-            )
-        except BotoCoreError as exc:
-            part.unlink(missing_ok=True)
-            return fail(
-                f"the storage could not be reached for {plan.shown} ({type(exc).__name__})",
-                "Check this machine's network and AWS_ENDPOINT_URL_S3, then Restart.",
                 EXIT_UNREACHABLE,
             )
         except OSError as exc:
@@ -382,7 +642,7 @@ def main(argv: list[str]) -> int:
     if refusal is not None:
         return fail(refusal, "Deploy another model, or a commit of it without them.", EXIT_REFUSED)
     runtime = argv[3:]
-    dropped = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_DISABLE_PROGRESS_BARS", *S3_ENV)
+    dropped = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_DISABLE_PROGRESS_BARS", *STORAGE_ENV)
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(rt.OFFLINE_ENV)  # the runtime reads the folder and never asks the Hub
     env["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"

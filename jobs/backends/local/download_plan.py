@@ -1,6 +1,7 @@
-"""An hf:// application's download as the runner handles it: the launcher a replica starts
-through and the plan it is given, the snapshot folder the replica then serves, and the
-references that keep a snapshot in the downloads folder every organisation shares."""
+"""An hf:// (or bucket folder's) application's download as the runner handles it: the
+launcher a replica starts through and the plan it is given, the snapshot folder the replica
+then serves, and the references that keep a snapshot in the downloads folder every
+organisation shares."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def snapshot_folder(state: AppState, source: tuple[str, str, str | None]) -> Pat
     scheme, repo, revision = source
     planned = state.download or {}
     commit = str(planned.get("commit", ""))
-    if scheme not in ("hf", "s3") or repo != planned.get("repo"):
+    if scheme not in ("hf", "s3", "gs", "https") or repo != planned.get("repo"):
         raise ValueError("spec.source.model.uri is not the repository the plan downloads")
     pinned = scheme == "hf" and revision is not None and download_files.COMMIT.fullmatch(revision)
     if pinned and revision != commit:

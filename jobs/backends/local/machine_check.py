@@ -301,7 +301,7 @@ def check(
 ) -> list[Problem]:
     """Why the local backend cannot run this filled-in manifest here; empty when it can.
     `token`: the profile's Hugging Face token, for an hf:// model read from the Hub;
-    `storage`: its storage credentials, for an s3:// folder (None: not usable now)."""
+    `storage`: its storage credentials, for a bucket folder (None: not usable now)."""
     template = template if template is not None else DEFAULT_TEMPLATE
     refusals = _manifest_refusals(manifest, default_template=template == DEFAULT_TEMPLATE)
     chosen = serving_plan.plan(manifest, template, token, storage) if not refusals else None
@@ -368,12 +368,13 @@ def _manifest_refusals(manifest: Mapping[str, Any], default_template: bool) -> l
         )
     refusals += [target_answer(text, EXTRA_ARGS_PATH) for text in extra_args_refusals(manifest)]
     uri = model.get("uri")
-    if not (isinstance(uri, str) and uri.startswith(("hf://", "file://", "s3://"))):
+    local_schemes = ("hf://", "file://", "s3://", "gs://", "https://")  # https: Azure Blob
+    if not (isinstance(uri, str) and uri.startswith(local_schemes)):
         refuse(
             f"{MODEL}.uri",
-            f"is {uri}: the local backend serves hf:// models and s3:// folders (the replica "
-            "downloads them) and file:// folders under its models folder; use a Kubernetes "
-            "profile for other storage.",
+            f"is {uri}: the local backend serves hf:// models and s3://, gs:// and Azure Blob "
+            "folders (the replica downloads them) and file:// folders under its models folder; "
+            "use a Kubernetes profile for other storage.",
         )
     nodes = dig(model, "resources", "nodesPerReplica") or 1
     if nodes > 1:

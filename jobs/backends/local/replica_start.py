@@ -20,7 +20,7 @@ from . import processes as proc
 from . import runtimes as rt
 from . import vllm_cpu as vc
 from .command import describe, engine_args, local_command, local_env, server_environment
-from .download_files import S3
+from .download_files import bucket_scheme
 from .download_plan import LAUNCHER, snapshot_folder, write_plan
 from .machine_check import which
 from .state import AppState, Replica, now_iso
@@ -101,10 +101,10 @@ def start_one(
     token_value = token() if wants_token else None
     if spawned is not None:
         extra = {k: v for k, v in extra.items() if k not in rt.OFFLINE_ENV}
-    from_s3 = str((state.download or {}).get("repo", "")).startswith(S3)
-    if spawned is not None and from_s3:
+    from_bucket = bucket_scheme((state.download or {}).get("repo")) is not None
+    if spawned is not None and from_bucket:
         # The launcher reads the bucket with the profile's credentials, asked now; it takes
-        # them out before it execs the runtime (download_launcher.S3_ENV).
+        # them out before it execs the runtime (download_launcher.STORAGE_ENV).
         credentials = storage()
         if credentials is None:
             why = (
@@ -113,7 +113,14 @@ def start_one(
             )
             step = "Ask the operator, or set the profile's storageCredentials again; then Restart."
             return not_started(state, index, port, gpus, log_path, why, step), None
-        extra = {**extra, **download_launcher.s3_environment(os.environ, credentials)}
+        try:
+            reading = download_launcher.storage_environment(
+                state.download["repo"], os.environ, credentials
+            )
+        except ValueError as exc:
+            step = "Set the profile's storageCredentials to ones that read it; then Restart."
+            return not_started(state, index, port, gpus, log_path, str(exc), step), None
+        extra = {**extra, **reading}
         token_value = None  # a bucket is no Hub: the launcher gets no Hugging Face token
     env = server_environment(os.environ, extra, token_value)
     proc.private_dir(log_path.parent)

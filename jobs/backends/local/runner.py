@@ -116,7 +116,7 @@ class LocalRunner:
         self.gpu_ledger = gpu_ledger or GpuLedger(self.state_dir.parent)
         self._gpus = GpuPlanner(self.gpu_ledger, self.state_dir.name)
         self.token_for = token_for
-        # `storage_for(app_name)`: its profile's storage credentials for an s3:// folder
+        # `storage_for(app_name)`: its profile's storage credentials for an s3:// or gs:// folder
         # (None: not usable now), asked at apply and at each start; never stored.
         self.storage_for = storage_for
         self.template = template if template is not None else configured_template()
@@ -139,7 +139,7 @@ class LocalRunner:
     ) -> list[Problem]:
         """Why this machine cannot run the manifest (each naming the field it is about);
         empty when it can. `token`: the Hugging Face token an hf:// model is read with;
-        `storage`: the storage credentials an s3:// folder is read with."""
+        `storage`: the storage credentials an s3:// or gs:// folder is read with."""
         return check(manifest, self.template, token, storage)
 
     def _token(self, app_name: str) -> str | None:

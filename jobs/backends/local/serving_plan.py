@@ -22,6 +22,7 @@ from jobs.manifest.uri import UriError, parse_uri
 from jobs.storage_access import ANONYMOUS, CREDENTIALS_FIELD, Credentials
 from models_catalog import hub, hub_weights
 from models_catalog.architectures import vllm_cpu_here
+from models_catalog.azure_reads import AzureReader, split_url
 from models_catalog.folders import (
     FolderRefused,
     configured_models_dir,
@@ -29,6 +30,7 @@ from models_catalog.folders import (
     model_facts,
     resolve_folder,
 )
+from models_catalog.gcs_reads import GCSReader
 from models_catalog.hub_facts import repo_facts
 from models_catalog.s3_reads import S3Reader, StorageDenied, StorageError, StorageUnavailable
 
@@ -38,6 +40,15 @@ from .command import DEFAULT_TEMPLATE, on_gpu
 
 COMMAND = "command"  # the configured SERVEDECK_LOCAL_COMMAND
 URI = "spec.source.model.uri"
+# The bucket folders the local backend downloads: the reader each is read with at apply, and
+# where the operator points the console at its endpoint.
+# (https://: Azure Blob, the only https:// the uri parser accepts.)
+BUCKET_READERS = {"s3": S3Reader, "gs": GCSReader, "https": AzureReader}
+ENDPOINT_SETTING = {
+    "s3": "AWS_ENDPOINT_URL_S3",
+    "gs": "STORAGE_EMULATOR_HOST",
+    "https": "SERVEDECK_AZURE_BLOB_ENDPOINT",
+}
 
 
 @dataclass(frozen=True)
@@ -48,7 +59,8 @@ class Download:
     commit: str
     layout: str
     files: tuple[tuple[str, int], ...]  # (name, bytes) the runtime reads
-    # An s3:// folder: each file's version as pinned at apply (versionId, or etag:<ETag>).
+    # A bucket folder: each file's version as pinned at apply (s3://: versionId, or
+    # etag:<ETag>; gs://: generation; Azure Blob: version id, or etag:<ETag>).
     versions: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -57,7 +69,7 @@ class Download:
 
     @property
     def shown(self) -> str:
-        return self.repo if self.repo.startswith(download_files.S3) else f"hf://{self.repo}"
+        return self.repo if download_files.bucket_scheme(self.repo) else f"hf://{self.repo}"
 
     def as_dict(self) -> dict[str, Any]:
         planned: dict[str, Any] = {
@@ -98,15 +110,16 @@ def model_source(manifest: Mapping[str, Any]) -> tuple[str, str, str | None] | R
         info = parse_uri(uri) if isinstance(uri, str) else None
     except UriError as exc:
         return Refused(f"spec.source.model.uri: {exc.reason}. {exc.fix}", "spec.source.model.uri")
-    if info is None or info.scheme not in ("hf", "file", "s3"):
+    if info is None or info.scheme not in ("hf", "file", *BUCKET_READERS):
         return Refused(
-            f"spec.source.model.uri is {uri}: the local backend serves hf:// models, s3:// "
-            "folders and file:// folders under its models folder; use a Kubernetes profile for "
-            "other storage.",
+            f"spec.source.model.uri is {uri}: the local backend serves hf:// models, s3://, "
+            "gs:// and Azure Blob folders and file:// folders under its models folder; use a "
+            "Kubernetes profile for other storage.",
             "spec.source.model.uri",
         )
-    if info.scheme == "s3":
-        return "s3", f"s3://{info.bucket}/{(info.key or '').rstrip('/')}/", info.version
+    if info.scheme in BUCKET_READERS:
+        bucket, key = split_url(info.text) if info.scheme == "https" else (info.bucket, info.key)
+        return info.scheme, f"{info.scheme}://{bucket}/{(key or '').rstrip('/')}/", info.version
     if info.scheme == "file":
         try:
             folder = resolve_folder(info.file_path or "", configured_models_dir())
@@ -172,14 +185,14 @@ def _plan(
 ) -> Plan | Refused:
     """The server this machine runs the manifest with, or why none. `token` is the profile's
     Hugging Face token (None: none), read with for an hf:// model a CPU runtime serves;
-    `storage`, its storage credentials for an s3:// folder (None: not usable now)."""
+    `storage`, its storage credentials for a bucket folder (None: not usable now)."""
     source = model_source(manifest)
     if isinstance(source, Refused):
         return source
     scheme, model, revision = source
-    if template != DEFAULT_TEMPLATE and scheme == "s3":
+    if template != DEFAULT_TEMPLATE and scheme in BUCKET_READERS:
         return Refused(
-            f"spec.source.model.uri is {model}: the local backend downloads s3:// folders for "
+            f"spec.source.model.uri is {model}: the local backend downloads bucket folders for "
             "its own CPU runtimes, and SERVEDECK_LOCAL_COMMAND names another server; use an "
             "hf:// or file:// model with it, or a Kubernetes profile.",
             URI,
@@ -190,8 +203,8 @@ def _plan(
     runtimes_dir = rt.configured_runtimes_dir()
     if scheme == "hf":
         return _hub_plan(model, revision, token, on_gpu(manifest), vllm, runtimes_dir)
-    if scheme == "s3":
-        return _s3_plan(model, storage, on_gpu(manifest), vllm, runtimes_dir)
+    if scheme in BUCKET_READERS:
+        return _bucket_plan(scheme, model, storage, on_gpu(manifest), vllm, runtimes_dir)
     try:
         facts = folder_facts(Path(model), wants_gpu=on_gpu(manifest))
     except FolderRefused as exc:
@@ -262,12 +275,18 @@ def _hub_plan(
     return Plan(choice.runtime, str(folder), found.commit, why, download, found.facts.task)
 
 
-def _s3_plan(
-    source: str, storage: Credentials | None, wants_gpu: bool, vllm: bool, runtimes_dir: Path
+def _bucket_plan(
+    scheme: str,
+    source: str,
+    storage: Credentials | None,
+    wants_gpu: bool,
+    vllm: bool,
+    runtimes_dir: Path,
 ) -> Plan | Refused:
-    """An s3:// folder: read with the profile's storage credentials as Check model reads it,
-    served by the CPU runtime its task and layout get, from the snapshot of the files that
-    runtime reads, each pinned now to its version (the replica downloads exactly those)."""
+    """An s3://, gs:// or Azure Blob folder: read with the profile's storage credentials as
+    Check model reads it, served by the CPU runtime its task and layout get, from the snapshot
+    of the files that runtime reads, each pinned now to its version (S3's versionId or ETag,
+    GCS's generation, Azure's version id or ETag; the replica downloads exactly those)."""
     if storage is None:
         return Refused(
             f"spec.source.model.uri: {source} cannot be read: the profile's {CREDENTIALS_FIELD} "
@@ -275,8 +294,8 @@ def _s3_plan(
             "operator, or set the profile's storageCredentials again.",
             None,
         )
-    bucket, prefix = source[len(download_files.S3) :].split("/", 1)
-    reader = S3Reader(storage)
+    bucket, prefix = download_files.bucket_parts(source)
+    reader = BUCKET_READERS[scheme](storage)
     try:
         folder = reader.folder(bucket, prefix)
         config = reader.read_json(folder, "config.json")
@@ -297,7 +316,8 @@ def _s3_plan(
         if choice.runtime == rt.VLLM:
             return Refused(
                 f"spec.source.model.uri: {source} would be served by vLLM here, which the local "
-                "backend does not yet download s3:// folders for; serve it on the CPU (remove "
+                f"backend does not yet download {scheme}:// folders for; serve it on the CPU "
+                "(remove "
                 "resources.accelerator), or use a Kubernetes profile.",
                 URI,
             )
@@ -314,12 +334,12 @@ def _s3_plan(
     except StorageUnavailable as exc:
         return Refused(
             f"spec.source.model.uri: {source} could not be read ({exc}); try again in a moment "
-            "(check AWS_ENDPOINT_URL_S3 on the console's host).",
+            f"(check {ENDPOINT_SETTING[scheme]} on the console's host).",
             None,
         )
     except StorageError as exc:
         return Refused(f"spec.source.model.uri: {source}: {exc}.", URI)
-    commit = download_files.s3_pin(pins)
+    commit = download_files.folder_pin(pins)
     try:
         target = download_files.snapshot_folder(rt.configured_downloads_dir(), source, commit)
     except ValueError as exc:

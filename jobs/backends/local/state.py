@@ -151,7 +151,8 @@ def derive_status(
         index, line = min(downloading.items())
         where = state.download or {}
         repo = str(where.get("repo", "?"))
-        source = (repo, "its bucket") if repo.startswith("s3://") else (f"hf://{repo}", "")
+        bucket = repo.startswith(("s3://", "gs://", "https://"))
+        source = (repo, "its bucket") if bucket else (f"hf://{repo}", "")
         reason = (
             f"Replica {index} is downloading {source[0]} at "
             f"{str(where.get('commit', ''))[:12]} from {source[1] or 'the Hugging Face Hub'}"

@@ -370,7 +370,7 @@ def test_predictive_formats_and_raw_inference_services_are_refused(tag):
                 "profileName": "local",
                 "source": {
                     "type": "Model",
-                    "model": {"uri": "gs://models-bucket/fraud/v3", "format": "SKLearn"},
+                    "model": {"uri": "pvc://models-pvc/fraud/v3", "format": "SKLearn"},
                 },
             },
         },
@@ -381,7 +381,10 @@ def test_predictive_formats_and_raw_inference_services_are_refused(tag):
         "spec.source.model.format is SKLearn: the local backend serves vLLM-format models only; "
         "use a Kubernetes profile (KServe) to serve SKLearn models." in refusals
     )
-    downloads = "serves hf:// models and s3:// folders (the replica downloads them) and file://"
+    downloads = (
+        "serves hf:// models and s3://, gs:// and Azure Blob folders (the replica downloads them) "
+        "and file://"
+    )
     assert any(downloads in r for r in refusals)
     raw = {"spec": {"name": "raw", "source": {"type": "YAML", "inferenceService": {}}}}
     assert "cannot run a raw InferenceService" in said(check(raw, stand_in(tag)))[0]

@@ -73,7 +73,7 @@ def test_a_private_folder_is_downloaded_at_its_pinned_versions_then_served_offli
         running(runner, "chat")
         wanted = ["config.json", "model.safetensors", "tokenizer.json"]
         sizes = {n: len(chat_files(tmp_path)[n]) for n in wanted}
-        commit = download_files.s3_pin([(n, sizes[n], versions[n]) for n in wanted])
+        commit = download_files.folder_pin([(n, sizes[n], versions[n]) for n in wanted])
         folder = download_files.snapshot_folder(tmp_path / "downloads", SOURCE, commit)
         assert sorted(p.name for p in folder.iterdir()) == wanted
         assert (folder / "model.safetensors").read_bytes() == chat_files(tmp_path)[
