@@ -76,6 +76,29 @@ def window_totals(rows: QuerySet, minutes: int, now: datetime | None = None) -> 
     return {"sums": sums, "seconds": max((moment - first).total_seconds(), 1.0)}
 
 
+def totals_per_adapter(
+    rows: QuerySet, minutes: int, now: datetime | None = None
+) -> tuple[dict[str, dict[str, Any]], float]:
+    """The summed counters of the last `minutes` minutes (the current one included, at most
+    ADAPTER_MAX_MINUTES) of the UsageMinute rows given, per LoRA adapter ("": the base model's
+    own requests), in one grouped query; and the seconds the window has lasted."""
+    if not 1 <= minutes <= ADAPTER_MAX_MINUTES:
+        raise ValueError(f"minutes is {minutes}; accepts 1 to {ADAPTER_MAX_MINUTES}")
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    first = minute_floor(moment) - timedelta(minutes=minutes - 1)
+    grouped = (
+        rows.filter(minute__gte=first, minute__lte=moment)
+        .values("adapter")
+        .annotate(**SUMS)
+        .order_by()
+    )
+    per_adapter = {row["adapter"]: sums_of(row) for row in grouped}
+    return per_adapter, max((moment - first).total_seconds(), 1.0)
+
+
+ADAPTER_MAX_MINUTES = 7 * 24 * 60  # the model page's Adapters section: the cost section's week
+
+
 def rates(sums: dict[str, Any], seconds: float) -> dict[str, Any]:
     """What the cards and the health view show of summed counters over `seconds`.
 

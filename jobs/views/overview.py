@@ -12,6 +12,7 @@ from console.static_finders import plotly_style_ids
 from jobs.access import get_application
 from jobs.models import UsageMinute
 from jobs.overview import replica_logs
+from jobs.overview.adapters import adapter_usage
 from jobs.overview.facts import cost_summary, serving_facts
 from jobs.overview.revision_diff import unified
 from jobs.usage import charts
@@ -26,14 +27,15 @@ def _part(request, template: str, title: str, part_id: str, context: dict, statu
 
 
 def page_context(application, revisions, membership) -> dict:
-    """What the overview sections (serving facts, charts, logs, history diff, cost) need. The
-    usage and cost per API key only for a member who may `admin` keys (key names and their
-    usage are an admin's, as on /api/v1/keys/<name>/usage)."""
+    """What the overview sections (serving facts, adapters, charts, logs, history diff, cost)
+    need. The usage and cost per API key only for a member who may `admin` keys (key names
+    and their usage are an admin's, as on /api/v1/keys/<name>/usage)."""
     newest = revisions[0].number if revisions else None
     per_key = membership.may("admin")
     cost = cost_summary(application)
     return {
         "serving_facts": serving_facts(application, newest),
+        "adapters": adapter_usage(application),  # one query, only with adapters
         "chart_windows": list(charts.WINDOWS.values()),
         "plotly_style_ids": plotly_style_ids(),
         "per_key": per_key,

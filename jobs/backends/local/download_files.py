@@ -135,6 +135,31 @@ def bucket_parts(repo: str) -> tuple[str, str]:
     return bucket, prefix
 
 
+# A LoRA adapter as vLLM loads it (peft's save_pretrained): its config and its safetensors
+# weights, and the tokenizer files of an adapter that added tokens; nothing else of its repo.
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+ADAPTER_TOKENIZER_FILES = frozenset(
+    {
+        "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+        "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model",
+        "chat_template.jinja",
+    }
+)  # fmt: skip
+# The most one adapter may download: a rank-64 adapter of a 70B model is under 2 GiB.
+MAX_ADAPTER_BYTES = 4 * 2**30
+
+
+def adapter_files_to_download(names: Iterable[str]) -> list[str] | None:
+    """The files of an adapter's repository vLLM reads, sorted: adapter_config.json,
+    adapter_model.safetensors and the tokenizer files present (top level only); None when
+    the config or the safetensors weights are missing."""
+    top = {n for n in names if isinstance(n, str) and "/" not in n and _FILE_NAME.fullmatch(n)}
+    if ADAPTER_CONFIG not in top or ADAPTER_WEIGHTS not in top:
+        return None
+    return sorted({ADAPTER_CONFIG, ADAPTER_WEIGHTS} | (top & ADAPTER_TOKENIZER_FILES))
+
+
 def checked_repo(repo: str) -> str:
     """A Hub repository id, or a bucket folder (`s3://<bucket>/<prefix>/`, `gs://...`, an
     Azure Blob `https://<account>.blob.core.windows.net/<container>/<prefix>/`), fit to become

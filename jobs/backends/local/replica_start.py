@@ -51,9 +51,13 @@ def start_one(
     source = serving_plan.model_source(state.manifest)
     if isinstance(source, serving_plan.Refused):
         return not_started(state, index, port, gpus, log_path), None
-    adapters = serving_plan.adapter_folders(state.manifest)  # checked again, as the model's
+    # Checked again, as the model's: a file:// folder, an hf:// adapter's snapshot.
+    adapters = serving_plan.adapter_folders(state.manifest, state.adapter_pins)
     if isinstance(adapters, serving_plan.Refused):
-        step = "Put the adapter's folder back under the models folder, or apply without it."
+        step = (
+            "Deploy again (an hf:// adapter is downloaded then), put a file:// adapter's "
+            "folder back under the models folder, or apply without it."
+        )
         return not_started(state, index, port, gpus, log_path, adapters.message, step), None
     cwd, spawned = None, None
     if state.runtime in rt.CPU_RUNTIMES:

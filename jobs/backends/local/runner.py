@@ -30,7 +30,14 @@ from jobs.manifest import adapters as lora
 from jobs.manifest.problems import Problem
 from jobs.storage_access import ANONYMOUS, Credentials
 
-from . import adapter_swap, download_plan, replica_start, replica_status, serving_plan
+from . import (
+    adapter_downloads,
+    adapter_swap,
+    download_plan,
+    replica_start,
+    replica_status,
+    serving_plan,
+)
 from . import processes as proc
 from . import runtimes as rt
 from .command import configured_template, local_command, replica_count, split_template
@@ -162,6 +169,7 @@ class LocalRunner:
         chosen = serving_plan.plan(manifest, self.template, token, storage)
         if isinstance(chosen, serving_plan.Refused):  # the check above said so already
             raise LocalRefused([chosen.message])
+        pins = self._download_adapters(chosen, token)
         manifest = json.loads(json.dumps(manifest))  # a plain copy, as it will be stored
         with self._locked(app_name):
             state = self._load(app_name)
@@ -171,12 +179,13 @@ class LocalRunner:
                 manifest,
                 self.template,
             )
+            same = same and state.adapter_pins == pins  # a moved revision: other files
             if same and (state.runtime, state.model) == (chosen.runtime, chosen.model):
                 state.revision = revision  # the same servers now run this revision
                 state.task, state.why = chosen.task, chosen.why
-            elif self._adapters_swapped(state, manifest, chosen):
+            elif self._adapters_swapped(state, manifest, chosen, pins):
                 # Only its LoRA adapters changed: the running servers loaded them.
-                state.manifest, state.revision = manifest, revision
+                state.manifest, state.revision, state.adapter_pins = manifest, revision, pins
                 state.task, state.why = chosen.task, chosen.why
             else:
                 with self._gpus.book(manifest, state) as book:
@@ -184,7 +193,7 @@ class LocalRunner:
                     if state is not None:
                         self._terminate(state.replicas)
                     old = state.download if state is not None else None
-                    state = self._replaced(app_name, manifest, revision, state, chosen)
+                    state = self._replaced(app_name, manifest, revision, state, chosen, pins)
                     # Recorded before its replicas download into it; the old one goes when
                     # no application uses it any more.
                     download_plan.refer(
@@ -379,8 +388,24 @@ class LocalRunner:
             raise UnknownApplication(f"{name} has not been deployed on this machine; deploy it.")
         return state
 
+    def _download_adapters(
+        self, chosen: serving_plan.Plan, token: str | None
+    ) -> dict[str, dict[str, str]]:
+        """The plan's hf:// adapters downloaded (adapter_downloads.py), as the state pins them;
+        raises LocalRefused naming the adapter when one cannot be."""
+        try:
+            for download in chosen.adapters:
+                adapter_downloads.fetch(download, token)
+        except adapter_downloads.AdapterDownloadFailed as exc:
+            raise LocalRefused([str(exc)]) from None
+        return {download.name: download.pin for download in chosen.adapters}
+
     def _adapters_swapped(
-        self, state: AppState | None, manifest: dict[str, Any], chosen: serving_plan.Plan
+        self,
+        state: AppState | None,
+        manifest: dict[str, Any],
+        chosen: serving_plan.Plan,
+        pins: dict[str, dict[str, str]],
     ) -> bool:
         """Whether the running replicas of a vLLM took `manifest`'s adapters without a restart
         (adapter_swap.py); False when anything else changed or a replica did not."""
@@ -392,7 +417,8 @@ class LocalRunner:
             or state.runtime not in (serving_plan.COMMAND, rt.VLLM, rt.VLLM_CPU.name)
         ):
             return False
-        old, new = (serving_plan.adapter_folders(m) for m in (state.manifest, manifest))
+        old = serving_plan.adapter_folders(state.manifest, state.adapter_pins)
+        new = serving_plan.adapter_folders(manifest, pins)
         if isinstance(old, serving_plan.Refused) or isinstance(new, serving_plan.Refused):
             return False
         changes = lora.runtime_swap(state.manifest, manifest, old, new)
@@ -405,6 +431,7 @@ class LocalRunner:
         revision: int,
         old: AppState | None,
         chosen: serving_plan.Plan,
+        adapter_pins: dict[str, dict[str, str]] | None = None,
     ) -> AppState:
         return AppState(
             name=name,
@@ -423,6 +450,7 @@ class LocalRunner:
             download=chosen.download.as_dict() if chosen.download else None,
             task=chosen.task,
             why=chosen.why,
+            adapter_pins=adapter_pins or {},
         )
 
     # --- processes -----------------------------------------------------------------------

@@ -13,12 +13,12 @@ the plan.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from jobs.manifest import adapters as lora
-from jobs.manifest.uri import UriError, parse_uri
+from jobs.manifest.uri import UriError, UriInfo, parse_uri
 from jobs.storage_access import ANONYMOUS, CREDENTIALS_FIELD, Credentials
 from models_catalog import hub, hub_weights
 from models_catalog.architectures import vllm_cpu_here
@@ -94,6 +94,8 @@ class Plan:
     # What the model does (runtimes.GENERATE ...), for the first real request a replica must
     # answer before it reads Running; "" for the configured command, whose server is unknown.
     task: str = ""
+    # Its hf:// LoRA adapters, downloaded by the runner at apply before any replica loads them.
+    adapters: tuple[AdapterDownload, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,27 +131,69 @@ def model_source(manifest: Mapping[str, Any]) -> tuple[str, str, str | None] | R
     return "hf", info.hf_repo or "", info.hf_revision
 
 
-def adapter_folders(manifest: Mapping[str, Any]) -> list[tuple[str, str]] | Refused:
-    """The LoRA adapters' (name, folder) as vLLM is given them: each file:// folder resolved
-    and checked against the models folder as it is now (asked again before each start, as the
-    model's). An hf:// or s3:// adapter is refused here: the local backend does not download
-    adapters yet."""
+@dataclass(frozen=True)
+class AdapterDownload:
+    """An hf:// LoRA adapter as the runner downloads it at apply (adapter_downloads.py): its
+    own files only, at the commit its revision pointed at when it was planned."""
+
+    index: int  # its place in spec.source.model.adapters
+    name: str
+    repo: str
+    commit: str
+    files: tuple[tuple[str, int], ...]  # (name, bytes)
+
+    @property
+    def bytes(self) -> int:
+        return sum(size for _, size in self.files)
+
+    @property
+    def pin(self) -> dict[str, str]:
+        """What the application's state keeps of it (AppState.adapter_pins[name])."""
+        return {"repo": self.repo, "commit": self.commit}
+
+    @property
+    def field(self) -> str:
+        return f"{lora.PATH}[{self.index}].uri"
+
+
+def _adapter_items(manifest: Mapping[str, Any]) -> list[Any]:
     model = ((manifest.get("spec") or {}).get("source") or {}).get("model") or {}
-    items = model.get("adapters") or []
+    items = model.get("adapters") if isinstance(model, Mapping) else None
+    return items if isinstance(items, list) else []
+
+
+def adapter_folders(
+    manifest: Mapping[str, Any], pins: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[tuple[str, str]] | Refused:
+    """The LoRA adapters' (name, folder) as vLLM is given them: each file:// folder resolved
+    and checked against the models folder as it is now, each hf:// adapter's snapshot in the
+    downloads folder at the commit `pins` (name -> {repo, commit}) says it was pinned to and
+    downloaded at apply, checked to be there; asked again before each start, as the model's.
+    With `pins` None (the plan, before anything is pinned) an hf:// adapter is given as its
+    uri. An s3:// adapter is refused here: the local backend does not download those."""
     found: list[tuple[str, str]] = []
-    for index, item in enumerate(items):
+    for index, item in enumerate(_adapter_items(manifest)):
         path = f"{lora.PATH}[{index}].uri"
         text = item.get("uri") if isinstance(item, Mapping) else None
         try:
             info = parse_uri(text) if isinstance(text, str) else None
         except UriError as exc:
             return Refused(f"{path}: {exc.reason}. {exc.fix}", path)
+        if info is not None and info.scheme == "hf" and pins is None:
+            found.append((str(item["name"]), info.text))
+            continue
+        if info is not None and info.scheme == "hf":
+            folder = _hub_adapter_folder(str(item["name"]), info, pins or {}, path)
+            if isinstance(folder, Refused):
+                return folder
+            found.append((str(item["name"]), folder))
+            continue
         if info is None or info.scheme != "file":
             return Refused(
-                f"{path} is {text}: the local backend serves adapters from file:// folders under "
-                f"its models folder {configured_models_dir()} only (it does not download hf:// "
-                "or s3:// adapters yet). Download the adapter's folder there and set uri to "
-                "file://<that folder>, or deploy on a Kubernetes profile (hf://).",
+                f"{path} is {text}: the local backend serves adapters from hf:// repositories "
+                f"and from file:// folders under its models folder {configured_models_dir()} "
+                "(it does not download s3:// adapters). Put the adapter on the Hub or in a "
+                "folder there, or deploy on a Kubernetes profile.",
                 path,
             )
         try:
@@ -160,6 +204,94 @@ def adapter_folders(manifest: Mapping[str, Any]) -> list[tuple[str, str]] | Refu
     return found
 
 
+def _hub_adapter_folder(
+    name: str, info: UriInfo, pins: Mapping[str, Mapping[str, Any]], path: str
+) -> str | Refused:
+    """An hf:// adapter's snapshot folder, built again from the uri as it is now and the commit
+    pinned at apply (checked: the same repository, a commit, inside the downloads folder)."""
+    pin = pins.get(name) or {}
+    repo, revision, commit = info.hf_repo or "", info.hf_revision, str(pin.get("commit", ""))
+    pinned_elsewhere = (
+        revision is not None and download_files.COMMIT.fullmatch(revision) and revision != commit
+    )
+    if pin.get("repo") != repo or pinned_elsewhere:
+        return Refused(
+            f"{path} is hf://{repo}, which was not downloaded when this revision was applied; "
+            "deploy it again (the local backend downloads an hf:// adapter at apply).",
+            path,
+        )
+    try:
+        folder = download_files.snapshot_folder(rt.configured_downloads_dir(), repo, commit)
+    except ValueError as exc:
+        return Refused(f"{path}: {exc}.", path)
+    if not (folder / download_files.ADAPTER_CONFIG).is_file():
+        return Refused(
+            f"{path}: hf://{repo} at commit {commit} is no longer in the downloads folder "
+            f"({folder} is missing); deploy again to download it.",
+            path,
+        )
+    return str(folder)
+
+
+def adapter_downloads(
+    manifest: Mapping[str, Any], token: str | None = None
+) -> tuple[AdapterDownload, ...] | Refused:
+    """The hf:// adapters of the manifest, each read from the Hub now (with the profile's
+    `token`): the commit its revision points at, and the files vLLM reads of it with their
+    sizes (download_files.adapter_files_to_download), bounded by MAX_ADAPTER_BYTES."""
+    found: list[AdapterDownload] = []
+    for index, item in enumerate(_adapter_items(manifest)):
+        text = item.get("uri") if isinstance(item, Mapping) else None
+        try:
+            info = parse_uri(text) if isinstance(text, str) else None
+        except UriError:
+            continue  # adapter_folders names it
+        if info is None or info.scheme != "hf":
+            continue
+        path = f"{lora.PATH}[{index}].uri"
+        repo, endpoint = info.hf_repo or "", hub.endpoint_now()
+        try:
+            with hub.time_budget():
+                read = hub.model_info(repo, info.hf_revision, token, endpoint=endpoint)
+        except hub.HubUnavailable as exc:
+            return Refused(
+                f"{path}: the Hugging Face Hub at {endpoint} could not be reached to read "
+                f"{info.text} ({exc}); the local backend downloads an hf:// adapter when it is "
+                "applied. Try again in a moment (check HF_ENDPOINT).",
+                None,
+            )
+        except hub.HubError as exc:
+            return Refused(
+                f"{path}: {info.text} cannot be read: {exc}. Check the repository id and "
+                "revision (a private or gated one is read with the profile's token).",
+                path,
+            )
+        names = download_files.adapter_files_to_download(read.file_names)
+        if names is None:
+            return Refused(
+                f"{path}: {info.text} has no {download_files.ADAPTER_CONFIG} and "
+                f"{download_files.ADAPTER_WEIGHTS}; accepts a PEFT LoRA adapter saved with "
+                "safetensors (peft's save_pretrained). Save it again, or point uri at the "
+                "adapter's own repository.",
+                path,
+            )
+        if not download_files.COMMIT.fullmatch(read.sha or ""):
+            return Refused(f"{path}: the Hub named no commit for {info.text}; try again.", None)
+        sizes = {file.name: file.size or 0 for file in read.siblings}
+        download = AdapterDownload(
+            index, str(item["name"]), repo, read.sha, tuple((n, sizes[n]) for n in names)
+        )
+        if download.bytes > download_files.MAX_ADAPTER_BYTES:
+            return Refused(
+                f"{path}: {info.text}'s files come to {rt.size_text(download.bytes)}, more than "
+                f"the {rt.size_text(download_files.MAX_ADAPTER_BYTES)} an adapter may download; "
+                "a LoRA adapter is far smaller: point uri at the adapter, not a full model.",
+                path,
+            )
+        found.append(download)
+    return tuple(found)
+
+
 def plan(
     manifest: Mapping[str, Any],
     template: str = DEFAULT_TEMPLATE,
@@ -167,14 +299,20 @@ def plan(
     storage: Credentials | None = ANONYMOUS,
 ) -> Plan | Refused:
     """The server this machine runs the manifest with, or why none; with LoRA adapters, only
-    vLLM (on a GPU, or its CPU build) or the configured command, from folders here."""
+    vLLM (on a GPU, or its CPU build) or the configured command, from folders here and hf://
+    repositories (read now: the commit each is pinned to, and its files)."""
     chosen = _plan(manifest, template, token, storage)
     if isinstance(chosen, Refused) or not lora.names(manifest):
         return chosen
     if chosen.runtime not in (COMMAND, rt.VLLM, rt.VLLM_CPU.name):
         return Refused(lora.cpu_runtime_refusal(chosen.runtime), lora.PATH)
-    folders = adapter_folders(manifest)
-    return folders if isinstance(folders, Refused) else chosen
+    folders = adapter_folders(manifest)  # the folders' checks need no network
+    if isinstance(folders, Refused):
+        return folders
+    downloads = adapter_downloads(manifest, token)
+    if isinstance(downloads, Refused):
+        return downloads
+    return replace(chosen, adapters=downloads)
 
 
 def _plan(

@@ -66,6 +66,9 @@ class AppState:
     # Why this server runs it (serving_plan.Plan.why, Check model's words): the model's page
     # says it beside the runtime.
     why: str = ""
+    # Its hf:// LoRA adapters as pinned and downloaded at apply: name -> {repo, commit}
+    # (serving_plan.adapter_folders builds each one's snapshot folder from them).
+    adapter_pins: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
