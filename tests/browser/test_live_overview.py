@@ -21,7 +21,8 @@ from tests.helpers import SHORTEST, bearer, wait_for
 
 pytestmark = pytest.mark.browser
 
-SLOW_START = SHORTEST + "      engine:\n        extraArgs: [--startup-delay, '2']\n"
+# Long enough that the page shows it coming up on a loaded machine (2 s was once too short).
+SLOW_START = SHORTEST + "      engine:\n        extraArgs: [--startup-delay, '8']\n"
 
 
 @pytest.fixture
