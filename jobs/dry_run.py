@@ -27,7 +27,7 @@ from jobs.manifest.context import ExistingApplication, ManifestContext
 from jobs.manifest.problems import Out
 from jobs.manifest.rules import file_on_kubernetes
 from jobs.manifest.uri import UriError, parse_uri
-from jobs.manifest.view import FilledManifest
+from jobs.manifest.view import FilledManifest, dig
 from jobs.models import Application, Cluster, Profile
 from jobs.render import RenderError, render_for_profile
 from jobs.storage_access import (
@@ -245,7 +245,7 @@ def dry_run(
     )
     if result.facts is not None:
         run.model_defaults = result.facts.model_filled
-    if result.manifest is not None:
+    if result.manifest is not None and result.ok:
         _add_model_id_problems(run, organization, result.manifest)
     if checked is not None:
         _add_check_problems(run, checked)
@@ -395,11 +395,9 @@ def _add_model_id_problems(run: DryRun, organization, manifest: dict) -> None:
 
 def _adapter_items(run: DryRun, manifest: dict) -> list:
     """The manifest's adapters, once its own rules passed them (else none)."""
-    model = manifest["spec"]["source"].get("model") or {}
-    items = model.get("adapters") or []
-    if any(p.path.startswith(mf_adapters.PATH) for p in run.refusals):
-        return []
-    return items
+    found = dig(manifest, "spec", "source", "model", "adapters")
+    refused = any(p.path.startswith(mf_adapters.PATH) for p in run.refusals)
+    return found if isinstance(found, list) and not refused else []
 
 
 def _add_adapter_problems(run: DryRun, organization, manifest: dict, model_checked: bool) -> None:
