@@ -24,16 +24,35 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from jobs.kube_names import CANARY_TRACK, about_canary, canary_name, predictor_service, track_of
-from jobs.machine_catalog import vllm_version_of_image
 from jobs.manifest.quantity import parse_quantity
-from jobs.render.common import APP_LABEL, NAMESPACE_LABEL, ORGANIZATION_LABEL
 from jobs.render.extras import PREDICTOR_PORT
 from jobs.status.endpoints import SERVICE_NAME_LABEL, ready_endpoints
 
+from .cluster_objects import (
+    OURS,
+    ClusterObjects,
+    Discovery,
+    Listing,
+    WatchEvent,
+    app_selector,
+    applicable,
+    at_version,
+    controlled,
+    describe,
+    event_about,
+    identity,
+    involved_name,
+    listing_of,
+    object_name,
+    owner_of,
+    refusal,
+    rendered_kind,
+    rendered_track,
+    runtime_vllm_version,
+)
 from .errors import BackendError, Gone, NotFound, Unreachable
 from .kinds import (
     CLUSTER_QUEUE,
@@ -53,7 +72,6 @@ from .kinds import (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
     Kind,
-    kind_of,
 )
 from .kube_api import FIELD_MANAGER, ClusterConnection, KubeApi
 from .owner import NotOurs, is_ours, not_ours
@@ -87,48 +105,6 @@ ADDON_GROUPS = {
     "cert-manager.io": "certManager",
     "kubevirt.io": "kubevirt",
 }
-# Set by the API server; sending them back would make an apply a compare-and-swap.
-SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
-OURS = APP_LABEL  # as a selector, "the label exists": every ServeDeck application's objects
-
-
-@dataclass(frozen=True)
-class Discovery:
-    """What the cluster offers, in the words of jobs.models.Cluster."""
-
-    version: str
-    addons: frozenset[str]
-    queues: tuple[str, ...] = ()
-    cache_node_groups: dict[str, int] = field(default_factory=dict)
-    # KubeVirt's permittedHostDevices: the resource names a virtual machine may pass through;
-    # None when unknown (no KubeVirt, or its CR could not be read), never taken for "none".
-    kubevirt_devices: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class ClusterObjects:
-    """The raw objects jobs.status.derive_status reads for one application."""
-
-    isvc: dict | None
-    pods: list[dict]
-    events: list[dict]
-
-
-@dataclass(frozen=True)
-class Listing:
-    """A list's items and the resourceVersion to start watching from."""
-
-    items: list[dict]
-    resource_version: str
-
-
-@dataclass(frozen=True)
-class WatchEvent:
-    """ADDED, MODIFIED, DELETED, or BOOKMARK (object has only metadata.resourceVersion)."""
-
-    type: str
-    object: dict
-    resource_version: str
 
 
 class KServeClient:
@@ -174,8 +150,10 @@ class KServeClient:
             addons.add("localModelCache")
         queues: tuple[str, ...] = ()
         if "kueue" in addons:
-            queue_kind = _at_version(CLUSTER_QUEUE, groups["kueue.x-k8s.io"])
-            queues = tuple(sorted(_name(q) for q in self.api.list(queue_kind).get("items") or []))
+            queue_kind = at_version(CLUSTER_QUEUE, groups["kueue.x-k8s.io"])
+            queues = tuple(
+                sorted(object_name(q) for q in self.api.list(queue_kind).get("items") or [])
+            )
         node_groups = self._cache_node_groups() if cache else {}
         devices = self._kubevirt_devices() if "kubevirt" in addons else None
         return Discovery(version, frozenset(addons), queues, node_groups, devices)
@@ -207,8 +185,8 @@ class KServeClient:
         runtime's image names a vLLM version (KServe's huggingfaceserver tag is KServe's own
         version, so only an image named vllm, or a tag naming vllm, counts)."""
         for kind, where in ((SERVING_RUNTIME, namespace), (CLUSTER_SERVING_RUNTIME, None)):
-            for runtime in sorted(self._list_if_served(kind, where, ""), key=_name):
-                found = _runtime_vllm_version(runtime)
+            for runtime in sorted(self._list_if_served(kind, where, ""), key=object_name):
+                found = runtime_vllm_version(runtime)
                 if found:
                     return found
         return None
@@ -229,7 +207,7 @@ class KServeClient:
         for item in self.api.list(LOCAL_MODEL_NODE_GROUP).get("items") or []:
             limit = (item.get("spec") or {}).get("storageLimit")
             try:
-                groups[_name(item)] = math.ceil(parse_quantity(limit))
+                groups[object_name(item)] = math.ceil(parse_quantity(limit))
             except (ValueError, TypeError):
                 continue  # a node group without a readable limit cannot hold a cache
         return groups
@@ -243,44 +221,44 @@ class KServeClient:
         refusals = []
         objects = list(objects)
         if objects:
-            app, _, organization = _owner_of(objects)
+            app, _, organization = owner_of(objects)
             for obj in objects:
-                taken = self._taken(_rendered_kind(obj), obj, app, organization)
+                taken = self._taken(rendered_kind(obj), obj, app, organization)
                 if taken is not None:
                     refusals.append(f"{taken.reason}. {taken.next_step}")
         if refusals:
             return refusals  # the server would take them; we would not
         for obj in objects:
-            kind = _rendered_kind(obj)
+            kind = rendered_kind(obj)
             try:
-                self.api.apply(kind, _applicable(obj), dry_run=True)
+                self.api.apply(kind, applicable(obj), dry_run=True)
             except (Unreachable, Gone):
                 raise
             except BackendError as error:
                 if error.status is None or error.status >= 500 or error.status == 401:
                     raise
-                refusals.append(_refusal(_describe(kind, obj), error))
+                refusals.append(refusal(describe(kind, obj), error))
         return refusals
 
     def apply(self, objects: Iterable[Mapping[str, Any]], prune_kinds: Iterable[Kind] = ()) -> None:
         """Server-side apply each object in order (fieldManager servedeck, force: ServeDeck
         owns what it renders), then delete the application's objects the set no longer has
         (of the container kinds, the kinds applied, and `prune_kinds`)."""
-        typed = [(_rendered_kind(obj), obj) for obj in objects]
+        typed = [(rendered_kind(obj), obj) for obj in objects]
         if not typed:
             return
-        app, namespace, organization = _owner_of([obj for _, obj in typed])
-        track = _track_of([obj for _, obj in typed])
+        app, namespace, organization = owner_of([obj for _, obj in typed])
+        track = rendered_track([obj for _, obj in typed])
         for kind, obj in typed:  # all checked before any is changed
             taken = self._taken(kind, obj, app, organization)
             if taken is not None:
                 raise taken
         for kind, obj in typed:
-            self.api.apply(kind, _applicable(obj))
-        keep = {_identity(kind, obj) for kind, obj in typed}
+            self.api.apply(kind, applicable(obj))
+        keep = {identity(kind, obj) for kind, obj in typed}
         kinds = (*(kind for kind, _ in typed), *prune_kinds)
         for kind, obj in reversed(self._ours(app, namespace, organization, kinds, track)):
-            if _identity(kind, obj) not in keep:
+            if identity(kind, obj) not in keep:
                 self._delete_quietly(kind, obj)
 
     def delete(
@@ -375,16 +353,16 @@ class KServeClient:
         found = []
         for kind in (k for k in RENDERED if k in wanted):
             if kind.namespaced:
-                selector = _selector(app, organization=organization)
+                selector = app_selector(app, organization=organization)
                 listed = self._list_if_served(kind, namespace, selector)
             else:
-                selector = _selector(app, namespace, organization)
+                selector = app_selector(app, namespace, organization)
                 listed = self._list_if_served(kind, None, selector)
             found += [
                 (kind, obj)
                 for obj in listed
                 if is_ours(obj, app, organization)
-                and not _controlled(obj)
+                and not controlled(obj)
                 and (track is None or track_of(obj) == track)
             ]
         return found
@@ -419,19 +397,19 @@ class KServeClient:
         if isvc is not None and not (is_ours(isvc, app, organization) and track_of(isvc) == track):
             isvc = None  # another application's status is not this one's
         pods = self._pods(app, namespace, organization, track)
-        names = {_name(p) for p in pods}
+        names = {object_name(p) for p in pods}
         events = self.api.list(EVENT, namespace).get("items") or []
         if isvc is None:  # events named after the app would be about the other's objects
-            return ClusterObjects(None, pods, [e for e in events if _about(e, "", names)])
+            return ClusterObjects(None, pods, [e for e in events if event_about(e, "", names)])
         # The stable revision's events are not about the canary's objects, named after it.
-        about = [e for e in events if _about(e, name, names)]
+        about = [e for e in events if event_about(e, name, names)]
         if track != CANARY_TRACK:
-            about = [e for e in about if not about_canary(_involved_name(e), app)]
+            about = [e for e in about if not about_canary(involved_name(e), app)]
         return ClusterObjects(isvc, pods, about)
 
     def _pods(self, app: str, namespace: str, organization: str, track: str = "") -> list[dict]:
         """The pods of one track of the application (KServe copies the labels onto them)."""
-        selector = _selector(app, organization=organization)
+        selector = app_selector(app, organization=organization)
         pods = self.api.list(POD, namespace, selector).get("items") or []
         return [pod for pod in pods if track_of(pod) == track]
 
@@ -446,7 +424,11 @@ class KServeClient:
         """The application's pods (its replicas: the stable revision's), oldest first."""
         pods = self._pods(app, namespace, organization)
         return sorted(
-            pods, key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", _name(p))
+            pods,
+            key=lambda p: (
+                (p.get("metadata") or {}).get("creationTimestamp") or "",
+                object_name(p),
+            ),
         )
 
     def pod_log(
@@ -487,23 +469,23 @@ class KServeClient:
 
     def list_inference_services(self, namespace: str | None = None) -> Listing:
         """ServeDeck's InferenceServices (every application's), in one namespace or all."""
-        return _listing(self.api.list(INFERENCE_SERVICE, namespace, OURS))
+        return listing_of(self.api.list(INFERENCE_SERVICE, namespace, OURS))
 
     def list_pods(self, namespace: str | None = None) -> Listing:
         """The pods of ServeDeck's applications, in one namespace or all."""
-        return _listing(self.api.list(POD, namespace, OURS))
+        return listing_of(self.api.list(POD, namespace, OURS))
 
     def list_virtual_machines(self, namespace: str | None = None) -> Listing:
         """ServeDeck's KubeVirt VirtualMachines (every application's)."""
-        return _listing(self.api.list(VIRTUAL_MACHINE, namespace, OURS))
+        return listing_of(self.api.list(VIRTUAL_MACHINE, namespace, OURS))
 
     def list_virtual_machine_instances(self, namespace: str | None = None) -> Listing:
         """The instances of ServeDeck's VirtualMachines (they carry the template's labels)."""
-        return _listing(self.api.list(VIRTUAL_MACHINE_INSTANCE, namespace, OURS))
+        return listing_of(self.api.list(VIRTUAL_MACHINE_INSTANCE, namespace, OURS))
 
     def list_persistent_volume_claims(self, namespace: str | None = None) -> Listing:
         """ServeDeck's PersistentVolumeClaims: the weight volumes of virtual machines."""
-        return _listing(self.api.list(PERSISTENT_VOLUME_CLAIM, namespace, OURS))
+        return listing_of(self.api.list(PERSISTENT_VOLUME_CLAIM, namespace, OURS))
 
     def watch_persistent_volume_claims(
         self, namespace=None, resource_version=None, timeout_seconds=60
@@ -522,12 +504,12 @@ class KServeClient:
 
     def list_events(self, namespace: str | None = None) -> Listing:
         """Every event of the namespace (events carry no labels: match involvedObject)."""
-        return _listing(self.api.list(EVENT, namespace))
+        return listing_of(self.api.list(EVENT, namespace))
 
     def list_endpoint_slices(self, namespace: str | None = None) -> Listing:
         """Every EndpointSlice of the namespace (they carry their Service's name, not ours):
         the predictor Services' ready pods, which the gateway routes across."""
-        return _listing(self.api.list(ENDPOINT_SLICE, namespace))
+        return listing_of(self.api.list(ENDPOINT_SLICE, namespace))
 
     def watch_endpoint_slices(
         self,
@@ -578,136 +560,3 @@ class KServeClient:
             obj = event.get("object") or {}
             rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
             yield WatchEvent(str(event.get("type")), obj, rv)
-
-
-def _selector(app: str, namespace: str | None = None, organization: str | None = None) -> str:
-    # Cluster-scoped objects say which namespace's application they belong to: names are
-    # unique per namespace only. Organisations may share the namespace.
-    selector = f"{APP_LABEL}={app}"
-    if organization:
-        selector += f",{ORGANIZATION_LABEL}={organization}"
-    return f"{selector},{NAMESPACE_LABEL}={namespace}" if namespace else selector
-
-
-def _rendered_kind(obj: Mapping[str, Any]) -> Kind:
-    kind = kind_of(obj)
-    if kind is None:
-        raise BackendError(
-            f"ServeDeck does not apply {obj.get('apiVersion')} {obj.get('kind')} objects",
-            "Apply only what jobs.render made: InferenceService, ServingRuntime, "
-            "LocalModelCache and HTTPRoute; VirtualMachine, Service, PersistentVolumeClaim, "
-            "ConfigMap and NetworkPolicy for virtual machines.",
-        )
-    return kind
-
-
-def _controlled(obj: Mapping[str, Any]) -> bool:
-    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(isinstance(o, Mapping) and o.get("controller") is True for o in owners)
-
-
-def _applicable(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The object as an apply sends it: no status, no server-set metadata."""
-    body = {k: v for k, v in obj.items() if k != "status"}
-    meta = dict(body.get("metadata") or {})
-    for key in SERVER_FIELDS:
-        meta.pop(key, None)
-    body["metadata"] = meta
-    return body
-
-
-def _track_of(objects: list[Mapping[str, Any]]) -> str:
-    """The one track a rendered set belongs to ("" the stable revision's)."""
-    tracks = {track_of(obj) for obj in objects}
-    if len(tracks) != 1:
-        raise BackendError(
-            f"The objects to apply mix a Canary rollout's tracks ({sorted(tracks)})",
-            "Apply the stable revision's objects and the canary's (jobs.render.canary) apart.",
-        )
-    return tracks.pop()
-
-
-def _owner_of(objects: list[Mapping[str, Any]]) -> tuple[str, str, str]:
-    """The application, namespace and organisation a rendered set belongs to (its labels
-    say)."""
-    apps, namespaces, organizations = set(), set(), set()
-    for obj in objects:
-        meta = obj.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        apps.add(labels.get(APP_LABEL))
-        namespaces.add(meta.get("namespace") or labels.get(NAMESPACE_LABEL))
-        organizations.add(labels.get(ORGANIZATION_LABEL))
-    if any(len(found) != 1 or None in found for found in (apps, namespaces, organizations)):
-        raise BackendError(
-            "The objects to apply do not belong to one application of one organisation in one "
-            f"namespace (applications {sorted(map(str, apps))}, namespaces "
-            f"{sorted(map(str, namespaces))}, organisations {sorted(map(str, organizations))})",
-            "Apply the objects jobs.render made for one application of a profile: each carries "
-            f"{APP_LABEL} and {ORGANIZATION_LABEL}.",
-        )
-    return apps.pop(), namespaces.pop(), organizations.pop()
-
-
-def _identity(kind: Kind, obj: Mapping[str, Any]) -> tuple[str, str, str]:
-    meta = obj.get("metadata") or {}
-    return (kind.kind, meta.get("namespace", "") if kind.namespaced else "", meta.get("name", ""))
-
-
-def _describe(kind: Kind, obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return kind.describe(meta.get("namespace"), meta.get("name"))
-
-
-def _refusal(what: str, error: BackendError) -> str:
-    said = str(error)
-    return said if said.startswith(what) else f"{what}: {said}"
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
-
-
-def _at_version(kind: Kind, version: str | None) -> Kind:
-    """The kind at the version the server prefers (Kueue serves v1beta1, later v1beta2)."""
-    if not version or version == kind.version:
-        return kind
-    return Kind(kind.kind, kind.group, version, kind.plural, kind.namespaced, kind.provider)
-
-
-def _involved_name(event: Mapping[str, Any]) -> str:
-    about = event.get("involvedObject") or event.get("regarding") or {}
-    return str(about.get("name") or "")
-
-
-def _about(event: Mapping[str, Any], app: str, pods: set[str]) -> bool:
-    """Whether an event concerns the application: its InferenceService, its pods, or what
-    KServe and Kueue name after it (<app>-predictor-…, pod-<app>-…)."""
-    about = event.get("involvedObject") or event.get("regarding") or {}
-    name, kind = str(about.get("name") or ""), about.get("kind")
-    if kind == "Pod":
-        return name in pods
-    if kind == "Workload":
-        return name.startswith(f"pod-{app}-") or any(p in name for p in pods)
-    return name == app or name.startswith(f"{app}-")
-
-
-def _runtime_vllm_version(runtime: Mapping[str, Any]) -> str | None:
-    spec = runtime.get("spec") or {}
-    formats = {
-        str(f.get("name") or "").lower()
-        for f in spec.get("supportedModelFormats") or []
-        if isinstance(f, Mapping)
-    }
-    if not formats & {"huggingface", "vllm"}:
-        return None
-    for container in spec.get("containers") or []:
-        image = str((container or {}).get("image") or "") if isinstance(container, Mapping) else ""
-        found = vllm_version_of_image(image)
-        if found:
-            return found
-    return None
-
-
-def _listing(listed: Mapping[str, Any]) -> Listing:
-    rv = str((listed.get("metadata") or {}).get("resourceVersion") or "")
-    return Listing(list(listed.get("items") or []), rv)

@@ -20,6 +20,7 @@ from typing import Any
 
 from jobs.render.kubevirt import TEMPLATE_HASH
 
+from .cluster_objects import app_selector, event_about, object_name
 from .errors import BackendError, NotFound
 from .kinds import (
     EVENT,
@@ -28,7 +29,7 @@ from .kinds import (
     VIRTUAL_MACHINE,
     VIRTUAL_MACHINE_INSTANCE,
 )
-from .kserve_client import KServeClient, _about, _name, _selector
+from .kserve_client import KServeClient
 from .owner import is_ours
 
 HALTED, ALWAYS = "Halted", "Always"
@@ -58,7 +59,7 @@ class Machines:
         self.api = client.api
 
     def _mine(self, kind, app: str, namespace: str, organization: str) -> list[dict]:
-        selector = _selector(app, organization=organization)
+        selector = app_selector(app, organization=organization)
         items = self.api.list(kind, namespace, selector).get("items") or []
         return [o for o in items if is_ours(o, app, organization)]
 
@@ -80,7 +81,7 @@ class Machines:
         instances = self._mine(VIRTUAL_MACHINE_INSTANCE, app, namespace, organization)
         for instance in instances:
             with contextlib.suppress(NotFound):
-                self.api.delete(VIRTUAL_MACHINE_INSTANCE, _name(instance), namespace)
+                self.api.delete(VIRTUAL_MACHINE_INSTANCE, object_name(instance), namespace)
         return len(instances)
 
     def stop(self, app: str, namespace: str, *, organization: str) -> None:
@@ -96,26 +97,26 @@ class Machines:
             if version:  # conditional: fails if the machine was replaced since it was read
                 meta["resourceVersion"] = version
             patch = {"metadata": meta, "spec": {"runStrategy": strategy}}
-            self.api.merge_patch(VIRTUAL_MACHINE, _name(machine), namespace, patch)
+            self.api.merge_patch(VIRTUAL_MACHINE, object_name(machine), namespace, patch)
 
     def replace_outdated(self, app: str, namespace: str, *, organization: str) -> int:
         """After an apply: delete each instance made from an older template of its running
         machine (KubeVirt only marks those RestartRequired), so a new revision, or a rollback,
         runs as a container's would. Returns how many were replaced."""
         machines = {
-            _name(m): m
+            object_name(m): m
             for m in self._listed(VIRTUAL_MACHINE, app, namespace, organization)
             if (m.get("spec") or {}).get("runStrategy") == ALWAYS
         }
         replaced = 0
         for instance in self._listed(VIRTUAL_MACHINE_INSTANCE, app, namespace, organization):
-            machine = machines.get(_name(instance))
+            machine = machines.get(object_name(instance))
             if machine is None:
                 continue
             wanted = _template_hash((machine.get("spec") or {}).get("template"))
             if wanted and _template_hash(instance) != wanted:
                 with contextlib.suppress(NotFound):
-                    self.api.delete(VIRTUAL_MACHINE_INSTANCE, _name(instance), namespace)
+                    self.api.delete(VIRTUAL_MACHINE_INSTANCE, object_name(instance), namespace)
                 replaced += 1
         return replaced
 
@@ -130,12 +131,14 @@ class Machines:
             if error.status == 404:  # KubeVirt not served: the apply will say so
                 return objects
             raise
-        halted = {_name(m) for m in live if (m.get("spec") or {}).get("runStrategy") == HALTED}
+        halted = {
+            object_name(m) for m in live if (m.get("spec") or {}).get("runStrategy") == HALTED
+        }
         if not halted:
             return objects
         out = []
         for obj in objects:
-            if obj.get("kind") == VIRTUAL_MACHINE.kind and _name(obj) in halted:
+            if obj.get("kind") == VIRTUAL_MACHINE.kind and object_name(obj) in halted:
                 obj = {**obj, "spec": {**obj["spec"], "runStrategy": HALTED}}
             out.append(obj)
         return out
@@ -148,9 +151,9 @@ class Machines:
         instances = self._listed(VIRTUAL_MACHINE_INSTANCE, app, namespace, organization)
         pods = self._mine(POD, app, namespace, organization)
         claims = self._mine(PERSISTENT_VOLUME_CLAIM, app, namespace, organization)
-        names = {_name(p) for p in pods} | {_name(i) for i in instances}
+        names = {object_name(p) for p in pods} | {object_name(i) for i in instances}
         events = self.api.list(EVENT, namespace).get("items") or []
-        about = [e for e in events if _about(e, app, names) or _about_instance(e, names)]
+        about = [e for e in events if event_about(e, app, names) or _about_instance(e, names)]
         return MachineObjects(machines, instances, pods, about, claims)
 
     def _listed(self, kind, app: str, namespace: str, organization: str) -> list[dict]:
