@@ -18,6 +18,7 @@
   plan, the snapshot a replica serves, the references that keep a snapshot);
 - download_launcher.py: a CPU runtime replica's download of an hf:// model (or of an s3://
   folder, a gs:// or an Azure Blob one, at the versions pinned at apply), then the runtime;
+  storage_env.py: the variables a bucket folder's download is read with, and taken out after;
 - download_space.py: the shared downloads folder's room (reservations) and its snapshots'
   lifetime (references);
 - processes.py: processes, process groups, ports and logs (Linux /proc);

@@ -15,7 +15,7 @@ from jobs.manifest.quantity import parse_bytes, parse_cpu
 from jobs.storage_access import ANONYMOUS, Credentials
 from models_catalog.folders import MODELS_DIR_SETTING, configured_models_dir
 
-from . import download_launcher, model_files, serving_plan
+from . import download_launcher, model_files, serving_plan, storage_env
 from . import processes as proc
 from . import runtimes as rt
 from . import vllm_cpu as vc
@@ -108,7 +108,7 @@ def start_one(
     from_bucket = bucket_scheme((state.download or {}).get("repo")) is not None
     if spawned is not None and from_bucket:
         # The launcher reads the bucket with the profile's credentials, asked now; it takes
-        # them out before it execs the runtime (download_launcher.STORAGE_ENV).
+        # them out before it execs the runtime (storage_env.STORAGE_ENV).
         credentials = storage()
         if credentials is None:
             why = (
@@ -118,7 +118,7 @@ def start_one(
             step = "Ask the operator, or set the profile's storageCredentials again; then Restart."
             return not_started(state, index, port, gpus, log_path, why, step), None
         try:
-            reading = download_launcher.storage_environment(
+            reading = storage_env.storage_environment(
                 state.download["repo"], os.environ, credentials
             )
         except ValueError as exc:
