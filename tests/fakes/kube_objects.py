@@ -105,6 +105,24 @@ def predictor_pod(
     }
 
 
+def endpoint_slice(service: str, namespace: str, *addresses: str) -> dict[str, Any]:
+    """The EndpointSlice `{service}-x1` Kubernetes keeps for Service `service`: each address a
+    ready endpoint on port 8080 (http). No addresses: the empty slice of a Service whose pods
+    are gone."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{service}-x1",
+            "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": service},
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [a], "conditions": {"ready": True}} for a in addresses],
+        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+    }
+
+
 def instance_of(
     machine: dict[str, Any],
     phase: str = "Running",

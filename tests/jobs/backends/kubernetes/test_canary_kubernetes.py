@@ -14,12 +14,12 @@ from jobs.backends import backend_for
 from jobs.gateway.snapshot import load_snapshot
 from jobs.kube_names import CANARY_TRACK, TRACK_LABEL
 from jobs.models import Phase, Rollout
-from jobs.reconciler.watching import KINDS, ClusterFollower
 from jobs.render import APP_LABEL, REVISION_ANNOTATION, render_canary_for_profile, validate
 from jobs.render.common import ORGANIZATION_LABEL
 from jobs.rollouts import steps as rollouts
-from tests.fakes.kube_objects import PROD_NAMESPACE, predictor_pod, with_status
+from tests.fakes.kube_objects import PROD_NAMESPACE, endpoint_slice, predictor_pod, with_status
 from tests.helpers import SHORTEST
+from tests.jobs.backends.kubernetes.follower_support import namespaced_follower, settle
 
 NS = PROD_NAMESPACE
 APP = "bge-embed"
@@ -31,21 +31,6 @@ WITH_CANARY = STABLE.replace(
 )
 
 
-def endpoint_slice(service: str, *addresses: str) -> dict:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service}-x1",
-            "namespace": NS,
-            "labels": {"kubernetes.io/service-name": service},
-        },
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": [a], "conditions": {"ready": True}} for a in addresses],
-        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-    }
-
-
 def canary_pod() -> dict:
     pod = predictor_pod(APP, NS, name=f"{CANARY}-predictor-7c9d-q2w3e")
     pod["metadata"]["labels"][TRACK_LABEL] = CANARY_TRACK
@@ -55,17 +40,7 @@ def canary_pod() -> dict:
 
 @pytest.fixture
 def follower(prod, kube):
-    kube.namespaced_rbac(NS)
-    follower = ClusterFollower(prod, watch_timeout=1)
-    for kind in KINDS:
-        follower.relist(kind)
-    return follower
-
-
-def settle(follower) -> None:
-    for kind in KINDS:
-        follower.watch_round(kind)
-    follower.drain()
+    return namespaced_follower(prod, kube, NS)
 
 
 @pytest.fixture
@@ -74,7 +49,7 @@ def serving(prod, kube, deployer, follower):
     app = verbs.apply(STABLE, deployer).application
     kube.put(with_status(kube.get("InferenceService", APP, NS), True))
     kube.put(predictor_pod(APP, NS))
-    kube.put(endpoint_slice(f"{APP}-predictor", "10.2.0.4"))
+    kube.put(endpoint_slice(f"{APP}-predictor", NS, "10.2.0.4"))
     settle(follower)
     app.refresh_from_db()
     assert app.phase == Phase.RUNNING, app.reason
@@ -85,7 +60,7 @@ def canary_serves(kube, follower) -> None:
     """What KServe and Kubernetes do once the canary's replica is up."""
     kube.put(with_status(kube.get("InferenceService", CANARY, NS), True))
     kube.put(canary_pod())
-    kube.put(endpoint_slice(f"{CANARY}-predictor", "10.2.0.9"))
+    kube.put(endpoint_slice(f"{CANARY}-predictor", NS, "10.2.0.9"))
     settle(follower)
 
 

@@ -15,45 +15,21 @@ from jobs.reconciler import sleeping
 from jobs.reconciler.reconciler import Reconciler
 from jobs.reconciler.watching import KINDS, ClusterFollower
 from jobs.render import render_for_profile, validate
-from tests.fakes.kube_objects import PROD_NAMESPACE, predictor_pod, with_status
+from tests.fakes.kube_objects import PROD_NAMESPACE, endpoint_slice, predictor_pod, with_status
 from tests.helpers import SHORTEST
+from tests.jobs.backends.kubernetes.follower_support import namespaced_follower, settle
 
 NS = PROD_NAMESPACE
 SLEEPY = SHORTEST.replace("profileName: local", "profileName: prod") + (
     "      scaling:\n        minReplicas: 0\n        scaleToZeroAfter: 5m\n"
 )
 POD = "bge-embed-predictor-5d8f-x7k2p"
-SLICE = "bge-embed-predictor-x1"
-
-
-def endpoint_slice(*addresses: str) -> dict:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": SLICE,
-            "namespace": NS,
-            "labels": {"kubernetes.io/service-name": "bge-embed-predictor"},
-        },
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": [a], "conditions": {"ready": True}} for a in addresses],
-        "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
-    }
+SERVICE = "bge-embed-predictor"
 
 
 @pytest.fixture
 def follower(prod, kube):
-    kube.namespaced_rbac(NS)
-    follower = ClusterFollower(prod, watch_timeout=1)
-    for kind in KINDS:
-        follower.relist(kind)
-    return follower
-
-
-def settle(follower) -> None:
-    for kind in KINDS:
-        follower.watch_round(kind)
-    follower.drain()
+    return namespaced_follower(prod, kube, NS)
 
 
 def predictor(kube) -> dict:
@@ -65,7 +41,7 @@ def serving(kube, follower, app) -> Application:
     pod runs, its address is in the predictor Service's EndpointSlice."""
     kube.put(with_status(predictor(kube), True))
     kube.put(predictor_pod("bge-embed", NS, name=POD))
-    kube.put(endpoint_slice("10.2.0.4"))
+    kube.put(endpoint_slice(SERVICE, NS, "10.2.0.4"))
     settle(follower)
     app.refresh_from_db()
     return app
@@ -106,7 +82,7 @@ def test_an_idle_model_is_scaled_to_zero_and_woken_by_its_first_request(
 
     # What KServe's Deployment at zero replicas leaves: no pod, an empty slice.
     kube.emit("DELETED", kube.get("Pod", POD, NS))
-    kube.put(endpoint_slice())
+    kube.put(endpoint_slice(SERVICE, NS))
     settle(follower)
     app.refresh_from_db()
     assert app.phase == Phase.SLEEPING, app.reason
@@ -132,7 +108,7 @@ def test_an_idle_model_is_scaled_to_zero_and_woken_by_its_first_request(
     assert Wake.objects.get(application=app).ready_at is None
 
     # The endpoints appear: Running, the replica known to the gateway, the wake timed.
-    kube.put(endpoint_slice("10.2.0.9"))
+    kube.put(endpoint_slice(SERVICE, NS, "10.2.0.9"))
     settle(follower)
     app.refresh_from_db()
     assert app.phase == Phase.RUNNING, app.reason
