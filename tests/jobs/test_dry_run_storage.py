@@ -11,7 +11,7 @@ from jobs.deploy import dry_run
 from jobs.models import Profile
 from tests.fakes.kube_objects import node
 from tests.fakes.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY
-from tests.models_catalog.test_s3_check import tiny_files
+from tests.models_catalog.bucket_check_support import tiny_files
 
 ALLOWED = ["ACME_S3_ACCESS_KEY_ID", "ACME_S3_SECRET_ACCESS_KEY"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from jobs.storage_access import ANONYMOUS, Credentials
 from models_catalog.azure_reads import AzureReader, split_url
 from tests.fakes.azure import ACCOUNT, ACCOUNT_KEY
-from tests.models_catalog.test_s3_check import check, tiny_files
+from tests.models_catalog.bucket_check_support import check, tiny_files
 
 KEYS = Credentials("keys", ACCOUNT, ACCOUNT_KEY)
 

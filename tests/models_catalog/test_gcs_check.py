@@ -9,7 +9,11 @@ import pytest
 
 from jobs.storage_access import ANONYMOUS, Credentials
 from models_catalog.gcs_reads import GCSReader
-from tests.models_catalog.test_s3_check import TINY, check, tiny_files
+from tests.models_catalog.bucket_check_support import (
+    assert_checked_from_headers_alone,
+    check,
+    tiny_files,
+)
 
 KEYS = Credentials("keys", "AKID", "secret")
 
@@ -22,22 +26,9 @@ def test_a_folder_is_checked_from_its_headers_alone(gcs):
     files, parameters = tiny_files()
     gcs.folder("models", "tiny-llama/", files)
     result = check("gs://models/tiny-llama")
-    assert result.can_serve, result.verdict
-    assert (result.architecture, result.runtime, result.task) == (
-        "LlamaForCausalLM",
-        "vllm",
-        "generate",
+    assert_checked_from_headers_alone(
+        result, parameters, weight_reads(gcs), files["model.safetensors"]
     )
-    assert result.parameters == parameters
-    assert result.weight_source == "headers"
-    assert result.max_context_tokens == TINY["max_position_embeddings"]
-    assert result.storage_private is False
-    # Two ranged reads of the weights' file: its 8 bytes of length, then its header.
-    reads = weight_reads(gcs)
-    assert [r.range for r in reads][0] == "bytes=0-7"
-    assert len(reads) == 2 and all(r.range for r in reads)
-    header_end = int(reads[1].range.rsplit("-", 1)[1])
-    assert header_end < len(files["model.safetensors"]) - 1000  # never the tensors' data
 
 
 def test_a_sharded_folder_reads_each_shards_header(gcs):

@@ -10,57 +10,19 @@ import json
 
 import pytest
 
-from jobs.machine_catalog import default_machine_catalog
 from jobs.storage_access import ANONYMOUS, Credentials
 from models_catalog.check import check_model
 from models_catalog.s3_reads import S3Reader, location_region
-from tests.fakes.hub import SafetensorsFile, _index, _shard
-from tests.fakes.hub_repos.layouts import llama
 from tests.fakes.s3 import ACCESS_KEY_ID, SECRET_ACCESS_KEY
+from tests.models_catalog.bucket_check_support import (
+    CATALOG,
+    TINY,
+    assert_checked_from_headers_alone,
+    check,
+    tiny_files,
+)
 
-TINY = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "vocab_size": 512,
-    "max_position_embeddings": 2048,
-    "torch_dtype": "bfloat16",
-    "tie_word_embeddings": False,
-}
-TOKENIZER = {"model_max_length": 2048, "tokenizer_class": "GPT2Tokenizer"}
 KEYS = Credentials("keys", ACCESS_KEY_ID, SECRET_ACCESS_KEY)
-CATALOG = default_machine_catalog()
-
-
-def tiny_files(config: dict | None = None, shards: int = 0) -> tuple[dict[str, bytes], int]:
-    """A tiny Llama's folder, one file or `shards` shards with their index; and its
-    parameter count."""
-    config = config or TINY
-    tensors = llama(config)
-    files = {
-        "config.json": json.dumps(config).encode(),
-        "tokenizer_config.json": json.dumps(TOKENIZER).encode(),
-        "tokenizer.json": b"{}",
-    }
-    if shards:
-        pattern = "model-{index:05d}-of-{count:05d}.safetensors"
-        parts = _shard(tensors, {"shards": shards, "pattern": pattern})
-        built = {name: SafetensorsFile(part) for name, part in parts.items()}
-        files["model.safetensors.index.json"] = _index(built)
-    else:
-        built = {"model.safetensors": SafetensorsFile(tensors)}
-    files.update({name: st.read(0, st.size - 1) for name, st in built.items()})
-    parameters = sum(sum(st.counts.values()) for st in built.values())
-    return files, parameters
-
-
-def check(uri: str, storage: Credentials = ANONYMOUS, **kw):
-    kw.setdefault("format", "vLLM")
-    return check_model(uri, catalog=CATALOG, storage=storage, **kw)
 
 
 def weight_reads(s3) -> list:
@@ -71,23 +33,10 @@ def test_a_public_folder_is_checked_from_its_headers_alone(s3):
     files, parameters = tiny_files()
     s3.folder("models", "tiny-llama/", files, public=True)
     result = check("s3://models/tiny-llama")
-    assert result.can_serve, result.verdict
-    assert (result.architecture, result.runtime, result.task) == (
-        "LlamaForCausalLM",
-        "vllm",
-        "generate",
+    assert_checked_from_headers_alone(
+        result, parameters, weight_reads(s3), files["model.safetensors"]
     )
-    assert result.parameters == parameters
-    assert result.weight_source == "headers"
-    assert result.max_context_tokens == 2048
-    assert result.storage_private is False
     assert result.suggestion is not None
-    # Two ranged reads of the weights' file: its 8 bytes of length, then its header.
-    reads = weight_reads(s3)
-    assert [r.range for r in reads][0] == "bytes=0-7"
-    assert len(reads) == 2 and all(r.range for r in reads)
-    header_end = int(reads[1].range.rsplit("-", 1)[1])
-    assert header_end < len(files["model.safetensors"]) - 1000  # never the tensors' data
     assert not any(r.signed for r in s3.requests())  # anonymous: nothing was signed
 
 
