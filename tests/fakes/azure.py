@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +22,8 @@ import pytest
 from azure.core.exceptions import ResourceExistsError
 from azure.storage.blob import BlobServiceClient, PublicAccess
 
+from tests.fakes.child_server import ChildServer, free_port
+
 # Azurite's development account: documented, the same on every machine.
 ACCOUNT = "devstoreaccount1"
 ACCOUNT_KEY = (
@@ -33,19 +33,15 @@ BINARY = Path(__file__).parent / "azurite" / "node_modules" / ".bin" / "azurite-
 START_SECONDS = 60
 
 
-class AzuriteServer:
+class AzuriteServer(ChildServer):
     def __init__(self, folder: Path) -> None:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}/{ACCOUNT}"
-        self.log = open(folder / "azurite.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(  # noqa: S603 - our own binary and arguments
+        super().__init__(
             [str(BINARY), "--blobHost", "127.0.0.1", "--blobPort", str(self.port),
              "--inMemoryPersistence", "--skipApiVersionCheck", "--loose"],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            cwd=folder,
+            folder,
+            "azurite.log",
         )  # fmt: skip
         deadline = time.monotonic() + START_SECONDS
         while True:
@@ -59,16 +55,6 @@ class AzuriteServer:
                     self.stop()
                     raise RuntimeError(f"Azurite did not start; see {folder}/azurite.log") from exc
                 time.sleep(0.2)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
 
     def client(self) -> BlobServiceClient:
         return BlobServiceClient(

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -22,6 +20,8 @@ from pathlib import Path
 
 import boto3
 import pytest
+
+from tests.fakes.child_server import ChildServer, free_port
 
 ACCESS_KEY_ID = "AKIDSERVEDECKTEST"
 SECRET_ACCESS_KEY = "servedeck-test-secret"
@@ -38,25 +38,21 @@ class Recorded:
     signed: bool
 
 
-class S3Server:
+class S3Server(ChildServer):
     def __init__(self, folder: Path) -> None:
         self.recording = folder / "requests.jsonl"
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         env = {
             **os.environ,
             "MOTO_ENABLE_RECORDING": "1",
             "MOTO_RECORDER_FILEPATH": str(self.recording),
         }
-        self.log = open(folder / "moto.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
+        super().__init__(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=folder,
+            folder,
+            "moto.log",
+            env,
         )
         deadline = time.monotonic() + START_SECONDS
         while True:
@@ -69,16 +65,6 @@ class S3Server:
                     log = folder / "moto.log"
                     raise RuntimeError(f"moto's server did not start; see {log}") from exc
                 time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
 
     def _post(self, path: str) -> None:
         request = urllib.request.Request(f"{self.endpoint}{path}", method="POST")
