@@ -17,6 +17,14 @@ from models_catalog import hub
 from tests.fakes.hub import FakeHub
 from tests.helpers import STAND_IN_FLAGS, client_for, make_member, make_org
 
+# The shared helpers' asserts report their values as a test's own do: pytest rewrites only test
+# files and conftests unless told before a module is first imported (test modules import these).
+pytest.register_assert_rewrite(
+    "tests.gateway.support",
+    "tests.jobs.backends.local.bucket_downloads_support",
+    "tests.models_catalog.bucket_check_support",
+)
+
 # Fixtures every folder may use, registered once here (pytest reads pytest_plugins only in the
 # root conftest): the Kubernetes API emulator (`kube_emulator`, `kube`), the cluster and profile
 # "prod" on it (`prod`), a machine without vLLM for the CPU runtimes (`cpu_machine`), and
