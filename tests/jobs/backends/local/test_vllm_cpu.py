@@ -315,6 +315,20 @@ def test_the_environment_it_reads():
         "VLLM_CPU_KVCACHE_SPACE": "3",
     }
     assert "VLLM_CPU_KVCACHE_SPACE" not in vc.environment(None, "auto", Path("/c"))
+    assert "LD_PRELOAD" not in env
+    preload = ["/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "/r/vllm/lib/libiomp5.so"]
+    with_preload = vc.environment(None, "auto", Path("/c"), preload)
+    assert with_preload["LD_PRELOAD"] == ":".join(preload)
+
+
+def test_the_preloads_are_the_venvs_openmp_and_the_machines_tcmalloc_where_they_are(tmp_path):
+    venv = tmp_path / "vllm"
+    assert vc.preloads(venv) == [str(p) for p in vc.TCMALLOC if p.is_file()][:1]
+    (venv / "lib").mkdir(parents=True)
+    (venv / "lib" / "libiomp5.so").write_bytes(b"")
+    found = vc.preloads(venv)
+    assert found[-1] == str(venv / "lib" / "libiomp5.so")
+    assert all(Path(lib).is_file() for lib in found)
 
 
 def test_a_replica_runs_the_api_server_module_from_its_venv_with_the_engine_args():
