@@ -11,7 +11,7 @@ and reconciled).
 
 Both replicas are given the machine's cores (resources.cpu: `--cpu`, default all of them):
 transformers serve's torch uses every core whatever it is given, and vLLM's CPU build runs one
-engine thread per core asked for (the manifest's default of 1 would leave it one).
+engine thread per core asked for (left unset, every core but one: one on 2 cores).
 
 GuideLLM 0.8.1 runs offline here: synthetic 64-token prompts made with the model folder's own
 tokenizer, 32-token answers (max_tokens; transformers serve refuses GuideLLM's ignore_eos, so
