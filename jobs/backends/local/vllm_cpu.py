@@ -44,7 +44,7 @@ IOMP = Path("lib") / "libiomp5.so"  # under its virtualenv
 # Intel's OpenMP threads spin 200 ms after each step by default, taking the cores its API
 # server, its scheduler and the console need between steps; asleep at once, the same probe
 # (GuideLLM beside it, 2 cores) gave 33.8 output tokens/s at one request, not 27.4 to 28.9, and
-# TTFT p50 85 to 88 ms, not 93 to 115.
+# TTFT p50 85 to 94 ms, not 93 to 115.
 IOMP_ENV = {"KMP_BLOCKTIME": "0"}
 # The tasks it serves, as runtimes.py names them: chat on its generate runner, embeddings on its
 # pooling runner (bench/pooling_runtimes_bench.py: faster than infinity-emb at 1, 4 and 16).
@@ -154,9 +154,8 @@ def preloads(venv: Path) -> list[str]:
     """LD_PRELOAD's libraries for a replica of the vLLM in `venv` (its virtualenv), those of
     TCMALLOC and IOMP that are on this machine: fixed paths of the operator's, never a
     manifest's."""
-    tcmalloc = next((str(path) for path in TCMALLOC if path.is_file()), None)
-    iomp = venv / IOMP
-    return [lib for lib in (tcmalloc, str(iomp) if iomp.is_file() else None) if lib]
+    tcmalloc = next((path for path in TCMALLOC if path.is_file()), None)
+    return [str(lib) for lib in (tcmalloc, venv / IOMP) if lib is not None and lib.is_file()]
 
 
 def kv_cache_gib(kv_cache_bytes: int | None, memory_bytes: int | None) -> int | None:
