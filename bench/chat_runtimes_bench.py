@@ -18,7 +18,13 @@ tokenizer, 32-token answers (max_tokens; transformers serve refuses GuideLLM's i
 neither is sent it and an answer may end early at the model's end token). It is installed on
 first use into its own virtualenv (requirements/bench/guidellm.txt, beside the runtimes).
 
-Run: .venv/bin/python bench/chat_runtimes_bench.py [--seconds 25] [--levels 1,4,16]
+This machine kind's speed moves while a run goes on (the same vLLM replica answered 50 and 31
+output tokens/s at one request half an hour apart), and the runtimes are measured one after the
+other: `--rounds 2` measures vLLM, transformers serve, transformers serve, vLLM, so that a
+machine slowing down or speeding up weighs on both alike, prints each round's ratios and
+averages the figures.
+
+Run: .venv/bin/python bench/chat_runtimes_bench.py [--seconds 25] [--levels 1,4,16] [--rounds 2]
 Needs scripts/cpu_runtimes.sh (transformers and vllm) and the packaged models. A scratch
 database and var folder (bench/scratch.py): vLLM's compile cache there starts cold. Other
 processes on the machine move every figure: the load average is printed with them.
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -142,6 +149,66 @@ def restart(console: Console, name: str) -> float:
         time.sleep(0.2)
 
 
+def measure(work, token, key, program, models, args, runtime, choice, name, warm) -> dict:
+    """One runtime, one round: a console that chooses `runtime` (SERVEDECK_VLLM_CPU=`choice`)
+    deploys the model as `name` (and restarts it when `warm`, to time a start with the compile
+    cache kept), GuideLLM runs straight at its replica, then through the gateway, and the model
+    is stopped."""
+    from django.conf import settings
+
+    from jobs.backends.local.backend import local_runner
+
+    os.environ["SERVEDECK_VLLM_CPU"] = choice  # the console's choice of chat runtime
+    settings.SERVEDECK_VLLM_CPU = choice
+    console = Console(work, token)
+    try:
+        text = local_manifest(name, f"file://{models.chat}", max(args.levels))
+        # A short context: the KV cache sized for 16 requests of the model's own 8k window
+        # would not fit a small machine's free memory, and a request here is 100 tokens.
+        text += "        maxContextTokens: 512\n"
+        text += f"      resources:\n        cpu: {args.cpu}\n"
+        starts = [console.deploy(name, text)]
+        if warm:
+            starts.append(restart(console, name))
+        port = console.replica(name)["port"]
+        before = cpu_seconds(console.child.pid)
+        direct = run_guidellm(
+            program, f"http://127.0.0.1:{port}", name, models.chat, args,
+            work / f"{name}-direct.json",
+        )  # fmt: skip
+        idle = cpu_seconds(console.child.pid) - before
+        before = cpu_seconds(console.child.pid)
+        gateway = run_guidellm(
+            program, console.url, name, models.chat, args, work / f"{name}-gateway.json", key
+        )
+        busy = cpu_seconds(console.child.pid) - before
+        done = sum(row["done"] for row in gateway)
+        tokens = sum(row["tokens_per_s"] * args.seconds for row in gateway)
+        memory = group_rss_mib(console.replica(name)["pid"])
+        console.stop(name)
+    finally:
+        local_runner(ORG).shutdown()
+        stop_group(console.child)
+    return {
+        "starts": starts, "direct": direct, "gateway": gateway, "memory": memory,
+        "console_cpu": (idle, busy, done, tokens),
+    }  # fmt: skip
+
+
+def rate(row: dict, other: dict) -> float:
+    """row's output tokens/s over other's."""
+    return row["tokens_per_s"] / max(other["tokens_per_s"], 1e-9)
+
+
+def mean_rows(runs: list[list[dict]]) -> list[dict]:
+    """Each level's figures averaged over the rounds (requests done: summed)."""
+    rows = []
+    for i, first in enumerate(runs[0]):
+        row = {key: statistics.fmean(run[i][key] for run in runs) for key in first}
+        rows.append({**row, "done": sum(run[i]["done"] for run in runs)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=25.0, help="measured per level")
@@ -151,6 +218,10 @@ def main() -> None:
     parser.add_argument(
         "--cpu", type=int, default=os.cpu_count() or 1, help="resources.cpu of each replica"
     )
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="rounds: vLLM first, then transformers serve first, and so on; figures averaged",
+    )  # fmt: skip
     args = parser.parse_args()
     args.levels = [int(level) for level in args.levels.split(",")]
 
@@ -189,48 +260,47 @@ def main() -> None:
           f"{args.prompt}-token prompts, answers up to {args.tokens} tokens; "
           f"resources.cpu {args.cpu}")  # fmt: skip
 
-    results, starts, memory, console_cpu = {}, {}, {}, {}
-    for runtime, choice, name in RUNTIMES:
-        os.environ["SERVEDECK_VLLM_CPU"] = choice  # the console's choice of chat runtime
-        settings.SERVEDECK_VLLM_CPU = choice
-        console = Console(work, token)
-        try:
-            text = local_manifest(name, f"file://{models.chat}", max(args.levels))
-            # A short context: the KV cache sized for 16 requests of the model's own 8k window
-            # would not fit a small machine's free memory, and a request here is 100 tokens.
-            text += "        maxContextTokens: 512\n"
-            text += f"      resources:\n        cpu: {args.cpu}\n"
-            starts[runtime] = [console.deploy(name, text)]
-            if runtime == "vllm-cpu":  # warm: the compile cache of the first start is kept
-                starts[runtime].append(restart(console, name))
-            port = console.replica(name)["port"]
-            before = cpu_seconds(console.child.pid)
-            direct = run_guidellm(
-                program, f"http://127.0.0.1:{port}", name, models.chat, args,
-                work / f"{name}-direct.json",
-            )  # fmt: skip
-            idle = cpu_seconds(console.child.pid) - before
-            before = cpu_seconds(console.child.pid)
-            gateway = run_guidellm(
-                program, console.url, name, models.chat, args, work / f"{name}-gateway.json", key
+    results = {runtime: [] for runtime, _, _ in RUNTIMES}  # per round: (direct, gateway)
+    starts = {runtime: [] for runtime, _, _ in RUNTIMES}
+    memory = {runtime: 0.0 for runtime, _, _ in RUNTIMES}
+    console_cpu = {runtime: [0.0, 0.0, 0, 0.0] for runtime, _, _ in RUNTIMES}
+    for round_number in range(args.rounds):
+        # vLLM first in odd rounds, last in even ones: a machine that slows down (or speeds
+        # up) over the run weighs on both runtimes alike.
+        order = RUNTIMES if round_number % 2 == 0 else RUNTIMES[::-1]
+        for runtime, choice, name in order:
+            if args.rounds > 1:
+                name = f"{name}-{round_number + 1}"
+            print(f"round {round_number + 1}: {runtime} ({load()})", flush=True)
+            warm = runtime == "vllm-cpu" and not starts[runtime]  # its first start is cold
+            measured = measure(work, token, key, program, models, args, runtime, choice, name, warm)
+            results[runtime].append((measured["direct"], measured["gateway"]))
+            starts[runtime].extend(measured["starts"])
+            memory[runtime] = max(memory[runtime], measured["memory"])
+            for i, figure in enumerate(measured["console_cpu"]):
+                console_cpu[runtime][i] += figure
+
+    if args.rounds > 1:
+        print("\neach round: vLLM / transformers serve (direct), gateway / direct (vLLM)")
+        rounds = zip(results["vllm-cpu"], results["transformers"], strict=True)
+        for n, ((v_direct, v_gateway), (t_direct, _)) in enumerate(rounds, 1):
+            ratios = "  ".join(
+                f"{level}: {rate(v_direct[i], t_direct[i]):.1f}x "
+                f"{rate(v_gateway[i], v_direct[i]):.2f}"
+                for i, level in enumerate(args.levels)
             )
-            busy = cpu_seconds(console.child.pid) - before
-            results[runtime] = (direct, gateway)
-            done = sum(row["done"] for row in gateway)
-            tokens = sum(row["tokens_per_s"] * args.seconds for row in gateway)
-            console_cpu[runtime] = (idle, busy, done, tokens)
-            memory[runtime] = group_rss_mib(console.replica(name)["pid"])
-            console.stop(name)
-        finally:
-            from jobs.backends.local.backend import local_runner
-
-            local_runner(ORG).shutdown()
-            stop_group(console.child)
-
-    print("\nDeploy -> Running, and resident memory after the benchmark (the replica's group)")
+            print(f"  round {n}: {ratios}")
+    for runtime, runs in results.items():
+        results[runtime] = tuple(mean_rows([run[way] for run in runs]) for way in (0, 1))
+    print(
+        "\nDeploy -> Running, each start in turn (vLLM's first compiles the model, the later ones"
+        " find its compile cache), and resident memory after the benchmark (the replica's group)"
+    )
     for runtime, took in starts.items():
-        warm = f", warm (restart) {took[1]:.0f} s" if len(took) > 1 else ""
-        print(f"  {runtime:13} first {took[0]:.0f} s{warm}; {memory[runtime]:.0f} MiB")
+        times = ", ".join(f"{t:.0f}" for t in took)
+        print(f"  {runtime:13} {times} s; {memory[runtime]:.0f} MiB")
+    if args.rounds > 1:
+        print(f"\nthe mean of {args.rounds} rounds (vLLM first, then transformers serve first)")
     print("\nconcurrency  way       runtime        out tok/s  TTFT p50 ms  ITL p50 ms  done")
     for i, level in enumerate(args.levels):
         for way in (0, 1):
@@ -242,14 +312,13 @@ def main() -> None:
                     f"{row['itl_p50']:10.1f}  {row['done']:4}"
                 )
     print("\nratios: vLLM / transformers serve (direct), gateway / direct (each runtime)")
+    (v_direct, v_gateway), (t_direct, t_gateway) = results["vllm-cpu"], results["transformers"]
     for i, level in enumerate(args.levels):
-        v, t = (
-            results["vllm-cpu"][0][i]["tokens_per_s"],
-            results["transformers"][0][i]["tokens_per_s"],
+        print(
+            f"  {level:3}: vLLM {rate(v_direct[i], t_direct[i]):5.1f}x   gateway "
+            f"{rate(v_gateway[i], v_direct[i]):.2f} (vLLM) "
+            f"{rate(t_gateway[i], t_direct[i]):.2f} (tf)"
         )
-        gv = results["vllm-cpu"][1][i]["tokens_per_s"] / max(v, 1e-9)
-        gt = results["transformers"][1][i]["tokens_per_s"] / max(t, 1e-9)
-        print(f"  {level:3}: vLLM {v / max(t, 1e-9):5.1f}x   gateway {gv:.2f} (vLLM) {gt:.2f} (tf)")
     print("\nthe console's CPU through the gateway (all levels)")
     for runtime, (idle, busy, done, tokens) in console_cpu.items():
         spent = busy - idle
