@@ -229,15 +229,21 @@ def cpu_launch(
 def vllm_cpu_settings(
     state: AppState, model: str, runtimes_dir: Path, adapters: Sequence[tuple[str, str]] = ()
 ) -> tuple[list[str], dict[str, str]]:
-    """vLLM's CPU build's engine arguments (the manifest's, as on clusters: limits, dtype,
-    parsers, extraArgs through the allowlist) and environment: its KV cache from
-    serving.kvCacheSize (else a quarter of resources.memory), its threads and their binding from
-    resources.cpu, its compile cache in the console's vLLM cache for this version and model."""
+    """vLLM's CPU build's engine arguments (the manifest's, as on clusters: limits, dtype, parsers,
+    extraArgs through the allowlist; dtype `auto` as this CPU serves it) and environment: its KV
+    cache from serving.kvCacheSize (else a quarter of resources.memory), its threads and their
+    binding from resources.cpu, its compile cache in the console's vLLM cache for this version
+    and model."""
+    # No --revision: the folder it is given is already the revision asked for. --dtype as this
+    # CPU serves the manifest's (extraArgs never carries either: a field's flag, rules.py).
     engine = engine_args(state.manifest, adapters)
-    if "--revision" in engine:  # the folder it is given is already the revision asked for
-        at = engine.index("--revision")
-        del engine[at : at + 2]
+    for flag in ("--revision", "--dtype"):
+        if flag in engine:
+            del engine[engine.index(flag) : engine.index(flag) + 2]
     block = state.manifest["spec"]["source"]["model"]
+    dtype = vc.served_dtype((block.get("engine") or {}).get("dtype"), vc.cpu_flags())
+    if dtype is not None:
+        engine[:0] = ["--dtype", dtype]
     serving, resources = block.get("serving") or {}, block.get("resources") or {}
     kv = serving.get("kvCacheSize")
     memory, cores = resources.get("memory"), resources.get("cpu")

@@ -376,7 +376,7 @@ def _on_vllm_cpu(
             VLLM_CPU.name,
             f"{VLLM_CPU.label} (vLLM {here.installed}) serves {serves}: vLLM serves the "
             f"architecture {facts.architecture}{what}, and this CPU runs its "
-            f"{here.instruction_set} kernels.",
+            f"{here.instruction_set} kernels{_auto_dtype_words(here)}.",
         )
     if fallback.name in installed:
         return Choice(
@@ -388,6 +388,16 @@ def _on_vllm_cpu(
     served = here.embedding_architectures if facts.task == EMBED else here.architectures
     fits = here.unfit is None and not here.off and facts.architecture in served
     return _not_installed(facts, VLLM_CPU if fits else fallback, runtimes_dir)
+
+
+def _auto_dtype_words(here: vc.Here) -> str:
+    if here.auto_dtype is None:
+        return ""
+    return (
+        f" (engine.dtype auto serves in {here.auto_dtype} here: this CPU has no bfloat16 "
+        "instructions, and vLLM's bfloat16 without them is many times slower; the weights then "
+        "take 4 bytes each)"
+    )
 
 
 def _sentence(text: str) -> str:

@@ -251,6 +251,34 @@ def test_the_cpu_it_needs(machine, flags, unfit, kernels):
         assert vc.instruction_set(flags) == kernels
 
 
+@pytest.mark.parametrize(
+    ("asked", "flags", "served"),
+    [
+        ("auto", {"avx2"}, "float32"),  # no bfloat16 instructions: bfloat16 is many times slower
+        (None, {"avx2", "avx512f"}, "float32"),
+        ("auto", AVX512, "auto"),  # vLLM's own choice: the model's, float32 cast to bfloat16
+        ("auto", {"avx2", "avx512f", "amx_bf16"}, "auto"),
+        (None, AVX512, None),
+        ("bfloat16", {"avx2"}, "bfloat16"),  # asked for: kept
+        ("float16", AVX512, "float16"),
+    ],
+)
+def test_auto_dtype_is_float32_where_the_cpu_has_no_bfloat16_instructions(asked, flags, served):
+    assert vc.served_dtype(asked, flags) == served
+
+
+def test_check_model_says_what_auto_serves_in_here():
+    avx2 = vc.Here(
+        installed="0.32.0",
+        instruction_set="AVX2",
+        auto_dtype="float32",
+        architectures=FIT.architectures,
+    )
+    said = choose(here=avx2).why
+    assert "this CPU runs its AVX2 kernels (engine.dtype auto serves in float32 here" in said
+    assert "engine.dtype" not in choose().why
+
+
 def test_the_flags_are_read_from_cpuinfo(tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f\nbugs\t\t: none\n")
@@ -397,6 +425,11 @@ def test_the_manifest_maps_to_the_replicas_arguments_and_environment(settings, t
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == str(vc.allowed_cpus()[-1])
     cache = Path(env["VLLM_CACHE_ROOT"])
     assert cache.parent == tmp_path / "cache" / "unknown"  # no vLLM installed in DIR
+    model["engine"]["dtype"] = "bfloat16"
+    assert vllm_cpu_settings(state, "/snap/smollm2", Path(DIR))[0][:2] == ["--dtype", "bfloat16"]
+    model["engine"]["dtype"] = "auto"  # as this machine's CPU serves it
+    auto = vc.served_dtype("auto", vc.cpu_flags())
+    assert vllm_cpu_settings(state, "/snap/smollm2", Path(DIR))[0][:2] == ["--dtype", auto]
     del model["serving"]["kvCacheSize"], model["resources"]["cpu"]
     _, env = vllm_cpu_settings(state, "/snap/smollm2", Path(DIR))
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "2"  # a quarter of 8Gi
