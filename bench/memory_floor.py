@@ -10,11 +10,13 @@ go above what transformers serve's measured latency makes of vLLM's floor (ceili
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 from pathlib import Path
 
 
+@functools.cache  # /proc/cpuinfo read once a runtime, not at every floor printed
 def served_bytes(runtime: str) -> int:
     """Bytes a parameter `runtime` holds the packaged model's float32 weights in on this CPU:
     vLLM's CPU build serves engine.dtype `auto`, float32 on a CPU without bfloat16 instructions
