@@ -48,11 +48,10 @@ TCMALLOC = (
     Path("/usr/lib64/libtcmalloc_minimal.so.4"),
 )
 IOMP = Path("lib") / "libiomp5.so"  # under its virtualenv
-# Intel's OpenMP threads spin 200 ms after each step by default, taking the cores its API
-# server, its scheduler and the console need between steps; asleep at once, the same probe
-# (GuideLLM beside it, 2 cores) gave 33.8 output tokens/s at one request, not 27.4 to 28.9, and
-# TTFT p50 85 to 94 ms, not 93 to 115.
-IOMP_ENV = {"KMP_BLOCKTIME": "0"}
+# Its threads' OpenMP settings are vLLM's own: for the worker it starts it sets OMP_NUM_THREADS,
+# KMP_AFFINITY (the cores of VLLM_CPU_OMP_THREADS_BIND) and KMP_BLOCKTIME=5 itself
+# (vllm/utils/ompmultiprocessing.py), over whatever the replica's environment says; so none is
+# set here.
 # The tasks it serves, as runtimes.py names them: chat on its generate runner, embeddings on its
 # pooling runner (bench/pooling_runtimes_bench.py: faster than infinity-emb at 1, 4 and 16).
 GENERATE, EMBED = "generate", "embed"
@@ -221,8 +220,6 @@ def environment(
         env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_gib)
     if preload:
         env["LD_PRELOAD"] = ":".join(preload)
-    if any(lib.endswith(IOMP.name) for lib in preload):
-        env.update(IOMP_ENV)
     return env
 
 
