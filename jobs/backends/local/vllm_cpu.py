@@ -48,10 +48,16 @@ TCMALLOC = (
     Path("/usr/lib64/libtcmalloc_minimal.so.4"),
 )
 IOMP = Path("lib") / "libiomp5.so"  # under its virtualenv
-# Its threads' OpenMP settings are vLLM's own: for the worker it starts it sets OMP_NUM_THREADS,
-# KMP_AFFINITY (the cores of VLLM_CPU_OMP_THREADS_BIND) and KMP_BLOCKTIME=5 itself
-# (vllm/utils/ompmultiprocessing.py), over whatever the replica's environment says; so none is
-# set here.
+# The engine runs in one process: with VLLM_ENABLE_V1_MULTIPROCESSING=0 vLLM keeps its executor for
+# one CPU worker in the engine core process (world size 1: "uni"), where by default on the CPU it
+# starts the worker as a third process and hands every step over shared memory, its readers
+# spin-yielding beside the engine's threads. On 2 cores (Intel Xeon with AMX), the packaged
+# SmolLM2 at one request, three pairs side by side: 28.6 to 35.0 output tokens/s against 20.6 to
+# 25.4, and 177 to 253 against 173 to 183 at 16. vLLM then sets no OpenMP setting for the
+# engine's threads (it does only for a worker process it starts, from VLLM_CPU_OMP_THREADS_BIND):
+# OMP_NUM_THREADS comes from resources.cpu and nothing binds them (bound to the two cores with
+# KMP_AFFINITY, the same probe gave 23.8 against 35.0 unbound; likely because the engine core's
+# own Python then waits for a core its threads hold).
 # The tasks it serves, as runtimes.py names them: chat on its generate runner, embeddings on its
 # pooling runner (bench/pooling_runtimes_bench.py: faster than infinity-emb at 1, 4 and 16).
 GENERATE, EMBED = "generate", "embed"
@@ -156,15 +162,13 @@ def allowed_cpus() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-def threads_bind(cores: Fraction | None, allowed: Sequence[int]) -> str:
-    """VLLM_CPU_OMP_THREADS_BIND for resources.cpu (`cores`): one engine thread per core asked
-    for (a fraction rounds up, at most the CPUs allowed), bound to the last of the CPUs this
-    console may use (the first ones are where other programs usually start). None: "auto",
-    vLLM's own choice (every core but one, which it keeps for its scheduler)."""
+def engine_threads(cores: Fraction | None, allowed: Sequence[int]) -> int | None:
+    """OMP_NUM_THREADS for resources.cpu (`cores`): one engine thread per core asked for (a
+    fraction rounds up), at most the CPUs this console may use. None: OpenMP's own (one per CPU
+    this process may use)."""
     if cores is None or not allowed:
-        return "auto"
-    wanted = min(len(allowed), max(1, math.ceil(cores)))
-    return ",".join(str(cpu) for cpu in allowed[-wanted:])
+        return None
+    return min(len(allowed), max(1, math.ceil(cores)))
 
 
 def preloads(venv: Path) -> list[str]:
@@ -198,11 +202,12 @@ def compile_cache(cache_dir: str | os.PathLike[str], version: str, model: str) -
 
 
 def environment(
-    kv_gib: int | None, bind: str, cache: Path, preload: Sequence[str] = ()
+    kv_gib: int | None, threads: int | None, cache: Path, preload: Sequence[str] = ()
 ) -> dict[str, str]:
-    """What one replica's vLLM reads beside its arguments; `preload` is preloads()."""
+    """What one replica's vLLM reads beside its arguments; `threads` is engine_threads(),
+    `preload` is preloads()."""
     env = {
-        "VLLM_CPU_OMP_THREADS_BIND": bind,
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the engine in one process (above)
         "VLLM_CACHE_ROOT": str(cache),
         # torch's compiled graphs and C++ kernels, keyed by their own content: one folder for
         # the vLLM version, so the same model from another folder (downloaded again, a copy)
@@ -218,6 +223,8 @@ def environment(
     }
     if kv_gib is not None:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_gib)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     if preload:
         env["LD_PRELOAD"] = ":".join(preload)
     return env

@@ -143,7 +143,8 @@ def test_chat_runs_on_vllms_cpu_build_where_installed_and_answers_before_running
         assert argv[argv.index("--served-model-name") + 1] == "chat"
         env = given["env"]
         assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"  # a quarter of 1Gi, at least 1
-        assert env["VLLM_CPU_OMP_THREADS_BIND"] == str(vc.allowed_cpus()[-1])  # cpu: "1"
+        assert env["OMP_NUM_THREADS"] == "1"  # cpu: "1"
+        assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
         assert Path(env["VLLM_CACHE_ROOT"]).parent == tmp_path / "vllm-cache" / "0.32.0"
         assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_NO_USAGE_STATS"] == "1"
     finally:

@@ -305,19 +305,19 @@ def test_kv_cache_space(kv, memory, gib):
 
 
 @pytest.mark.parametrize(
-    ("cores", "allowed", "bind"),
+    ("cores", "allowed", "threads"),
     [
-        (None, [0, 1], "auto"),
-        (Fraction(1), [0, 1], "1"),
-        (Fraction(2), [0, 1], "0,1"),
-        (Fraction(1, 2), [0, 1, 2, 3], "3"),  # 500m: one thread
-        (Fraction(3, 2), [0, 1, 2, 3], "2,3"),
-        (Fraction(16), [4, 5, 6], "4,5,6"),  # never more than the CPUs allowed
-        (Fraction(2), [], "auto"),
+        (None, [0, 1], None),  # OpenMP's own: one per CPU allowed
+        (Fraction(1), [0, 1], 1),
+        (Fraction(2), [0, 1], 2),
+        (Fraction(1, 2), [0, 1, 2, 3], 1),  # 500m: one thread
+        (Fraction(3, 2), [0, 1, 2, 3], 2),
+        (Fraction(16), [4, 5, 6], 3),  # never more than the CPUs allowed
+        (Fraction(2), [], None),
     ],
 )
-def test_threads_and_their_binding_from_resources_cpu(cores, allowed, bind):
-    assert vc.threads_bind(cores, allowed) == bind
+def test_the_engine_threads_from_resources_cpu(cores, allowed, threads):
+    assert vc.engine_threads(cores, allowed) == threads
 
 
 def test_the_compile_cache_is_one_per_version_and_model():
@@ -332,22 +332,24 @@ def test_the_compile_cache_is_one_per_version_and_model():
 
 
 def test_the_environment_it_reads():
-    env = vc.environment(3, "0,1", Path("/var/vllm-cache/0.32.0/m-1"))
+    env = vc.environment(3, 2, Path("/var/vllm-cache/0.32.0/m-1"))
     assert env == {
-        "VLLM_CPU_OMP_THREADS_BIND": "0,1",
+        # The engine in one process: its executor's worker inside the engine core.
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
         "VLLM_CACHE_ROOT": "/var/vllm-cache/0.32.0/m-1",
         "TORCHINDUCTOR_CACHE_DIR": "/var/vllm-cache/0.32.0/inductor",
         "VLLM_USE_AOT_COMPILE": "0",
         "VLLM_NO_USAGE_STATS": "1",
         "VLLM_DO_NOT_TRACK": "1",
         "VLLM_CPU_KVCACHE_SPACE": "3",
+        "OMP_NUM_THREADS": "2",
     }
-    assert "VLLM_CPU_KVCACHE_SPACE" not in vc.environment(None, "auto", Path("/c"))
+    assert "VLLM_CPU_KVCACHE_SPACE" not in vc.environment(None, None, Path("/c"))
     assert "LD_PRELOAD" not in env
     preload = ["/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "/r/vllm/lib/libiomp5.so"]
-    with_preload = vc.environment(None, "auto", Path("/c"), preload)
+    with_preload = vc.environment(None, None, Path("/c"), preload)
     assert with_preload["LD_PRELOAD"] == ":".join(preload)
-    # vLLM sets its worker's OpenMP threads itself (KMP_AFFINITY, KMP_BLOCKTIME): not here.
+    # No thread count asked: OpenMP's own; and its threads are never bound (KMP_AFFINITY).
     assert not any(name.startswith(("KMP_", "OMP_")) for name in with_preload)
 
 
@@ -421,7 +423,7 @@ def test_the_manifest_maps_to_the_replicas_arguments_and_environment(settings, t
         "--enforce-eager",
     ]  # fmt: skip  (no --revision: the snapshot folder is that revision)
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "3"
-    assert env["VLLM_CPU_OMP_THREADS_BIND"] == str(vc.allowed_cpus()[-1])
+    assert env["OMP_NUM_THREADS"] == "1"
     cache = Path(env["VLLM_CACHE_ROOT"])
     assert cache.parent == tmp_path / "cache" / "unknown"  # no vLLM installed in DIR
     model["engine"]["dtype"] = "bfloat16"
@@ -432,4 +434,4 @@ def test_the_manifest_maps_to_the_replicas_arguments_and_environment(settings, t
     del model["serving"]["kvCacheSize"], model["resources"]["cpu"]
     _, env = vllm_cpu_settings(state, "/snap/smollm2", Path(DIR))
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "2"  # a quarter of 8Gi
-    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+    assert "OMP_NUM_THREADS" not in env
