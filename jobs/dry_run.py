@@ -129,15 +129,17 @@ class CheckModelCalls:
         format: str | None = None,
         gpu_memory_utilization: float | None = None,
         wants_gpu: bool | None = None,
+        dtype: str | None = None,
     ) -> CheckResult:
         format = self._format(uri, format)
         if gpu_memory_utilization is None:
             gpu_memory_utilization = default_gpu_memory_utilization(profile.vllm_version)
         if profile.cluster.backend != profile.cluster.Backend.LOCAL:
-            wants_gpu = None  # only the local backend's choice of server depends on it
+            # Only the local backend's choice of server, and the memory it sizes, depend on them.
+            wants_gpu = dtype = None
         key = (
             uri, profile.pk, context_tokens, concurrency, format, gpu_memory_utilization,
-            wants_gpu,
+            wants_gpu, dtype,
         )  # fmt: skip
         if key not in self._answers:
             self._answers[key] = check_for_profile(
@@ -148,6 +150,7 @@ class CheckModelCalls:
                 format=format,
                 gpu_memory_utilization=gpu_memory_utilization,
                 wants_gpu=wants_gpu,
+                dtype=dtype,
             )
         return self._answers[key]
 
@@ -286,6 +289,8 @@ def check_inputs(filled: FilledManifest) -> dict:
         "gpu_memory_utilization": filled.gpu_memory_utilization,
         # The local backend runs a replica on GPUs with vLLM, else on a CPU runtime.
         "wants_gpu": bool(filled.on_gpu),
+        # On a CPU without bfloat16 instructions vLLM's `auto` holds the weights in float32.
+        "dtype": filled.dtype,
     }
 
 
@@ -493,10 +498,11 @@ def check_for_profile(
     format: str | None = None,
     gpu_memory_utilization: float | None = None,
     wants_gpu: bool | None = None,
+    dtype: str | None = None,
 ) -> CheckResult:
     """Check model of `uri` on `profile`. `wants_gpu`: whether the manifest's replica asks for
     a GPU (resources.accelerator), which decides the local backend's server; None when there
-    is no manifest yet."""
+    is no manifest yet. `dtype`: the manifest's engine.dtype."""
     if uri.startswith("file://") and profile.cluster.backend != "local":
         # A folder on the console's machine is the local profile's: Check model on another
         # profile does not read the console's disk for whoever asks.
@@ -516,6 +522,7 @@ def check_for_profile(
         # whatever else runs here.
         free_memory=free_memory() if local else None,
         wants_gpu=wants_gpu,
+        dtype=dtype if local else None,
         # Where a model this machine cannot serve would run: named in the refusal.
         gpu_profiles=kubernetes_catalogs(profile.organization_id) if local else None,
         catalog=profile.machine_catalog,

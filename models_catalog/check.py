@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import jobs.backends.local.runtimes as runtimes
+import jobs.backends.local.vllm_cpu as vc
 from jobs.machine_catalog import gpu_kinds
 from jobs.manifest import FORMAT_ENGINE, UriInfo, parse_uri
 from jobs.manifest.model_defaults import cpu_replica_bytes
@@ -73,6 +74,7 @@ def check_model(
     free_memory: int | None = None,
     wants_gpu: bool | None = None,
     gpu_profiles: Mapping[str, Sequence[Mapping]] | None = None,
+    dtype: str | None = None,
     storage: Credentials = ANONYMOUS,
 ) -> CheckResult:
     """Whether the platform can serve the model at `uri`, and on what.
@@ -84,10 +86,11 @@ def check_model(
     serves must fit (file:// folders are always on this machine). `wants_gpu` is whether the
     manifest's replica asks for a GPU (None: asked without a manifest); `gpu_profiles` maps the
     organisation's Kubernetes profiles with GPUs to their machine catalogs, so that a model no
-    CPU runtime serves is told which of them would. `storage`: what an s3:// folder is read
-    with (the profile's storage credentials; unsigned requests by default).
+    CPU runtime serves is told which of them would; `dtype` is the manifest's engine.dtype,
+    which decides the memory vLLM's CPU build holds the weights in. `storage`: what an s3://
+    folder is read with (the profile's storage credentials; unsigned requests by default).
     """
-    here_too = ThisMachine(free_memory, wants_gpu, gpu_profiles or {})
+    here_too = ThisMachine(free_memory, wants_gpu, gpu_profiles or {}, dtype)
     util = gpu_memory_utilization or architectures.default_gpu_memory_utilization(vllm_version)
     base = CheckResult(
         uri=uri,
@@ -344,6 +347,7 @@ class ThisMachine:
     free_memory: int | None = None
     wants_gpu: bool | None = None
     gpu_profiles: Mapping[str, Sequence[Mapping]] = field(default_factory=dict)
+    dtype: str | None = None  # the manifest's engine.dtype (None: not given, or no manifest)
 
 
 def _on_this_machine(
@@ -370,6 +374,8 @@ def _on_this_machine(
     )
     if isinstance(choice, runtimes.Refusal):
         return refuse(result, choice.message, choice.install or "See above.")
+    if choice.runtime == runtimes.VLLM_CPU.name:
+        result = _held_by_vllm_cpu(result, here.dtype)
     said = f"On this machine it runs on {choice.runtime}: {choice.why}"
     if choice.cpu is not None and result.uri.startswith("hf://"):
         said += (
@@ -385,12 +391,23 @@ def _on_this_machine(
     return result
 
 
+def _held_by_vllm_cpu(result: CheckResult, dtype: str | None) -> CheckResult:
+    """The CPU memory of a model vLLM's CPU build serves here, sized for the dtype it serves in
+    (engine.dtype `dtype` on this CPU: `auto` is float32 without bfloat16 instructions)."""
+    served = vc.served_dtype(dtype, vc.cpu_flags())
+    held = vc.held_weight_bytes(result.parameters, result.weight_dtype, served)
+    if held is None or held == result.weight_bytes:
+        return result
+    memory = cpu_replica_bytes(held, result.kv_bytes())
+    return replace(result, cpu_weight_bytes=held, cpu_memory_bytes=memory)
+
+
 def profiles_that_hold(
     result: CheckResult, gpu_profiles: Mapping[str, Sequence[Mapping]]
 ) -> list[str]:
     """The profiles (of `gpu_profiles`, name -> machine catalog) with an NVIDIA GPU kind that
     holds the model as Check model sized it: its weights and the KV cache it was sized for."""
-    kv = (result.kv_bytes_per_token or 0) * (result.context_tokens or 0) * result.concurrency
+    kv = result.kv_bytes()
     util = result.gpu_memory_utilization or architectures.default_gpu_memory_utilization(
         result.vllm_version or DEFAULT_VLLM_VERSION
     )

@@ -29,6 +29,9 @@ class CheckResult:
     parameters: int | None = None
     weight_dtype: str | None = None
     weight_bytes: int | None = None  # as stored
+    # As the CPU runtime that serves it on this machine holds them, when not as stored (vLLM's
+    # CPU build serving 16-bit weights in float32 where the CPU has no bfloat16 instructions).
+    cpu_weight_bytes: int | None = None
     # "hub" summary, safetensors "headers", the safetensors "index" total, or "file sizes"
     weight_source: str | None = None
     max_context_tokens: int | None = None
@@ -57,6 +60,15 @@ class CheckResult:
     about_storage: bool = False
     vllm_version: str | None = None
     gpu_memory_utilization: float | None = None
+
+    @property
+    def weights_on_cpu(self) -> int | None:
+        """What the memory of a replica on the CPU must hold for the weights."""
+        return self.cpu_weight_bytes or self.weight_bytes
+
+    def kv_bytes(self) -> int:
+        """The KV cache at the context and concurrency it was sized for (0 when not sized)."""
+        return (self.kv_bytes_per_token or 0) * (self.context_tokens or 0) * self.concurrency
 
     def memory_text(self) -> str | None:
         """What the model needs where it is suggested to run, per GPU on GPUs (with the sum

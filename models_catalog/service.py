@@ -19,7 +19,7 @@ def model_facts(result: CheckResult) -> ModelFacts | None:
         generative=generative,
         modalities=frozenset(result.modalities),
         max_context_tokens=result.max_context_tokens,
-        weight_bytes=result.weight_bytes,
+        weight_bytes=result.weights_on_cpu,
         commit=result.revision,
         gpu_fits=tuple(
             GpuFit(o.gpu_kind, o.gpus_per_replica, o.nodes_per_replica) for o in fits if o.gpu_kind

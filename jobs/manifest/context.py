@@ -73,7 +73,8 @@ class ModelFacts:
     generative: bool | None = None
     modalities: frozenset[str] = frozenset()  # subset of MODALITIES; empty = text only
     max_context_tokens: int | None = None
-    weight_bytes: int | None = None  # the weights as stored: what memory on CPU must hold
+    weight_bytes: int | None = None  # what memory on CPU must hold for the weights (as stored,
+    # or as the CPU runtime serving it on this machine holds them)
     commit: str | None = None  # the commit an hf:// uri's revision (or main) resolved to
     # The profile's GPU kinds that hold the model, in Check model's order of preference (fewest
     # nodes, then fewest GPUs, then the smallest GPU).

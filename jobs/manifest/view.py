@@ -89,6 +89,10 @@ class FilledManifest:
         return _text(self.model_get("runtime", "engine"))
 
     @property
+    def dtype(self) -> str | None:
+        return _text(self.model_get("engine", "dtype"))
+
+    @property
     def task(self) -> str | None:
         return _text(self.model_get("task"))
 

@@ -320,6 +320,7 @@ def memory_at(draft: Draft, data: Mapping) -> CheckResult | None:
         concurrency=concurrency,
         format=get(draft.manifest, f"{MODEL}.format"),
         gpu_memory_utilization=_fraction(data.get("gpu_memory_utilization")),
+        dtype=FilledManifest(draft.manifest).dtype,
     )  # the live preview of Compute: not a dry run
 
 

@@ -217,8 +217,10 @@ def memory_summary(check) -> dict:
         return {"text": "", "bad": False}
     kv = check.kv_bytes_per_token
     kv_text = f", KV cache {human_bytes(kv)} per token" if kv else ""
+    on_cpu = check.suggestion is not None and check.suggestion.accelerator == "cpu"
+    weights = check.weights_on_cpu if on_cpu else check.weight_bytes
     return {
-        "text": f"Memory needed: {needed} (weights {human_bytes(check.weight_bytes)}{kv_text}).",
+        "text": f"Memory needed: {needed} (weights {human_bytes(weights)}{kv_text}).",
         "bad": False,
     }
 

