@@ -36,7 +36,13 @@ from models_catalog.refusals import (
     unsupported,
 )
 from models_catalog.s3_reads import S3Reader
-from models_catalog.sizing import Demand, Suggestion, parse_bytes, size_on_catalog
+from models_catalog.sizing import (
+    Demand,
+    Suggestion,
+    parse_bytes,
+    size_on_catalog,
+    weight_bytes_in,
+)
 from models_catalog.storage_reads import (
     BucketReader,
     StorageDenied,
@@ -395,7 +401,7 @@ def _held_by_vllm_cpu(result: CheckResult, dtype: str | None) -> CheckResult:
     """The CPU memory of a model vLLM's CPU build serves here, sized for the dtype it serves in
     (engine.dtype `dtype` on this CPU: `auto` is float32 without bfloat16 instructions)."""
     served = vc.served_dtype(dtype, vc.cpu_flags())
-    held = vc.held_weight_bytes(result.parameters, result.weight_dtype, served)
+    held = weight_bytes_in(result.parameters, result.weight_dtype, served)
     if held is None or held == result.weight_bytes:
         return result
     memory = cpu_replica_bytes(held, result.kv_bytes())

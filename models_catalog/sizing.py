@@ -164,6 +164,15 @@ def weights_from_file_bytes(file_bytes: int, config: Mapping) -> Weights:
     return Weights(parameters, file_bytes, dtype or "float32", parameters * min(itemsize, 2))
 
 
+def weight_bytes_in(parameters: int | None, stored: str | None, served: str | None) -> int | None:
+    """The bytes an unquantised checkpoint's `parameters` (stored in `stored`) take once served
+    in `served`, when that is a dtype; None when it is not (the runtime's own choice, `auto`), the
+    checkpoint is quantised, or the parameters are unknown."""
+    if not parameters or stored not in CONFIG_DTYPE_BYTES or served not in CONFIG_DTYPE_BYTES:
+        return None
+    return parameters * CONFIG_DTYPE_BYTES[served]
+
+
 # ---- the model's shape ----
 
 # Keys a config.json leaves out when they equal the transformers class default.

@@ -383,3 +383,22 @@ def test_default_catalog_matches_the_machine_catalog_format():
         parse_bytes(kind["gpuMemory"])
         parse_bytes(kind["nodeMemory"])
     assert DEFAULT_MACHINE_CATALOG[0]["gpusPerNode"] == 4
+
+
+@pytest.mark.parametrize(
+    ("parameters", "stored", "served", "held"),
+    [
+        (1000, "bfloat16", "float32", 4000),  # auto without bfloat16 instructions
+        (1000, "float16", "float32", 4000),
+        (1000, "float32", "float32", 4000),
+        (1000, "float32", "bfloat16", 2000),  # asked for: cast down
+        (1000, "bfloat16", "auto", None),  # vLLM's own choice: as stored
+        (1000, "bfloat16", None, None),
+        (1000, "awq int4", "float32", None),  # quantised: its kernels keep their own format
+        (None, "bfloat16", "float32", None),  # parameters unknown
+    ],
+)
+def test_the_weights_take_the_bytes_of_the_dtype_they_are_served_in(
+    parameters, stored, served, held
+):
+    assert sizing.weight_bytes_in(parameters, stored, served) == held

@@ -113,20 +113,6 @@ def served_dtype(asked: str | None, flags: Collection[str]) -> str | None:
     return asked
 
 
-# The checkpoints' dtypes (as Check model names them) that vLLM loads into the dtype it serves in.
-UNQUANTISED = frozenset({"float32", "float16", "bfloat16"})
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-
-
-def held_weight_bytes(parameters: int | None, stored: str | None, served: str | None) -> int | None:
-    """The bytes an unquantised checkpoint's `parameters` (stored in `stored`) take once vLLM
-    serves them in `served` (served_dtype), when that dtype says it; None when it does not (the
-    model's own dtype, a quantised checkpoint, parameters unknown)."""
-    if not parameters or stored not in UNQUANTISED or served not in DTYPE_BYTES:
-        return None
-    return parameters * DTYPE_BYTES[served]
-
-
 def cpu_unfit(machine: str, flags: Collection[str]) -> str | None:
     """Why vLLM's CPU build cannot run on this CPU (a clause), None when it can: `machine` as
     platform.machine() says it, `flags` the CPU's feature flags."""

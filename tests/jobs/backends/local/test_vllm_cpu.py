@@ -267,25 +267,6 @@ def test_auto_dtype_is_float32_where_the_cpu_has_no_bfloat16_instructions(asked,
     assert vc.served_dtype(asked, flags) == served
 
 
-@pytest.mark.parametrize(
-    ("parameters", "stored", "served", "held"),
-    [
-        (1000, "bfloat16", "float32", 4000),  # auto without bfloat16 instructions
-        (1000, "float16", "float32", 4000),
-        (1000, "float32", "float32", 4000),
-        (1000, "float32", "bfloat16", 2000),  # asked for: cast down
-        (1000, "bfloat16", "auto", None),  # vLLM's own choice: as stored
-        (1000, "bfloat16", None, None),
-        (1000, "awq int4", "float32", None),  # quantised: its kernels keep their own format
-        (None, "bfloat16", "float32", None),  # parameters unknown
-    ],
-)
-def test_the_weights_take_the_bytes_of_the_dtype_they_are_served_in(
-    parameters, stored, served, held
-):
-    assert vc.held_weight_bytes(parameters, stored, served) == held
-
-
 def test_check_model_says_what_auto_serves_in_here():
     avx2 = vc.Here(
         installed="0.32.0",
